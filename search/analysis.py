@@ -1,0 +1,252 @@
+"""The analyzer shared by the crawler and the query side.
+
+A text is reduced to words in one way only, so that a word typed in a query meets the same
+word read on a page:
+
+    tokenize  ->  segment CJK runs (jieba)  ->  lowercase  ->  drop stop words  ->  stem
+
+Stemming uses the Snowball stemmer of the text's language (``english`` by default); Chinese,
+Japanese and Korean words are never stemmed.  Every token keeps its surface form beside its
+stem, as the design documents' WORD record does (word, normal form, count).
+
+:func:`analyze_document` counts each stem per *section* of a page (body, title, URL words,
+description, keywords) and weighs it with the server's section weights.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import snowballstemmer
+
+#: Sections of a page, in the order used by :attr:`WordRecord.counts`.
+SECTIONS: tuple[str, ...] = ("body", "title", "url", "desc", "keywords")
+
+#: Default section weights (the design documents' bodyweight, titleweight, urlweight,
+#: descweight and keywordweight).
+DEFAULT_WEIGHTS: dict[str, float] = {
+    "body": 1.0,
+    "title": 4.0,
+    "url": 2.0,
+    "desc": 2.0,
+    "keywords": 2.0,
+}
+
+#: Longest token kept; longer "words" are base64 blobs, hashes and similar noise.
+MAX_TOKEN_LENGTH = 64
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+# A CJK run, or a run of word characters that are not CJK.
+_TOKEN_RE = re.compile(rf"[{_CJK}]+|[^\W{_CJK}]+")
+_CJK_RE = re.compile(rf"[{_CJK}]")
+
+# ISO 639-1 codes (as found in <html lang> and the sites file) -> Snowball algorithm names.
+_SNOWBALL: dict[str, str] = {
+    "ar": "arabic",
+    "hy": "armenian",
+    "eu": "basque",
+    "ca": "catalan",
+    "da": "danish",
+    "nl": "dutch",
+    "en": "english",
+    "eo": "esperanto",
+    "et": "estonian",
+    "fi": "finnish",
+    "fr": "french",
+    "de": "german",
+    "el": "greek",
+    "hi": "hindi",
+    "hu": "hungarian",
+    "id": "indonesian",
+    "ga": "irish",
+    "it": "italian",
+    "lt": "lithuanian",
+    "ne": "nepali",
+    "no": "norwegian",
+    "nb": "norwegian",
+    "nn": "norwegian",
+    "pl": "polish",
+    "pt": "portuguese",
+    "ro": "romanian",
+    "ru": "russian",
+    "sr": "serbian",
+    "es": "spanish",
+    "sv": "swedish",
+    "ta": "tamil",
+    "tr": "turkish",
+    "yi": "yiddish",
+}
+_CJK_LANGS = {"zh", "ja", "ko"}
+
+#: English stop words: function words that carry no meaning for retrieval.
+ENGLISH_STOP_WORDS: frozenset[str] = frozenset(
+    ["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves"]
+)
+
+#: Chinese stop words: particles and pronouns that jieba returns as separate words.
+CHINESE_STOP_WORDS: frozenset[str] = frozenset(
+    ["的", "了", "和", "是", "在", "也", "与", "及", "或", "就", "都", "而", "着", "之", "被", "把", "对", "等", "这", "那", "个", "为", "以", "于", "上", "中", "下", "其", "我", "你", "他", "她", "它", "们", "吗", "呢", "吧", "啊"]
+)
+
+_STOP_WORDS: dict[str, frozenset[str]] = {"english": ENGLISH_STOP_WORDS}
+
+
+def snowball_language(lang: str | None) -> str:
+    """Map a language tag (``en``, ``en-US``, ``german``, ``zh-CN``) to a Snowball name.
+
+    Unknown or empty tags give ``english``; CJK tags give ``english`` as well, because
+    CJK words are recognised by their script and never stemmed.
+    """
+    if not lang:
+        return "english"
+    tag = lang.strip().lower().replace("_", "-")
+    if tag in _SNOWBALL.values():
+        return tag
+    return _SNOWBALL.get(tag.split("-", 1)[0], "english")
+
+
+def is_known_language(lang: str) -> bool:
+    tag = lang.strip().lower().replace("_", "-")
+    primary = tag.split("-", 1)[0]
+    return tag in _SNOWBALL.values() or primary in _SNOWBALL or primary in _CJK_LANGS
+
+
+@lru_cache(maxsize=1)
+def _jieba() -> Any:
+    import logging
+
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    jieba.initialize()
+    return jieba
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    stem: str
+    surface: str
+
+
+class Analyzer:
+    """Tokenize, segment, lowercase, drop stop words and stem, for one language.
+
+    Instances are cached per language by :func:`get_analyzer`; each keeps a cache of the
+    stems it has computed, since a language's vocabulary repeats heavily.
+    """
+
+    def __init__(self, language: str = "english") -> None:
+        self.language = snowball_language(language)
+        self._stemmer = snowballstemmer.stemmer(self.language)
+        self._stop = _STOP_WORDS.get(self.language, frozenset())
+        self._stems: dict[str, str] = {}
+
+    def stem(self, word: str) -> str:
+        """The normal form of one lowercased word (CJK words are returned unchanged)."""
+        stem = self._stems.get(word)
+        if stem is None:
+            stem = word if _CJK_RE.match(word) else self._stemmer.stemWord(word)
+            if len(self._stems) < 500_000:
+                self._stems[word] = stem
+        return stem
+
+    def words(self, text: str, limit: int | None = None) -> Iterator[str]:
+        """Lowercased words of *text*, CJK runs segmented, stop words included."""
+        n = 0
+        for match in _TOKEN_RE.finditer(text.lower()):
+            run = match.group()
+            if _CJK_RE.match(run):
+                pieces = [w for w in _jieba().lcut(run) if w.strip()]
+            else:
+                pieces = [run]
+            for word in pieces:
+                yield word
+                n += 1
+                if limit is not None and n >= limit:
+                    return
+
+    def tokens(self, text: str, limit: int | None = None) -> Iterator[Token]:
+        """The indexable tokens of *text*: stop words and over-long tokens dropped.
+
+        *limit* caps the number of words read (stop words included), like the design
+        documents' per-page word cap.
+        """
+        stop = self._stop
+        stem = self.stem
+        for word in self.words(text, limit):
+            if word in stop or word in CHINESE_STOP_WORDS or len(word) > MAX_TOKEN_LENGTH:
+                continue
+            yield Token(stem(word), word)
+
+    def is_stop_word(self, word: str) -> bool:
+        word = word.lower()
+        return word in self._stop or word in CHINESE_STOP_WORDS
+
+
+@lru_cache(maxsize=64)
+def get_analyzer(language: str | None = None) -> Analyzer:
+    """The shared analyzer for *language* (a tag or Snowball name; default English)."""
+    return Analyzer(snowball_language(language))
+
+
+@dataclass(slots=True)
+class WordRecord:
+    """One stem of one document: its first surface form, counts per section, weight."""
+
+    stem: str
+    surface: str
+    counts: list[int] = field(default_factory=lambda: [0] * len(SECTIONS))
+    weight: float = 0.0
+
+    def count(self, section: str) -> int:
+        return self.counts[SECTIONS.index(section)]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts)
+
+
+_URL_NOISE = frozenset(
+    {"http", "https", "ftp", "www", "html", "htm", "php", "asp", "aspx", "index"}
+)
+
+
+def url_words(url: str) -> str:
+    """The words of a URL as text (scheme, ``www``, ``index`` and file suffixes dropped)."""
+    return " ".join(w for w in re.split(r"[\W_]+", url.lower()) if w and w not in _URL_NOISE)
+
+
+def analyze_document(
+    sections: Mapping[str, str],
+    weights: Mapping[str, float] | None = None,
+    language: str | None = None,
+    max_words: int | None = None,
+) -> dict[str, WordRecord]:
+    """Count and weigh every stem of a document.
+
+    *sections* maps section names of :data:`SECTIONS` to their text (``url`` is the URL
+    itself).  The weight of a stem is Σ (count in section × weight of section).
+    *max_words* caps the words read from the body.
+    """
+    weights = {**DEFAULT_WEIGHTS, **(weights or {})}
+    analyzer = get_analyzer(language)
+    records: dict[str, WordRecord] = {}
+    for index, section in enumerate(SECTIONS):
+        text = sections.get(section) or ""
+        if not text:
+            continue
+        if section == "url":
+            text = url_words(text)
+        limit = max_words if section == "body" else None
+        w = float(weights[section])
+        for token in analyzer.tokens(text, limit):
+            record = records.get(token.stem)
+            if record is None:
+                record = records[token.stem] = WordRecord(token.stem, token.surface)
+            record.counts[index] += 1
+            record.weight += w
+    return records

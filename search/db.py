@@ -1,0 +1,95 @@
+"""The one module that owns the database: engine, sessions and schema migrations.
+
+SQLite (the embedded default) and PostgreSQL (``postgresql+psycopg://``) share one schema,
+created and upgraded by Alembic (:func:`migrate`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from search import config
+
+logger = logging.getLogger(__name__)
+
+
+class DatabaseError(Exception):
+    """The database cannot be opened or migrated (the message is meant for users)."""
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL lets the indexer process and the search CLI read while the crawler writes.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=60000")
+    cursor.close()
+
+
+def create(url: str | None = None, **kwargs: Any) -> Engine:
+    """An engine for *url* (default: :func:`search.config.database_url`).
+
+    The SQLite file's folder is created if needed. Raises :class:`DatabaseError` with a
+    one-line message for malformed URLs and unknown drivers.
+    """
+    url = url or config.database_url()
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise DatabaseError(f"invalid database URL {url!r}: {exc}") from None
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        kwargs.setdefault("connect_args", {"check_same_thread": False, "timeout": 60})
+    else:
+        kwargs.setdefault("pool_pre_ping", True)
+    try:
+        engine = create_engine(parsed, **kwargs)
+    except Exception as exc:  # unknown dialect or missing driver
+        raise DatabaseError(f"cannot use database URL {url!r}: {exc}") from None
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema up to date with the Alembic migrations (idempotent)."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", "search:migrations")
+    cfg.attributes["engine"] = engine
+    try:
+        command.upgrade(cfg, "head")
+    except OperationalError as exc:
+        raise DatabaseError(f"cannot open database {engine.url!r}: {exc.orig}") from None
+
+
+def connect(url: str | None = None, *, upgrade: bool = True, **kwargs: Any) -> Engine:
+    """An engine with an up-to-date schema."""
+    engine = create(url, **kwargs)
+    if upgrade:
+        migrate(engine)
+    return engine
+
+
+def sessionmaker_for(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+@contextmanager
+def session_scope(engine: Engine) -> Iterator[Session]:
+    """A session in one transaction: committed on success, rolled back on error."""
+    with Session(engine, expire_on_commit=False) as session, session.begin():
+        yield session

@@ -1,0 +1,210 @@
+"""The Whoosh adapter: schema, one writer, searcher.
+
+Everything that knows Whoosh lives here, behind :class:`IndexDoc`, :class:`Index` and
+:class:`IndexWriter`, so the rest of the project could move to another engine.
+
+Documents arrive already analyzed: the crawler has counted every stem per section, so the
+index does not tokenize again.  Each section is a field whose postings carry the stem's count
+(``freq``, which also gives the field length for BM25F's length normalisation) and its
+weight (count × the server's section weight, used by the scorer as the term frequency).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from whoosh import index as whoosh_index
+from whoosh.fields import ID, STORED, FieldType, Schema
+from whoosh.formats import Frequency
+from whoosh.index import LockError
+from whoosh.util.varints import varint
+from whoosh.writing import CLEAR, SegmentWriter
+
+from search.analysis import SECTIONS, WordRecord
+
+logger = logging.getLogger(__name__)
+
+#: Index field of each analyzer section (``url`` is taken by the stored URL).
+FIELD_OF_SECTION: dict[str, str] = {
+    "body": "body",
+    "title": "title",
+    "url": "urlwords",
+    "desc": "desc",
+    "keywords": "keywords",
+}
+TEXT_FIELDS: tuple[str, ...] = tuple(FIELD_OF_SECTION[s] for s in SECTIONS)
+
+INDEX_NAME = "spidersite"
+
+
+class IndexError_(Exception):
+    """The index cannot be opened or written (the message is meant for users)."""
+
+
+class IndexMissing(IndexError_):
+    pass
+
+
+class PreAnalyzed(FieldType):
+    """A text field fed with ``{stem: (count, weight)}`` instead of a string."""
+
+    def __init__(self) -> None:
+        self.format = Frequency()
+        self.analyzer = None
+        self.scorable = True
+        self.stored = False
+        self.unique = False
+        self.vector = None
+        self.column_type = None
+
+    def index(self, value: Any, **kwargs: Any) -> Iterator[tuple[bytes, int, float, bytes]]:
+        if isinstance(value, str):  # a plain string: one term per whitespace-separated word
+            counts: dict[str, int] = {}
+            for word in value.split():
+                counts[word] = counts.get(word, 0) + 1
+            value = {w: (c, float(c)) for w, c in counts.items()}
+        for stem, (count, weight) in value.items():
+            yield stem.encode("utf-8"), count, weight, varint(count)
+
+    def process_text(self, qstring: str, mode: str = "", **kwargs: Any) -> Iterator[str]:
+        # Query terms are analyzed by search.analysis before they reach Whoosh.
+        return iter(qstring.split())
+
+    def self_parsing(self) -> bool:
+        return False
+
+
+def make_schema() -> Schema:
+    fields: dict[str, Any] = {
+        "docid": ID(stored=True, unique=True),
+        "url": STORED(),
+        "host": ID(),
+    }
+    for name in TEXT_FIELDS:
+        fields[name] = PreAnalyzed()
+    return Schema(**fields)
+
+
+@dataclass(slots=True)
+class IndexDoc:
+    """One document as the index sees it."""
+
+    docid: int
+    url: str
+    host: str
+    fields: dict[str, dict[str, tuple[int, float]]] = field(default_factory=dict)
+
+    @classmethod
+    def from_records(
+        cls,
+        docid: int,
+        url: str,
+        host: str,
+        records: Iterable[WordRecord],
+        weights: Mapping[str, float],
+        max_terms: int | None = None,
+    ) -> IndexDoc:
+        """Build the per-field postings from analyzer records.
+
+        *max_terms* keeps only that many distinct stems (highest weights first), the design
+        documents' cap on the words indexed per page.
+        """
+        recs = list(records)
+        if max_terms is not None and len(recs) > max_terms:
+            recs.sort(key=lambda r: r.weight, reverse=True)
+            recs = recs[:max_terms]
+        fields: dict[str, dict[str, tuple[int, float]]] = {f: {} for f in TEXT_FIELDS}
+        section_fields = [
+            (i, FIELD_OF_SECTION[s], float(weights.get(s, 1.0))) for i, s in enumerate(SECTIONS)
+        ]
+        for rec in recs:
+            counts = rec.counts
+            for i, fname, w in section_fields:
+                c = counts[i]
+                if c:
+                    fields[fname][rec.stem] = (c, c * w)
+        return cls(docid, url, host, {k: v for k, v in fields.items() if v})
+
+
+class Index:
+    """A Whoosh index folder: open or create, write through one writer, search."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def exists(self) -> bool:
+        return whoosh_index.exists_in(str(self.path), indexname=INDEX_NAME)
+
+    def open(self, create: bool = False) -> Any:
+        if self.exists():
+            return whoosh_index.open_dir(str(self.path), indexname=INDEX_NAME)
+        if not create:
+            raise IndexMissing(
+                f"no search index at {self.path} yet: crawl a site first "
+                f"(scrapy crawl site -a seeds=URL) or rebuild it (python -m search reindex)"
+            )
+        self.path.mkdir(parents=True, exist_ok=True)
+        return whoosh_index.create_in(str(self.path), make_schema(), indexname=INDEX_NAME)
+
+    def clear(self) -> None:
+        """Remove the index (used by a full rebuild)."""
+        if self.path.exists():
+            shutil.rmtree(self.path)
+
+    @contextmanager
+    def writer(self, limitmb: int = 256, clear: bool = False) -> Iterator[IndexWriter]:
+        """The one writer: committed on success, cancelled on error."""
+        ix = self.open(create=True)
+        try:
+            w = ix.writer(limitmb=limitmb)
+        except LockError:
+            raise IndexError_(
+                f"the search index at {self.path} is being written by another process "
+                f"(a crawl or a reindex); try again when it has finished"
+            ) from None
+        writer = IndexWriter(w)
+        try:
+            yield writer
+        except BaseException:
+            w.cancel()
+            raise
+        else:
+            w.commit(mergetype=CLEAR if clear else None)
+
+    def doc_count(self) -> int:
+        if not self.exists():
+            return 0
+        ix = self.open()
+        return int(ix.doc_count())
+
+    def docids(self) -> set[int]:
+        """Every document id in the index (for consistency checks)."""
+        ix = self.open()
+        with ix.searcher() as s:
+            return {int(fields["docid"]) for fields in s.all_stored_fields()}
+
+
+class IndexWriter:
+    """Adds, replaces and deletes documents through one Whoosh writer."""
+
+    def __init__(self, writer: SegmentWriter) -> None:
+        self._w = writer
+        self.added = 0
+
+    def add(self, doc: IndexDoc, update: bool = True) -> None:
+        values: dict[str, Any] = {"docid": str(doc.docid), "url": doc.url, "host": doc.host}
+        values.update(doc.fields)
+        if update:
+            self._w.update_document(**values)
+        else:
+            self._w.add_document(**values)
+        self.added += 1
+
+    def delete(self, docid: int) -> None:
+        self._w.delete_by_term("docid", str(docid))

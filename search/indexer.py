@@ -1,0 +1,276 @@
+"""Feeding the Whoosh index: a writer process for crawls, and rebuilds from the database.
+
+Whoosh is pure Python and allows one writer at a time.  During a crawl the documents are
+sent, already analyzed, to one :class:`IndexerProcess` (a child process, so indexing runs
+on the second core instead of competing with Scrapy for the first), which adds them
+through one writer, commits every ``batch_size`` documents and marks them ``indexed`` in the
+database.  :func:`reindex` rebuilds the whole index from the database, which is the record.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import queue
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine, func, select
+
+from search import db
+from search.analysis import SECTIONS
+from search.index import FIELD_OF_SECTION, Index, IndexDoc
+from search.models import Document, Posting, Server, Word
+from search.store import DocumentStore
+
+logger = logging.getLogger(__name__)
+
+_SECTION_WEIGHT_KEYS = {
+    "body": "bodyweight",
+    "title": "titleweight",
+    "url": "urlweight",
+    "desc": "descweight",
+    "keywords": "keywordweight",
+}
+
+
+@dataclass(slots=True)
+class Batch:
+    """A message to the indexer: documents to add or replace, ids to delete."""
+
+    docs: list[IndexDoc]
+    deletes: list[int]
+
+
+def _apply(writer: Any, batch: Batch) -> list[int]:
+    for docid in batch.deletes:
+        writer.delete(docid)
+    for doc in batch.docs:
+        writer.add(doc)
+    return [d.docid for d in batch.docs]
+
+
+def _worker(
+    inbox: Any, outbox: Any, index_dir: str, database_url: str, batch_size: int, limitmb: int
+) -> None:
+    """The indexer process: one writer, a commit every *batch_size* documents."""
+    logging.basicConfig(level=logging.INFO)
+    engine = db.create(database_url)
+    store = DocumentStore(engine)
+    index = Index(index_dir)
+    total = 0
+    commits = 0
+    last_commit_at = 0.0
+    finished = False
+    try:
+        while not finished:
+            pending: list[int] = []
+            with index.writer(limitmb=limitmb) as writer:
+                while len(pending) < batch_size:
+                    try:
+                        msg = inbox.get(timeout=2.0 if pending else None)
+                    except queue.Empty:
+                        break  # the crawl is slow: make what we have searchable
+                    if msg is None:
+                        finished = True
+                        break
+                    pending.extend(_apply(writer, msg))
+            if pending:
+                store.mark_indexed(pending)
+            total += len(pending)
+            commits += 1
+            last_commit_at = time.time()
+            outbox.put(("progress", total, last_commit_at))
+        outbox.put(("done", total, {"commits": commits, "searchable_at": last_commit_at}))
+    except BaseException as exc:  # report, then let the parent decide
+        outbox.put(("error", total, f"{type(exc).__name__}: {exc}"))
+        raise
+    finally:
+        engine.dispose()
+
+
+class IndexerProcess:
+    """The parent's handle on the indexer child process."""
+
+    def __init__(
+        self,
+        index_dir: str,
+        database_url: str,
+        batch_size: int = 1000,
+        limitmb: int = 256,
+        max_pending: int = 64,
+    ) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.inbox: Any = ctx.Queue(maxsize=max_pending)
+        self.outbox: Any = ctx.Queue()
+        self.process = ctx.Process(
+            target=_worker,
+            name="spidersite-indexer",
+            args=(self.inbox, self.outbox, index_dir, database_url, batch_size, limitmb),
+            daemon=True,
+        )
+        self.indexed = 0
+        self.searchable_at = 0.0
+        self.error: str | None = None
+        self.info: dict[str, Any] = {}
+
+    def start(self) -> None:
+        self.process.start()
+
+    def send(self, batch: Batch) -> None:
+        self._drain()
+        if self.error:
+            raise RuntimeError(f"the indexer process failed: {self.error}")
+        self.inbox.put(batch)
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                msg = self.outbox.get_nowait()
+            except queue.Empty:
+                return
+            self._handle(msg)
+
+    def _handle(self, msg: tuple[Any, ...]) -> None:
+        kind, total, extra = msg
+        self.indexed = total
+        if kind == "progress":
+            self.searchable_at = extra
+        elif kind == "done":
+            self.info = extra
+            self.searchable_at = extra.get("searchable_at") or self.searchable_at
+        elif kind == "error":
+            self.error = extra
+
+    def close(
+        self, timeout: float | None = None, progress: Callable[[int], None] | None = None
+    ) -> None:
+        """Ask the process to commit and stop; wait for it."""
+        if self.process.is_alive():
+            self.inbox.put(None)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.process.is_alive():
+            try:
+                self._handle(self.outbox.get(timeout=1.0))
+                if progress:
+                    progress(self.indexed)
+            except queue.Empty:
+                pass
+            if deadline is not None and time.monotonic() > deadline:
+                self.process.terminate()
+                break
+        self.process.join()
+        self._drain()
+        if self.process.exitcode not in (0, None) and not self.error:
+            self.error = f"exit code {self.process.exitcode}"
+
+
+def server_weights(engine: Engine) -> dict[int, dict[str, float]]:
+    """Section weights of every stored server (defaults where a weight is not stored)."""
+    from search.analysis import DEFAULT_WEIGHTS
+
+    out: dict[int, dict[str, float]] = {}
+    with engine.connect() as conn:
+        for sid, settings in conn.execute(select(Server.id, Server.settings)):
+            settings = settings or {}
+            out[sid] = {
+                s: float(settings.get(k, DEFAULT_WEIGHTS[s]))
+                for s, k in _SECTION_WEIGHT_KEYS.items()
+            }
+    return out
+
+
+def indexable(stmt: Any) -> Any:
+    return stmt.where(Document.kind == "page", Document.noindex.is_(False), Document.status < 400)
+
+
+def iter_index_docs(
+    engine: Engine, only_unindexed: bool = False, chunk: int = 200
+) -> Iterator[IndexDoc]:
+    """Rebuild IndexDocs from the stored postings, *chunk* documents per query."""
+    from search.analysis import DEFAULT_WEIGHTS
+
+    weights = server_weights(engine)
+    last_id = 0
+    columns = [getattr(Posting, f"{s}_count") for s in SECTIONS]
+    fields = [FIELD_OF_SECTION[s] for s in SECTIONS]
+    with engine.connect() as conn:
+        while True:
+            q = indexable(select(Document.id, Document.url, Document.server_id))
+            if only_unindexed:
+                q = q.where(Document.indexed.is_(False))
+            docs = conn.execute(
+                q.where(Document.id > last_id).order_by(Document.id).limit(chunk)
+            ).all()
+            if not docs:
+                return
+            last_id = docs[-1].id
+            ids = [d.id for d in docs]
+            terms: dict[int, dict[str, dict[str, tuple[int, float]]]] = {
+                i: {f: {} for f in fields} for i in ids
+            }
+            doc_server = {d.id: d.server_id for d in docs}
+            rows = conn.execute(
+                select(Posting.document_id, Word.stem, *columns)
+                .join(Word, Word.id == Posting.word_id)
+                .where(Posting.document_id.in_(ids))
+            )
+            for row in rows:
+                w = weights.get(doc_server[row[0]]) or DEFAULT_WEIGHTS
+                per_field = terms[row[0]]
+                for i, section in enumerate(SECTIONS):
+                    count = row[2 + i]
+                    if count:
+                        per_field[fields[i]][row[1]] = (count, count * w[section])
+            for d in docs:
+                host = d.url.split("/")[2] if "://" in d.url else ""
+                yield IndexDoc(d.id, d.url, host, {k: v for k, v in terms[d.id].items() if v})
+
+
+def count_indexable(engine: Engine, only_unindexed: bool = False) -> int:
+    with engine.connect() as conn:
+        q = indexable(select(func.count()).select_from(Document))
+        if only_unindexed:
+            q = q.where(Document.indexed.is_(False))
+        return int(conn.execute(q).scalar_one())
+
+
+def reindex(
+    engine: Engine,
+    index: Index,
+    *,
+    full: bool = True,
+    batch_size: int = 2000,
+    limitmb: int = 256,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Rebuild the index from the database (``full``) or add the documents not indexed yet.
+
+    A full rebuild goes through one writer and replaces the old index in its single
+    commit, so searches keep answering from the old index until the new one is complete.
+    Returns the number of documents indexed.
+    """
+    store = DocumentStore(engine)
+    done: list[int] = []
+    with index.writer(limitmb=limitmb, clear=full) as writer:
+        for doc in iter_index_docs(engine, only_unindexed=not full):
+            writer.add(doc, update=not full)
+            done.append(doc.docid)
+            if progress and len(done) % batch_size == 0:
+                progress(batch_size)
+        if progress and len(done) % batch_size:
+            progress(len(done) % batch_size)
+    # Mark after the commit: a document is "indexed" only once it is searchable.
+    store.mark_indexed(done)
+    return len(done)
+
+
+def searchable_ids(index: Index) -> set[int]:
+    return index.docids() if index.exists() else set()
+
+
+def indexed_ids(engine: Engine) -> Sequence[int]:
+    with engine.connect() as conn:
+        return list(conn.scalars(indexable(select(Document.id))))

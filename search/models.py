@@ -1,0 +1,162 @@
+"""The relational record of everything the crawler learned (SQLAlchemy 2 declarative models).
+
+The Whoosh index is derived from these tables and can be rebuilt from them at any time.
+Schema changes go through Alembic migrations under ``search/migrations/``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, deferred, mapped_column
+
+# Deterministic constraint names, so migrations can refer to them on every backend.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dict[str, Any]: JSON}
+
+
+class Server(Base):
+    """One configured server (scheme, host and port), its effective settings and health."""
+
+    __tablename__ = "servers"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    url: Mapped[str] = mapped_column(String(512), unique=True)
+    settings: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    net_errors: Mapped[int] = mapped_column(Integer, default=0)
+    disabled: Mapped[bool] = mapped_column(Boolean, default=False)
+    disabled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    disabled_reason: Mapped[str | None] = mapped_column(Text)
+    updated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Document(Base):
+    """One URL: a page (word-indexed) or a file (recorded with its type and size only)."""
+
+    __tablename__ = "documents"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    url: Mapped[str] = mapped_column(Text, unique=True)
+    server_id: Mapped[int | None] = mapped_column(
+        ForeignKey("servers.id", ondelete="SET NULL"), index=True
+    )
+    kind: Mapped[str] = mapped_column(String(16), default="page")
+    status: Mapped[int | None] = mapped_column(Integer)
+    content_type: Mapped[str | None] = mapped_column(String(255))
+    charset: Mapped[str | None] = mapped_column(String(64))
+    size: Mapped[int | None] = mapped_column(BigInteger)
+    hops: Mapped[int] = mapped_column(Integer, default=0)
+    language: Mapped[str | None] = mapped_column(String(32))
+    title: Mapped[str | None] = mapped_column(Text)
+    keywords: Mapped[str | None] = mapped_column(Text)
+    description: Mapped[str | None] = mapped_column(Text)
+    text: Mapped[str | None] = deferred(mapped_column(Text))
+    word_count: Mapped[int] = mapped_column(Integer, default=0)
+    link_count: Mapped[int] = mapped_column(Integer, default=0)
+    noindex: Mapped[bool] = mapped_column(Boolean, default=False)
+    nofollow: Mapped[bool] = mapped_column(Boolean, default=False)
+    last_modified: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    etag: Mapped[str | None] = mapped_column(String(255))
+    checksum: Mapped[str | None] = mapped_column(String(64))
+    crawled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_index_time: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    next_index_time: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+    indexed: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
+
+
+class Word(Base):
+    """The dictionary of stems."""
+
+    __tablename__ = "words"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    stem: Mapped[str] = mapped_column(String(128), unique=True)
+
+
+class Posting(Base):
+    """A stem in a document: surface form, count per section, weight (the WORD record)."""
+
+    __tablename__ = "postings"
+
+    document_id: Mapped[int] = mapped_column(
+        ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True
+    )
+    word_id: Mapped[int] = mapped_column(
+        ForeignKey("words.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    surface: Mapped[str] = mapped_column(String(128))
+    body_count: Mapped[int] = mapped_column(Integer, default=0)
+    title_count: Mapped[int] = mapped_column(Integer, default=0)
+    url_count: Mapped[int] = mapped_column(Integer, default=0)
+    desc_count: Mapped[int] = mapped_column(Integer, default=0)
+    keywords_count: Mapped[int] = mapped_column(Integer, default=0)
+    weight: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class Link(Base):
+    """A link from a stored document to a URL, with its anchor text."""
+
+    __tablename__ = "links"
+    __table_args__ = (Index("ix_links_from_to", "from_id", "to_url", unique=True),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    from_id: Mapped[int] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"))
+    to_url: Mapped[str] = mapped_column(Text, index=True)
+    anchor: Mapped[str | None] = mapped_column(Text)
+    nofollow: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class Crawl(Base):
+    """One run of the crawler: its arguments, times, finish reason and Scrapy stats."""
+
+    __tablename__ = "crawls"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    spider: Mapped[str] = mapped_column(String(64))
+    args: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finish_reason: Mapped[str | None] = mapped_column(String(64))
+    stats: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class CrawlError(Base):
+    """A fetch or parse failure: the crawl log as data."""
+
+    __tablename__ = "crawl_errors"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    crawl_id: Mapped[int | None] = mapped_column(
+        ForeignKey("crawls.id", ondelete="SET NULL"), index=True
+    )
+    server_id: Mapped[int | None] = mapped_column(
+        ForeignKey("servers.id", ondelete="SET NULL"), index=True
+    )
+    url: Mapped[str] = mapped_column(Text)
+    time: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    kind: Mapped[str] = mapped_column(String(32), index=True)
+    message: Mapped[str] = mapped_column(Text, default="")

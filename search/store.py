@@ -1,0 +1,291 @@
+"""Batched, idempotent writes of crawled documents into the database.
+
+One :meth:`DocumentStore.write_batch` call is one transaction: documents are upserted by
+URL, their postings and links replaced, the stem dictionary extended, failures appended.
+Re-writing the same page gives the same rows (idempotent upserts).
+
+This module takes plain data (:class:`DocumentRow`), not Scrapy items, so the crawler and
+any other producer can use it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine, delete, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from search.analysis import SECTIONS, WordRecord
+from search.models import Crawl, CrawlError, Document, Link, Posting, Server, Word
+
+logger = logging.getLogger(__name__)
+
+_CHUNK = 500  # rows per IN (...) list, well under every backend's parameter limit
+
+
+def chunks(seq: Sequence[Any], size: int = _CHUNK) -> Iterable[Sequence[Any]]:
+    for i in range(0, len(seq), size):
+        yield seq[i : i + size]
+
+
+@dataclass(slots=True)
+class DocumentRow:
+    """A document to store, with its word records and links."""
+
+    url: str
+    server: str | None
+    values: dict[str, Any]
+    words: dict[str, WordRecord] | None = None
+    links: list[tuple[str, str, bool]] = field(default_factory=list)
+    period: int = 7 * 86400
+    weights: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ErrorRow:
+    url: str
+    server: str | None
+    kind: str
+    message: str
+    time: datetime
+
+
+@dataclass(slots=True)
+class StoredDocument:
+    id: int
+    row: DocumentRow
+
+
+class DocumentStore:
+    """Writes batches of documents; keeps small caches of server and stem ids."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect.name
+        self._insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
+        self.server_ids: dict[str, int] = {}
+        self.word_ids: dict[str, int] = {}
+        self.crawl_id: int | None = None
+
+    # -- crawls and servers ------------------------------------------------------------
+
+    def start_crawl(self, spider: str, args: dict[str, Any], started_at: datetime) -> int:
+        with self.engine.begin() as conn:
+            self.crawl_id = conn.execute(
+                Crawl.__table__.insert().returning(Crawl.id),
+                {"spider": spider, "args": args, "started_at": started_at, "stats": {}},
+            ).scalar_one()
+        return self.crawl_id
+
+    def finish_crawl(self, reason: str, stats: dict[str, Any], finished_at: datetime) -> None:
+        if self.crawl_id is None:
+            return
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(Crawl)
+                .where(Crawl.id == self.crawl_id)
+                .values(finish_reason=reason, stats=stats, finished_at=finished_at)
+            )
+
+    def upsert_servers(self, servers: Iterable[tuple[str, dict[str, Any]]], now: datetime) -> None:
+        rows = [
+            {
+                "url": url,
+                "settings": settings,
+                "updated_at": now,
+                "net_errors": 0,
+                "disabled": False,
+            }
+            for url, settings in servers
+        ]
+        if not rows:
+            return
+        with self.engine.begin() as conn:
+            stmt = self._insert(Server.__table__)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["url"],
+                set_={
+                    "settings": stmt.excluded.settings,
+                    "updated_at": stmt.excluded.updated_at,
+                    "net_errors": 0,
+                    "disabled": False,
+                    "disabled_at": None,
+                    "disabled_reason": None,
+                },
+            )
+            conn.execute(stmt, rows)
+            self._load_server_ids(conn, [r["url"] for r in rows])
+
+    def _load_server_ids(self, conn: Any, urls: Sequence[str]) -> None:
+        for part in chunks(list(urls)):
+            for sid, url in conn.execute(select(Server.id, Server.url).where(Server.url.in_(part))):
+                self.server_ids[url] = sid
+
+    def disable_server(self, url: str, errors: int, reason: str, now: datetime) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(Server)
+                .where(Server.url == url)
+                .values(disabled=True, disabled_at=now, disabled_reason=reason, net_errors=errors)
+            )
+
+    def server_id(self, conn: Any, url: str | None) -> int | None:
+        if url is None:
+            return None
+        sid = self.server_ids.get(url)
+        if sid is None:
+            stmt = self._insert(Server.__table__).on_conflict_do_nothing(index_elements=["url"])
+            conn.execute(stmt, {"url": url, "settings": {}, "net_errors": 0, "disabled": False})
+            self._load_server_ids(conn, [url])
+            sid = self.server_ids.get(url)
+        return sid
+
+    # -- documents ---------------------------------------------------------------------
+
+    def _word_ids(self, conn: Any, stems: set[str]) -> None:
+        missing = [s for s in stems if s not in self.word_ids]
+        if not missing:
+            return
+        missing.sort()  # a stable order avoids deadlocks between concurrent writers
+        stmt = self._insert(Word.__table__).on_conflict_do_nothing(index_elements=["stem"])
+        for part in chunks(missing, 2000):
+            conn.execute(stmt, [{"stem": s} for s in part])
+        for part in chunks(missing):
+            for wid, stem in conn.execute(select(Word.id, Word.stem).where(Word.stem.in_(part))):
+                self.word_ids[stem] = wid
+        if len(self.word_ids) > 2_000_000:  # bound the cache on huge vocabularies
+            self.word_ids.clear()
+
+    def write_batch(
+        self,
+        docs: Sequence[DocumentRow],
+        errors: Sequence[ErrorRow] = (),
+        now: datetime | None = None,
+    ) -> list[StoredDocument]:
+        """Store documents and errors in one transaction; return the documents' ids."""
+        # The last version of a URL in the batch wins (one upsert per row and statement).
+        unique: dict[str, DocumentRow] = {}
+        for doc in docs:
+            unique[doc.url] = doc
+        rows = list(unique.values())
+        stored: list[StoredDocument] = []
+        with self.engine.begin() as conn:
+            if rows:
+                stored = self._write_documents(conn, rows)
+            if errors:
+                conn.execute(
+                    CrawlError.__table__.insert(),
+                    [
+                        {
+                            "crawl_id": self.crawl_id,
+                            "server_id": self.server_id(conn, e.server),
+                            "url": e.url,
+                            "time": e.time,
+                            "kind": e.kind,
+                            "message": e.message,
+                        }
+                        for e in errors
+                    ],
+                )
+        return stored
+
+    def _write_documents(self, conn: Any, rows: list[DocumentRow]) -> list[StoredDocument]:
+        values = []
+        for row in rows:
+            v = dict(row.values)
+            v["url"] = row.url
+            v["server_id"] = self.server_id(conn, row.server)
+            crawled = v.get("crawled_at")
+            if crawled is not None:
+                v.setdefault("last_index_time", crawled)
+                v.setdefault("next_index_time", crawled + timedelta(seconds=row.period))
+            v["indexed"] = False
+            values.append(v)
+        columns = set().union(*(v.keys() for v in values))
+        for v in values:  # executemany needs the same keys in every row
+            for c in columns:
+                v.setdefault(c, None)
+        stmt = self._insert(Document.__table__)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["url"],
+            set_={c: stmt.excluded[c] for c in columns if c != "url"},
+        )
+        conn.execute(stmt, values)
+
+        ids: dict[str, int] = {}
+        urls = [r.url for r in rows]
+        for part in chunks(urls):
+            for did, url in conn.execute(
+                select(Document.id, Document.url).where(Document.url.in_(part))
+            ):
+                ids[url] = did
+        doc_ids = list(ids.values())
+
+        # Replace postings and links of every document in the batch.
+        for part in chunks(doc_ids):
+            conn.execute(delete(Posting).where(Posting.document_id.in_(part)))
+            conn.execute(delete(Link).where(Link.from_id.in_(part)))
+
+        stems: set[str] = set()
+        for row in rows:
+            if row.words:
+                stems.update(row.words)
+        self._word_ids(conn, stems)
+
+        postings = []
+        links = []
+        word_ids = self.word_ids
+        for row in rows:
+            did = ids[row.url]
+            if row.words:
+                for stem, rec in row.words.items():
+                    c = rec.counts
+                    postings.append(
+                        (
+                            did,
+                            word_ids[stem],
+                            rec.surface[:128],
+                            c[0],
+                            c[1],
+                            c[2],
+                            c[3],
+                            c[4],
+                            rec.weight,
+                        )
+                    )
+            seen: set[str] = set()
+            for to_url, anchor, nofollow in row.links:
+                if to_url not in seen:
+                    seen.add(to_url)
+                    links.append(
+                        {
+                            "from_id": did,
+                            "to_url": to_url,
+                            "anchor": anchor or None,
+                            "nofollow": nofollow,
+                        }
+                    )
+        if postings:
+            keys = (
+                "document_id",
+                "word_id",
+                "surface",
+                *(f"{s}_count" for s in SECTIONS),
+                "weight",
+            )
+            conn.execute(
+                Posting.__table__.insert(), [dict(zip(keys, p, strict=True)) for p in postings]
+            )
+        if links:
+            conn.execute(Link.__table__.insert(), links)
+        return [StoredDocument(ids[r.url], r) for r in rows]
+
+    def mark_indexed(self, doc_ids: Sequence[int]) -> None:
+        with self.engine.begin() as conn:
+            for part in chunks(list(doc_ids)):
+                conn.execute(update(Document).where(Document.id.in_(part)).values(indexed=True))

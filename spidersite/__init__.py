@@ -1,0 +1,1 @@
+"""spidersite: the Scrapy side of the project (spider, middlewares, pipelines)."""

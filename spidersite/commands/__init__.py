@@ -1,0 +1,1 @@
+"""Project commands; ``crawl`` replaces Scrapy's to validate spider arguments first."""

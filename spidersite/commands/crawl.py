@@ -1,0 +1,37 @@
+"""``scrapy crawl``, with the spider's arguments validated before Scrapy starts.
+
+A spider class with a ``check_arguments(settings, spargs)`` class method gets it called;
+a :class:`~spidersite.servers.ConfigError` becomes a usage error: the problems, one per line,
+and exit status 2, with no traceback.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from scrapy.commands.crawl import Command as ScrapyCrawlCommand
+from scrapy.exceptions import UsageError
+
+from spidersite.servers import ConfigError
+
+if TYPE_CHECKING:
+    import argparse
+
+
+class Command(ScrapyCrawlCommand):
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if len(args) == 1 and self.crawler_process is not None:
+            try:
+                spidercls = self.crawler_process.spider_loader.load(args[0])
+            except KeyError:
+                raise UsageError(
+                    f"no spider named {args[0]!r} (try: scrapy list)", print_help=False
+                ) from None
+            check = getattr(spidercls, "check_arguments", None)
+            if check is not None:
+                assert self.settings is not None
+                try:
+                    check(self.settings, opts.spargs)
+                except ConfigError as exc:
+                    raise UsageError(str(exc), print_help=False) from None
+        super().run(args, opts)

@@ -1,0 +1,106 @@
+"""Names for the ways a fetch can fail, shared by the spider's errback and the middlewares.
+
+Kinds (the ``kind`` column of ``crawl_errors``): ``dns``, ``refused``, ``timeout``,
+``reset``, ``tls``, ``too_large``, ``http``, ``robots``, ``cut_off``, ``ignored``,
+``parse``, ``other``.
+"""
+
+from __future__ import annotations
+
+from scrapy.exceptions import (
+    CannotResolveHostError,
+    DownloadCancelledError,
+    DownloadConnectionRefusedError,
+    DownloadFailedError,
+    DownloadTimeoutError,
+    IgnoreRequest,
+    ResponseDataLossError,
+)
+from scrapy.spidermiddlewares.httperror import HttpError
+from twisted.internet import error as twisted_errors
+from twisted.python.failure import Failure
+from twisted.web.client import ResponseFailed, ResponseNeverReceived
+
+
+class ServerCutOff(IgnoreRequest):
+    """The request's server had too many network errors (``max_net_errors``)."""
+
+
+class RobotsDenied(IgnoreRequest):
+    """robots.txt forbids the URL."""
+
+
+#: Exceptions that count as network errors for ``max_net_errors``.
+NETWORK_ERRORS: tuple[type[BaseException], ...] = (
+    CannotResolveHostError,
+    DownloadConnectionRefusedError,
+    DownloadTimeoutError,
+    DownloadFailedError,
+    ResponseDataLossError,
+    twisted_errors.DNSLookupError,
+    twisted_errors.ConnectionRefusedError,
+    twisted_errors.ConnectError,
+    twisted_errors.TimeoutError,
+    twisted_errors.ConnectionLost,
+    twisted_errors.ConnectionDone,
+    ResponseFailed,
+    ResponseNeverReceived,
+    TimeoutError,
+    ConnectionError,
+)
+
+_KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
+    ((ServerCutOff,), "cut_off"),
+    ((RobotsDenied,), "robots"),
+    ((HttpError,), "http"),
+    ((CannotResolveHostError, twisted_errors.DNSLookupError), "dns"),
+    (
+        (
+            DownloadConnectionRefusedError,
+            twisted_errors.ConnectionRefusedError,
+            ConnectionRefusedError,
+        ),
+        "refused",
+    ),
+    ((DownloadTimeoutError, twisted_errors.TimeoutError, TimeoutError), "timeout"),
+    ((DownloadCancelledError,), "too_large"),
+    (
+        (
+            ResponseDataLossError,
+            twisted_errors.ConnectionLost,
+            twisted_errors.ConnectionDone,
+            ResponseFailed,
+            ResponseNeverReceived,
+            ConnectionResetError,
+            DownloadFailedError,
+        ),
+        "reset",
+    ),
+    ((twisted_errors.ConnectError, ConnectionError), "refused"),
+)
+
+
+def classify_exception(exc: BaseException) -> str:
+    name = type(exc).__name__.lower()
+    if "ssl" in name or "tls" in name or "certificate" in name:
+        return "tls"
+    for types, kind in _KINDS:
+        if isinstance(exc, types):
+            if kind == "reset" and "ssl" in str(exc).lower():
+                return "tls"
+            return kind
+    if isinstance(exc, IgnoreRequest):
+        if "robots.txt" in str(exc):
+            return "robots"
+        return "ignored"
+    return "other"
+
+
+def classify(failure: Failure) -> tuple[str, str]:
+    """(kind, message) of a failed request."""
+    exc = failure.value
+    kind = classify_exception(exc)
+    if isinstance(exc, HttpError) and exc.response is not None:
+        return kind, f"HTTP {exc.response.status}"
+    message = str(exc) or type(exc).__name__
+    return kind, message[:2000]

@@ -1,0 +1,170 @@
+"""What a page says about itself: title, meta keywords and description, robots directives,
+language, body text and links.  Pure functions over bytes, parsed once with lxml."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from urllib.parse import urljoin
+
+import lxml.etree
+import lxml.html
+
+from spidersite.items import LinkRecord
+
+#: Elements whose text is not part of what a reader sees.
+_SKIP_TAGS = ("script", "style", "noscript", "template", "svg", "head")
+_WS_RE = re.compile(r"\s+")
+_IGNORED_SCHEMES = (
+    "javascript:",
+    "mailto:",
+    "data:",
+    "tel:",
+    "about:",
+    "file:",
+    "irc:",
+    "news:",
+    "ftp+",
+    "callto:",
+    "sms:",
+    "geo:",
+    "magnet:",
+    "blob:",
+)
+
+#: URL suffixes of files that are recorded (type, size) but not word-indexed.
+FILE_SUFFIXES = frozenset(
+    ["7z", "aac", "apk", "avi", "bin", "bmp", "bz2", "csv", "dmg", "doc", "docx", "deb", "dvi", "eot", "eps", "epub", "exe", "flac", "flv", "gif", "gz", "ico", "iso", "jar", "jpeg", "jpg", "js", "json", "m4a", "m4v", "mkv", "mov", "mp3", "mp4", "mpeg", "mpg", "msi", "odp", "ods", "odt", "ogg", "ogv", "otf", "pdf", "png", "ppt", "pptx", "ps", "psd", "rar", "rpm", "rtf", "svg", "svgz", "swf", "tar", "tgz", "tif", "tiff", "ttf", "txz", "wasm", "wav", "webm", "webp", "wma", "wmv", "woff", "woff2", "xls", "xlsx", "xz", "zip", "zst", "css"]
+)
+
+
+def normalize_space(text: str) -> str:
+    return _WS_RE.sub(" ", text).strip()
+
+
+def url_suffix(url: str) -> str:
+    path = url.split("?", 1)[0].split("#", 1)[0]
+    last = path.rsplit("/", 1)[-1]
+    return last.rsplit(".", 1)[-1].lower() if "." in last else ""
+
+
+def is_file_url(url: str) -> bool:
+    return url_suffix(url) in FILE_SUFFIXES
+
+
+@dataclass(slots=True)
+class Extracted:
+    title: str | None = None
+    keywords: str | None = None
+    description: str | None = None
+    language: str | None = None
+    text: str = ""
+    links: list[LinkRecord] = field(default_factory=list)
+    noindex: bool = False
+    nofollow: bool = False
+
+
+def absolute_link(base: str, href: str) -> str | None:
+    """The absolute URL of *href* on a page at *base*, fragment dropped; None if unusable."""
+    href = href.strip()
+    if not href or href.startswith("#"):
+        return None
+    lowered = href[:12].lower()
+    if lowered.startswith(_IGNORED_SCHEMES):
+        return None
+    try:
+        url = urljoin(base, href)
+    except ValueError:  # e.g. an invalid IPv6 literal
+        return None
+    url = url.split("#", 1)[0]
+    if not url.startswith(("http://", "https://", "ftp://")):
+        return None
+    return url
+
+
+def extract_html(url: str, body: bytes, encoding: str | None) -> Extracted:
+    """Parse an HTML page once and pull out everything the crawler keeps."""
+    out = Extracted()
+    if not body.strip():
+        return out
+    parser = lxml.html.HTMLParser(
+        encoding=encoding or "utf-8", remove_comments=True, remove_pis=True
+    )
+    try:
+        root = lxml.html.document_fromstring(body, parser=parser)
+    except (lxml.etree.ParserError, ValueError):
+        return out
+
+    lang = root.get("lang") or root.get("{http://www.w3.org/XML/1998/namespace}lang")
+    out.language = lang.strip() if lang else None
+
+    head_title = root.find(".//title")
+    if head_title is not None:
+        out.title = normalize_space(head_title.text_content()) or None
+
+    for meta in root.iter("meta"):
+        name = (meta.get("name") or meta.get("http-equiv") or "").strip().lower()
+        content = meta.get("content")
+        if content is None:
+            continue
+        if name == "keywords":
+            out.keywords = normalize_space(content) or None
+        elif name == "description":
+            out.description = normalize_space(content) or None
+        elif name in ("robots", "spidersite"):
+            directives = {d.strip().lower() for d in content.split(",")}
+            if directives & {"noindex", "none"}:
+                out.noindex = True
+            if directives & {"nofollow", "none"}:
+                out.nofollow = True
+        elif name == "content-language" and not out.language:
+            out.language = content.split(",")[0].strip() or None
+
+    base = url
+    base_el = root.find(".//base[@href]")
+    if base_el is not None:
+        base = absolute_link(url, base_el.get("href", "")) or url
+
+    seen: dict[str, int] = {}
+    links = out.links
+    for el in root.iter("a", "area", "frame", "iframe"):
+        href = el.get("href") if el.tag in ("a", "area") else el.get("src")
+        if not href:
+            continue
+        target = absolute_link(base, href)
+        if target is None:
+            continue
+        rel = (el.get("rel") or "").lower()
+        nofollow = "nofollow" in rel
+        anchor = normalize_space(el.text_content()) if el.tag == "a" else (el.get("alt") or "")
+        position = seen.get(target)
+        if position is None:
+            seen[target] = len(links)
+            links.append(LinkRecord(target, anchor[:500], nofollow))
+        else:  # keep the first anchor; a followed duplicate makes the link followed
+            if not nofollow and links[position].nofollow:
+                links[position].nofollow = False
+
+    body_el = root.find("body")
+    container = body_el if body_el is not None else root
+    for bad in list(container.iter(*_SKIP_TAGS)):
+        bad.drop_tree()
+    out.text = normalize_space(" ".join(container.itertext()))
+    return out
+
+
+def parse_http_date(value: bytes | str | None) -> datetime | None:
+    """A Last-Modified header as an aware datetime; None when absent or not a date."""
+    if not value:
+        return None
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    try:
+        parsed = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed

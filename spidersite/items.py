@@ -1,0 +1,60 @@
+"""Items the spider yields: a fetched document, or a failure for the crawl log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(slots=True)
+class LinkRecord:
+    url: str
+    anchor: str = ""
+    nofollow: bool = False
+
+
+@dataclass(slots=True)
+class PageItem:
+    """A fetched URL: a word-indexed page (``kind="page"``) or a file (``kind="file"``)."""
+
+    url: str
+    server: str
+    status: int
+    kind: str = "page"
+    content_type: str | None = None
+    charset: str | None = None
+    size: int | None = None
+    hops: int = 0
+    language: str | None = None
+    title: str | None = None
+    keywords: str | None = None
+    description: str | None = None
+    text: str | None = None
+    links: list[LinkRecord] = field(default_factory=list)
+    noindex: bool = False
+    nofollow: bool = False
+    last_modified: datetime | None = None
+    etag: str | None = None
+    checksum: str | None = None
+    crawled_at: datetime = field(default_factory=utcnow)
+    #: Filled by the Analyze pipeline: stem -> WordRecord.
+    words: dict[str, Any] | None = None
+    word_count: int = 0
+    #: Section weights of the page's server (filled by the spider).
+    weights: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ErrorItem:
+    """A fetch or parse failure, for the ``crawl_errors`` table and the crawl log."""
+
+    url: str
+    server: str | None
+    kind: str
+    message: str
+    time: datetime = field(default_factory=utcnow)

@@ -1,0 +1,99 @@
+"""Act on robots.txt ``Crawl-delay`` and on each server's ``crawl_delay`` and ``concurrency``.
+
+Scrapy parses ``Crawl-delay`` but does not apply it.  This middleware listens to the
+``robots_parsed`` signal, remembers the delay robots.txt asks of our user agent, and sets
+the download slot of that server to ``max(crawl_delay, Crawl-delay)`` seconds between
+requests, without jitter (a Crawl-delay is a minimum), and to the server's concurrency.
+Robots delays longer than ``CRAWLDELAY_MAX`` (default 60 s) are capped there.
+
+Runs after Scrapy's RobotsTxtMiddleware (priority 100), which fetches robots.txt first.
+Switch off with ``CRAWLDELAY_ENABLED = False``.
+
+Stats: ``crawldelay/robots_delay`` (servers whose robots.txt asked for a delay),
+``crawldelay/slots_configured``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+
+from spidersite.servers import origin
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+
+class CrawlDelayMiddleware:
+    def __init__(self, crawler: Crawler) -> None:
+        settings = crawler.settings
+        if not settings.getbool("CRAWLDELAY_ENABLED", True):
+            raise NotConfigured("CRAWLDELAY_ENABLED is off")
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.max_delay = settings.getfloat("CRAWLDELAY_MAX", 60.0)
+        self.user_agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT")
+        #: server URL -> delay asked by its robots.txt
+        self.robots_delays: dict[str, float] = {}
+        #: download slot -> (delay, concurrency) last applied
+        self.applied: dict[str, tuple[float, int]] = {}
+        crawler.signals.connect(self.robots_parsed, signal=signals.robots_parsed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> CrawlDelayMiddleware:
+        return cls(crawler)
+
+    def robots_parsed(self, robotparser: Any, request: Request) -> None:
+        try:
+            delay = robotparser.crawl_delay(self.user_agent)
+        except Exception:  # a parser without crawl-delay support
+            delay = None
+        if delay:
+            delay = min(float(delay), self.max_delay)
+            self.robots_delays[origin(request.url)] = delay
+            self.stats.inc_value("crawldelay/robots_delay")
+            logger.info(
+                "robots.txt of %s asks for a crawl delay of %.1f s",
+                origin(request.url),
+                delay,
+                extra={"spider": self.crawler.spider},
+            )
+
+    def process_request(self, request: Request) -> None:
+        registry = getattr(self.crawler.spider, "servers", None)
+        server = registry.get(request.url) if registry is not None else None
+        if server is None:
+            return
+        delay = server.crawl_delay
+        if server.userobots:
+            delay = max(delay, self.robots_delays.get(server.url, 0.0))
+        concurrency = server.concurrency
+        if not delay and concurrency == self._default_concurrency():
+            return
+        downloader = self.crawler.engine.downloader
+        key = downloader.get_slot_key(request)
+        if self.applied.get(key) == (delay, concurrency):
+            return
+        self.applied[key] = (delay, concurrency)
+        # New slots take these values; an existing slot is updated in place.
+        downloader.per_slot_settings[key] = {
+            "delay": delay,
+            "concurrency": concurrency,
+            "jitter": 0.0,
+        }
+        slot = downloader.slots.get(key)
+        if slot is not None:
+            slot.delay = delay
+            slot.concurrency = concurrency
+            if delay:
+                slot.jitter = 0.0
+        self.stats.inc_value("crawldelay/slots_configured")
+
+    def _default_concurrency(self) -> int:
+        return self.crawler.settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN")

@@ -1,0 +1,47 @@
+"""Spider middleware: drop requests more than ``maxhops`` links away from a seed.
+
+A seed has 0 hops; a link found on a page with n hops has n + 1.  The limit is the
+``maxhops`` of the link's server.  Switch off with ``MAXHOPS_ENABLED = False``.
+
+Stats: ``maxhops/dropped``, ``maxhops/max_seen``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy.exceptions import NotConfigured
+from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+
+class MaxHopsMiddleware(BaseSpiderMiddleware):
+    def __init__(self, crawler: Crawler) -> None:
+        if not crawler.settings.getbool("MAXHOPS_ENABLED", True):
+            raise NotConfigured("MAXHOPS_ENABLED is off")
+        super().__init__(crawler)
+        self.stats = crawler.stats
+
+    def get_processed_request(self, request: Request, response: Response | None) -> Request | None:
+        hops = request.meta.get("hops", 0)
+        registry = getattr(self.crawler.spider, "servers", None)
+        server = registry.get(request.url) if registry is not None else None
+        if server is not None and hops > server.maxhops:
+            self.stats.inc_value("maxhops/dropped")
+            logger.debug(
+                "Dropped %s: %d hops > maxhops %d",
+                request.url,
+                hops,
+                server.maxhops,
+                extra={"spider": self.crawler.spider},
+            )
+            return None
+        self.stats.max_value("maxhops/max_seen", hops)
+        return request

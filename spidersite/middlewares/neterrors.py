@@ -1,0 +1,80 @@
+"""Cut a server off after ``max_net_errors`` network errors (DNS, refused, reset, timeout).
+
+Every failed attempt counts, retries included (this middleware sits between the retry
+middleware and the downloader).  When a server reaches its ``max_net_errors``
+(``0`` = never cut off), its remaining requests are dropped by the server-config middleware,
+the ``server_disabled`` signal tells the store to mark it in ``servers``, and the crawl goes
+on with the other servers.  Switch off with ``NETERRORS_ENABLED = False``.
+
+Stats: ``neterrors/count``, ``neterrors/servers_cut_off``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+
+from spidersite import signals
+from spidersite.errors import NETWORK_ERRORS, ServerCutOff, classify_exception
+from spidersite.middlewares.servers import ServerConfigMiddleware
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+
+class NetErrorMiddleware:
+    def __init__(self, crawler: Crawler) -> None:
+        if not crawler.settings.getbool("NETERRORS_ENABLED", True):
+            raise NotConfigured("NETERRORS_ENABLED is off")
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.errors: Counter[str] = Counter()
+        self.cut_off: set[str] = set()
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> NetErrorMiddleware:
+        return cls(crawler)
+
+    def process_exception(self, request: Request, exception: Exception) -> None:
+        if not isinstance(exception, NETWORK_ERRORS) or isinstance(exception, IgnoreRequest):
+            return None
+        registry = getattr(self.crawler.spider, "servers", None)
+        server = registry.get(request.url) if registry is not None else None
+        if server is None:
+            return None
+        self.stats.inc_value("neterrors/count")
+        self.errors[server.url] += 1
+        count = self.errors[server.url]
+        limit = server.max_net_errors
+        if limit and count >= limit and server.url not in self.cut_off:
+            self.cut_off.add(server.url)
+            reason = (
+                f"{count} network errors (max_net_errors = {limit}), "
+                f"last: {classify_exception(exception)} on {request.url}"
+            )
+            logger.warning(
+                "Cutting off server %s: %s",
+                server.url,
+                reason,
+                extra={"spider": self.crawler.spider},
+            )
+            self.stats.inc_value("neterrors/servers_cut_off")
+            config_mw = self.crawler.get_downloader_middleware(ServerConfigMiddleware)
+            if config_mw is not None:
+                config_mw.disable(server.url, reason)
+            self.crawler.signals.send_catch_log(
+                signals.server_disabled, server=server.url, errors=count, reason=reason
+            )
+        if server.url in self.cut_off:
+            # No more retries for a server that is cut off.
+            raise ServerCutOff(
+                f"server {server.url} cut off after {count} network errors: "
+                f"{classify_exception(exception)}"
+            )
+        return None

@@ -1,0 +1,79 @@
+"""Apply each server's configuration to its requests.
+
+Enabled by default in ``spidersite.settings`` (``SERVERS_ENABLED``).  For every request to a
+configured server it sets, unless the request already has them:
+
+- ``download_timeout`` from ``read_timeout``;
+- ``proxy`` from ``proxy`` (then Scrapy's ``HttpProxyMiddleware`` does the rest);
+- an ``Authorization: Basic`` header from ``basic_auth`` (only for that server's URLs);
+- ``dont_obey_robotstxt`` when ``userobots = false``;
+- ``download_slot`` = the server, so delay and concurrency are per server (not per host).
+
+Requests to a server cut off by ``max_net_errors`` are dropped here.
+
+Stats: ``servers/requests``, ``servers/proxied``, ``servers/authenticated``,
+``servers/cut_off_dropped``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy.exceptions import NotConfigured
+from w3lib.http import basic_auth_header
+
+from spidersite.errors import ServerCutOff
+from spidersite.servers import origin
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+
+class ServerConfigMiddleware:
+    def __init__(self, crawler: Crawler) -> None:
+        if not crawler.settings.getbool("SERVERS_ENABLED", True):
+            raise NotConfigured("SERVERS_ENABLED is off")
+        self.crawler = crawler
+        self.stats = crawler.stats
+        #: server URL -> reason, for servers cut off by the net-error middleware.
+        self.disabled: dict[str, str] = {}
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ServerConfigMiddleware:
+        return cls(crawler)
+
+    def disable(self, server: str, reason: str) -> None:
+        self.disabled[server] = reason
+
+    def process_request(self, request: Request) -> None:
+        registry = getattr(self.crawler.spider, "servers", None)
+        if registry is None:
+            return
+        server = registry.get(request.url)
+        if server is None:
+            return
+        if server.url in self.disabled and not request.url.endswith("/robots.txt"):
+            self.stats.inc_value("servers/cut_off_dropped")
+            raise ServerCutOff(f"server {server.url} cut off: {self.disabled[server.url]}")
+        self.stats.inc_value("servers/requests")
+        meta = request.meta
+        meta.setdefault("server", server.url)
+        meta.setdefault("download_slot", server.url)
+        meta.setdefault("download_timeout", server.read_timeout)
+        if server.proxy_url and "proxy" not in meta:
+            meta["proxy"] = server.proxy_url
+            self.stats.inc_value("servers/proxied")
+        if (
+            server.basic_auth
+            and b"Authorization" not in request.headers
+            and origin(request.url) == server.url
+        ):
+            user, password = server.basic_auth.split(":", 1)
+            request.headers[b"Authorization"] = basic_auth_header(user, password)
+            self.stats.inc_value("servers/authenticated")
+        if not server.userobots:
+            meta["dont_obey_robotstxt"] = True

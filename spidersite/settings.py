@@ -1,0 +1,95 @@
+"""Scrapy settings of spidersite.
+
+Every value that differs from Scrapy's default carries a comment; every setting of the
+project's own components is listed with its default (the README documents each).
+Override any of them with ``scrapy crawl site -s NAME=VALUE``.
+"""
+
+BOT_NAME = "spidersite"
+SPIDER_MODULES = ["spidersite.spiders"]
+NEWSPIDER_MODULE = "spidersite.spiders"
+# Our `crawl` command validates spider arguments before Scrapy starts (one-line errors).
+COMMANDS_MODULE = "spidersite.commands"
+
+# Identify the crawler honestly; robots.txt rules for "spidersite" apply to it.
+USER_AGENT = "spidersite/0.1 (+https://github.com/spidersite/spidersite)"
+ROBOTSTXT_USER_AGENT = "spidersite"
+# robots.txt is obeyed (per server it can be switched off with `userobots = false`).
+ROBOTSTXT_OBEY = True
+
+# Breadth-first order: requests carry priority -hops, and the queues are FIFO.
+DEPTH_PRIORITY = 1
+SCHEDULER_DISK_QUEUE = "scrapy.squeues.PickleFifoDiskQueue"
+SCHEDULER_MEMORY_QUEUE = "scrapy.squeues.FifoMemoryQueue"
+
+# Many servers in parallel, a few connections per server (per-server `concurrency`).
+CONCURRENT_REQUESTS = 32
+CONCURRENT_REQUESTS_PER_DOMAIN = 8
+# Items of one response are few (one page, maybe an error); keep Scrapy's default.
+# A page bigger than this is cut off (and counted as an error): 32 MiB, not 1 GiB.
+DOWNLOAD_MAXSIZE = 32 * 1024 * 1024
+DOWNLOAD_WARNSIZE = 8 * 1024 * 1024
+# Per-server `read_timeout` sets each request's timeout; this is the fallback.
+DOWNLOAD_TIMEOUT = 30
+# Two retries of network errors, as Scrapy does; each attempt counts toward max_net_errors.
+RETRY_TIMES = 2
+# Cookies are not needed to read public pages and cost memory on big crawls.
+COOKIES_ENABLED = False
+# The telnet console is a remote shell; a crawler does not need it.
+TELNETCONSOLE_ENABLED = False
+# Scrapy's depth limit is replaced by per-server `maxhops`.
+DEPTH_LIMIT = 0
+# The statistics are kept in the `crawls` table; log them at INFO as well.
+LOG_LEVEL = "INFO"
+
+DOWNLOADER_MIDDLEWARES = {
+    # 50: before robots.txt (100), so `userobots = false` and the per-server slot apply
+    # to the robots.txt request too.
+    "spidersite.middlewares.servers.ServerConfigMiddleware": 50,
+    # 110: after RobotsTxtMiddleware (100) has fetched and parsed robots.txt.
+    "spidersite.middlewares.crawldelay.CrawlDelayMiddleware": 110,
+    # 560: between RetryMiddleware (550) and the downloader, to count every attempt.
+    "spidersite.middlewares.neterrors.NetErrorMiddleware": 560,
+}
+
+SPIDER_MIDDLEWARES = {
+    # 900: where Scrapy's DepthMiddleware sits; filters outgoing requests by hops.
+    "spidersite.middlewares.hops.MaxHopsMiddleware": 900,
+}
+
+ITEM_PIPELINES = {
+    "spidersite.pipelines.AnalyzePipeline": 100,
+    "spidersite.pipelines.StorePipeline": 200,
+    "spidersite.pipelines.IndexPipeline": 300,
+}
+
+EXTENSIONS = {
+    # Writes the crawl's stats and finish reason into the `crawls` table.
+    "spidersite.pipelines.CrawlRecorder": 0,
+}
+
+# --- spidersite's own settings (defaults; see README "Settings") ---------------------
+
+SPIDERSITE_DATA_DIR = None  # env SPIDERSITE_DATA_DIR, else ./data
+SITES_FILE = None  # a TOML sites file; the spider argument `sites` wins
+SERVER_DEFAULTS: dict = {}  # field -> value for every server (below the sites file)
+SITE_SEEN_CACHE = 2_000_000  # URLs whose canonical form is cached
+
+SERVERS_ENABLED = True
+CRAWLDELAY_ENABLED = True
+CRAWLDELAY_MAX = 60.0
+NETERRORS_ENABLED = True
+MAXHOPS_ENABLED = True
+
+ANALYZE_ENABLED = True
+ANALYZE_MAX_WORDS = 50_000
+
+STORE_ENABLED = True
+STORE_DATABASE_URL = None  # env DATABASE_URL, else sqlite:///<data dir>/spidersite.db
+STORE_BATCH_SIZE = 100
+
+INDEX_ENABLED = True
+INDEX_DIR = None  # env SPIDERSITE_INDEX_DIR, else <data dir>/index
+INDEX_BATCH_SIZE = 1000
+INDEX_MAX_TERMS = 20_000
+INDEX_LIMITMB = 256

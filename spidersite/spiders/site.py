@@ -1,0 +1,276 @@
+"""The one generic spider, ``site``.
+
+    scrapy crawl site -a seeds=https://example.org/[,URL...]
+    scrapy crawl site -a seeds_file=seeds.txt -a sites=sites.toml
+
+It crawls breadth-first from the seeds, stays on the seeds' servers and on the servers the
+sites file names, and yields a :class:`~spidersite.items.PageItem` for every page or file it
+fetched and an :class:`~spidersite.items.ErrorItem` for every failure.  Per-server rules
+(hops, robots.txt, timeouts, proxies, net-error cut-off) are applied by the middlewares.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from scrapy import Request, Spider
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Response, TextResponse
+from scrapy.settings import BaseSettings
+from scrapy.spidermiddlewares.httperror import HttpError
+from twisted.python.failure import Failure
+from w3lib.url import canonicalize_url
+
+from spidersite import errors
+from spidersite.extract import extract_html, is_file_url, parse_http_date
+from spidersite.items import ErrorItem, PageItem
+from spidersite.servers import (
+    ConfigError,
+    ServerConfig,
+    ServerRegistry,
+    parse_seeds,
+    read_seeds_file,
+)
+
+logger = logging.getLogger(__name__)
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+TEXT_TYPES = ("text/plain",)
+
+
+def build_registry(
+    settings: BaseSettings,
+    seeds: str | None = None,
+    seeds_file: str | None = None,
+    sites: str | None = None,
+) -> tuple[ServerRegistry, list[str]]:
+    """Servers and seed URLs of a crawl, validated; raise ConfigError listing every problem."""
+    registry = ServerRegistry(settings.getdict("SERVER_DEFAULTS"))
+    sites = sites or settings.get("SITES_FILE")
+    if sites:
+        registry.load_file(sites)
+    raw: list[str] = []
+    if seeds is not None:
+        raw.extend(str(seeds).split(","))
+    if seeds_file:
+        raw.extend(read_seeds_file(seeds_file))
+    good, bad = parse_seeds(s.strip() for s in raw)
+    for server in registry:
+        good.extend(server.seeds or [server.url])
+    if bad and not good:
+        raise ConfigError("\n".join([*bad, "no valid seed URL: the crawl cannot start"]))
+    if not good:
+        raise ConfigError(
+            "no seed URL: give -a seeds=URL[,URL...], -a seeds_file=PATH "
+            "or a sites file with [[server]] tables"
+        )
+    for line in bad:
+        logger.error("%s (skipped)", line)
+    for url in good:
+        registry.ensure(url)
+    # Seeds first seen in the sites file come after the explicit ones; keep order, no repeats.
+    return registry, list(dict.fromkeys(good))
+
+
+class SiteSpider(Spider):
+    name = "site"
+
+    def __init__(
+        self,
+        seeds: str | None = None,
+        seeds_file: str | None = None,
+        sites: str | None = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.seeds_arg = seeds
+        self.seeds_file = seeds_file
+        self.sites = sites
+        self.servers = ServerRegistry()
+        self.seed_urls: list[str] = []
+        self._canonical: dict[str, str] = {}
+        self._seen: set[str] = set()
+
+    @classmethod
+    def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> SiteSpider:
+        spider: SiteSpider = super().from_crawler(crawler, *args, **kwargs)
+        spider.servers, spider.seed_urls = build_registry(
+            crawler.settings, spider.seeds_arg, spider.seeds_file, spider.sites
+        )
+        spider.max_seen = crawler.settings.getint("SITE_SEEN_CACHE", 2_000_000)
+        return spider
+
+    @classmethod
+    def check_arguments(cls, settings: BaseSettings, spargs: dict[str, Any]) -> None:
+        """Validate spider arguments before Scrapy starts (used by our ``crawl`` command)."""
+        known = {"seeds", "seeds_file", "sites"}
+        unknown = sorted(set(spargs) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown spider argument(s): {', '.join(unknown)} "
+                f"(the site spider takes: {', '.join(sorted(known))})"
+            )
+        build_registry(settings, spargs.get("seeds"), spargs.get("seeds_file"), spargs.get("sites"))
+
+    # -- requests ------------------------------------------------------------------------
+
+    def canonical(self, url: str) -> str:
+        """Canonical form of an absolute URL, cached (canonicalisation is costly)."""
+        canon = self._canonical.get(url)
+        if canon is None:
+            canon = canonicalize_url(url)
+            if len(self._canonical) < self.max_seen:
+                self._canonical[url] = canon
+        return canon
+
+    def make_request(self, url: str, hops: int, referer: str | None = None) -> Request:
+        meta = {"hops": hops}
+        headers = {"Referer": referer} if referer else None
+        if is_file_url(url):
+            return Request(
+                url,
+                method="HEAD",
+                callback=self.parse_file,
+                errback=self.on_error,
+                meta=meta,
+                priority=-hops,
+                headers=headers,
+            )
+        return Request(
+            url,
+            callback=self.parse,
+            errback=self.on_error,
+            meta=meta,
+            priority=-hops,
+            headers=headers,
+        )
+
+    async def start(self) -> AsyncIterator[Any]:
+        for url in self.seed_urls:
+            canon = self.canonical(url)
+            if canon in self._seen:
+                continue
+            self._seen.add(canon)
+            # Seeds are fetched as pages even when they look like files.
+            yield Request(
+                canon,
+                callback=self.parse,
+                errback=self.on_error,
+                meta={"hops": 0},
+                dont_filter=True,
+            )
+
+    def follow(self, response: Response, links: list[Any], hops: int) -> Iterator[Request]:
+        """New requests for the followable links of a page, each URL once per crawl."""
+        stats = self.crawler.stats
+        seen = self._seen
+        canonical = self.canonical
+        for link in links:
+            if link.nofollow:
+                continue
+            url = canonical(link.url)
+            link.url = url
+            if url in seen:
+                continue
+            seen.add(url)
+            server = self.servers.get(url)
+            if server is None:
+                stats.inc_value("site/offsite")
+                continue
+            if not server.allows(url):
+                stats.inc_value("site/denied_by_pattern")
+                continue
+            yield self.make_request(url, hops + 1, response.url)
+
+    # -- responses -----------------------------------------------------------------------
+
+    def server_of(self, url: str) -> ServerConfig:
+        return self.servers.get(url) or self.servers.ensure(url)
+
+    def _base_item(self, response: Response, kind: str) -> PageItem:
+        server = self.server_of(response.url)
+        content_type = response.headers.get(b"Content-Type")
+        ctype = (
+            content_type.decode("latin-1").split(";")[0].strip().lower() if content_type else None
+        )
+        etag = response.headers.get(b"ETag")
+        return PageItem(
+            url=self.canonical(response.url),
+            server=server.url,
+            status=response.status,
+            kind=kind,
+            content_type=ctype,
+            hops=response.meta.get("hops", 0),
+            last_modified=parse_http_date(response.headers.get(b"Last-Modified")),
+            etag=etag.decode("latin-1")[:255] if etag else None,
+            weights=server.weights,
+            language=server.language,
+        )
+
+    def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
+        hops = response.meta.get("hops", 0)
+        ctype = (response.headers.get(b"Content-Type") or b"").decode("latin-1").lower()
+        is_html = any(t in ctype for t in HTML_TYPES) or (
+            not ctype
+            and isinstance(response, TextResponse)
+            and b"<html" in response.body[:2048].lower()
+        )
+        is_text = any(t in ctype for t in TEXT_TYPES)
+        if not (is_html or is_text):
+            yield self._file_item(response)
+            return
+        item = self._base_item(response, "page")
+        item.size = len(response.body)
+        item.checksum = hashlib.sha1(response.body).hexdigest()
+        encoding = response.encoding if isinstance(response, TextResponse) else "utf-8"
+        item.charset = encoding
+        if is_html:
+            try:
+                ex = extract_html(response.url, response.body, encoding)
+            except Exception as exc:  # lxml raises a handful of types on hostile input
+                yield ErrorItem(response.url, item.server, "parse", f"{type(exc).__name__}: {exc}")
+                return
+            item.title, item.keywords, item.description = ex.title, ex.keywords, ex.description
+            item.text, item.links = ex.text, ex.links
+            item.noindex, item.nofollow = ex.noindex, ex.nofollow
+            if not item.language:
+                item.language = ex.language
+            followable = [] if ex.nofollow else ex.links
+        else:
+            item.text = (
+                response.text
+                if isinstance(response, TextResponse)
+                else response.body.decode("utf-8", "replace")
+            )
+            followable = []
+        self.crawler.stats.inc_value("site/pages")
+        yield from self.follow(response, followable, hops)
+        yield item
+
+    def _file_item(self, response: Response) -> PageItem:
+        item = self._base_item(response, "file")
+        length = response.headers.get(b"Content-Length")
+        size: int | None = None
+        if length and length.isdigit():
+            size = int(length)
+        elif response.request is not None and response.request.method != "HEAD":
+            size = len(response.body)
+        item.size = size
+        self.crawler.stats.inc_value("site/files")
+        return item
+
+    def parse_file(self, response: Response, **kwargs: Any) -> Iterator[Any]:
+        yield self._file_item(response)
+
+    def on_error(self, failure: Failure) -> Iterator[ErrorItem]:
+        request = failure.request  # type: ignore[attr-defined]
+        kind, message = errors.classify(failure)
+        server = self.servers.get(request.url)
+        self.crawler.stats.inc_value(f"site/errors/{kind}")
+        level = logging.DEBUG if failure.check(IgnoreRequest, HttpError) else logging.WARNING
+        logger.log(level, "%s: %s (%s)", kind, request.url, message, extra={"spider": self})
+        yield ErrorItem(request.url, server.url if server else None, kind, message)
