@@ -84,12 +84,22 @@ _CJK_LANGS = {"zh", "ja", "ko"}
 
 #: English stop words: function words that carry no meaning for retrieval.
 ENGLISH_STOP_WORDS: frozenset[str] = frozenset(
-    ["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves"]
+    """
+    a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for
+    from further had has have having he her here hers herself him himself his how i if
+    in into is it its itself just me more most my myself no nor not of off on once only
+    or other our ours ourselves out over own same she should so some such than that the
+    their theirs them themselves then there these they this those through to too under
+    until up very was we were what when where which while who whom why will with would
+    you your yours yourself yourselves
+    """.split()
 )
 
 #: Chinese stop words: particles and pronouns that jieba returns as separate words.
 CHINESE_STOP_WORDS: frozenset[str] = frozenset(
-    ["的", "了", "和", "是", "在", "也", "与", "及", "或", "就", "都", "而", "着", "之", "被", "把", "对", "等", "这", "那", "个", "为", "以", "于", "上", "中", "下", "其", "我", "你", "他", "她", "它", "们", "吗", "呢", "吧", "啊"]
+    "的 了 和 是 在 也 与 及 或 就 都 而 着 之 被 把 对 等 这 那 个 "
+    "为 以 于 上 中 下 其 我 你 他 她 它 们 吗 呢 吧 啊".split()
 )
 
 _STOP_WORDS: dict[str, frozenset[str]] = {"english": ENGLISH_STOP_WORDS}

@@ -36,7 +36,12 @@ _IGNORED_SCHEMES = (
 
 #: URL suffixes of files that are recorded (type, size) but not word-indexed.
 FILE_SUFFIXES = frozenset(
-    ["7z", "aac", "apk", "avi", "bin", "bmp", "bz2", "csv", "dmg", "doc", "docx", "deb", "dvi", "eot", "eps", "epub", "exe", "flac", "flv", "gif", "gz", "ico", "iso", "jar", "jpeg", "jpg", "js", "json", "m4a", "m4v", "mkv", "mov", "mp3", "mp4", "mpeg", "mpg", "msi", "odp", "ods", "odt", "ogg", "ogv", "otf", "pdf", "png", "ppt", "pptx", "ps", "psd", "rar", "rpm", "rtf", "svg", "svgz", "swf", "tar", "tgz", "tif", "tiff", "ttf", "txz", "wasm", "wav", "webm", "webp", "wma", "wmv", "woff", "woff2", "xls", "xlsx", "xz", "zip", "zst", "css"]
+    """
+    7z aac apk avi bin bmp bz2 csv dmg doc docx deb dvi eot eps epub exe flac flv gif gz
+    ico iso jar jpeg jpg js json m4a m4v mkv mov mp3 mp4 mpeg mpg msi odp ods odt ogg
+    ogv otf pdf png ppt pptx ps psd rar rpm rtf svg svgz swf tar tgz tif tiff ttf txz
+    wasm wav webm webp wma wmv woff woff2 xls xlsx xz zip zst css
+    """.split()
 )
 
 
