@@ -179,6 +179,24 @@ class Analyzer:
                 if limit is not None and n >= limit:
                     return
 
+    def spans(self, text: str, limit: int | None = None) -> Iterator[tuple[int, int, str]]:
+        """(start, end, lowercased word) of every word of *text*, for snippets."""
+        n = 0
+        for match in _TOKEN_RE.finditer(text):
+            run = match.group()
+            base = match.start()
+            if _CJK_RE.match(run):
+                pieces = [
+                    (base + s, base + e, w) for w, s, e in _jieba().tokenize(run) if w.strip()
+                ]
+            else:
+                pieces = [(base, match.end(), run.lower())]
+            for piece in pieces:
+                yield piece
+                n += 1
+                if limit is not None and n >= limit:
+                    return
+
     def tokens(self, text: str, limit: int | None = None) -> Iterator[Token]:
         """The indexable tokens of *text*: stop words and over-long tokens dropped.
 
