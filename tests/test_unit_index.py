@@ -1,0 +1,244 @@
+"""Unit tests for search.index: IndexDoc.from_records and a small real Whoosh index."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from whoosh.query import Term
+
+from search.analysis import SECTIONS, WordRecord, analyze_document
+from search.index import (
+    FIELD_OF_SECTION,
+    TEXT_FIELDS,
+    Index,
+    IndexDoc,
+    IndexError_,
+    IndexMissing,
+    make_schema,
+)
+
+WEIGHTS = {"body": 1.0, "title": 10.0, "url": 3.0, "desc": 0.5, "keywords": 2.0}
+
+
+def record(
+    stem: str, body: int = 0, title: int = 0, url: int = 0, desc: int = 0, keywords: int = 0
+) -> WordRecord:
+    counts = [body, title, url, desc, keywords]
+    weight = sum(c * WEIGHTS[s] for c, s in zip(counts, SECTIONS, strict=True))
+    return WordRecord(stem, stem, counts, weight)
+
+
+def test_text_fields_follow_sections() -> None:
+    assert TEXT_FIELDS == ("body", "title", "urlwords", "desc", "keywords")
+    assert FIELD_OF_SECTION["url"] == "urlwords"
+    schema = make_schema()
+    assert set(schema.names()) == {"docid", "url", "host", *TEXT_FIELDS}
+
+
+def test_from_records_fields_per_section_with_count_times_weight() -> None:
+    records = [record("vacuum", body=2, title=1, url=1), record("tabl", body=1, desc=3)]
+    doc = IndexDoc.from_records(5, "http://a.example/v", "a.example", records, WEIGHTS)
+    assert (doc.docid, doc.url, doc.host) == (5, "http://a.example/v", "a.example")
+    assert doc.fields == {
+        "body": {"vacuum": (2, 2.0), "tabl": (1, 1.0)},  # 2×1, 1×1
+        "title": {"vacuum": (1, 10.0)},  # 1×10
+        "urlwords": {"vacuum": (1, 3.0)},  # 1×3
+        "desc": {"tabl": (3, 1.5)},  # 3×0.5
+    }
+    assert "keywords" not in doc.fields  # empty fields are left out
+
+
+def test_from_records_missing_weight_defaults_to_one() -> None:
+    doc = IndexDoc.from_records(1, "u", "h", [record("x", keywords=3)], {"body": 1.0})
+    assert doc.fields == {"keywords": {"x": (3, 3.0)}}
+
+
+def test_from_records_from_analyze_document() -> None:
+    records = analyze_document({"body": "vacuum vacuuming", "title": "Vacuum"}, weights=WEIGHTS)
+    doc = IndexDoc.from_records(1, "u", "h", records.values(), WEIGHTS)
+    assert doc.fields == {"body": {"vacuum": (2, 2.0)}, "title": {"vacuum": (1, 10.0)}}
+
+
+def test_from_records_max_terms_keeps_highest_weights() -> None:
+    records = [
+        record("low", body=1),  # weight 1
+        record("high", title=1),  # weight 10
+        record("mid", body=2, desc=2),  # weight 2 + 1 = 3
+        record("top", title=2),  # weight 20
+    ]
+    doc = IndexDoc.from_records(1, "u", "h", records, WEIGHTS, max_terms=2)
+    kept = {stem for postings in doc.fields.values() for stem in postings}
+    assert kept == {"top", "high"}
+    doc3 = IndexDoc.from_records(1, "u", "h", records, WEIGHTS, max_terms=3)
+    assert {s for p in doc3.fields.values() for s in p} == {"top", "high", "mid"}
+
+
+def test_from_records_max_terms_not_reached_keeps_all() -> None:
+    records = [record("a", body=1), record("b", body=1)]
+    doc = IndexDoc.from_records(1, "u", "h", records, WEIGHTS, max_terms=5)
+    assert doc.fields == {"body": {"a": (1, 1.0), "b": (1, 1.0)}}
+
+
+def test_from_records_empty() -> None:
+    assert IndexDoc.from_records(1, "u", "h", [], WEIGHTS).fields == {}
+
+
+# --- a real index ----------------------------------------------------------------------------
+
+
+def docs() -> list[IndexDoc]:
+    return [
+        IndexDoc(
+            1,
+            "http://a.example/1",
+            "a.example",
+            {"body": {"vacuum": (2, 2.0), "tabl": (1, 1.0)}, "title": {"vacuum": (1, 4.0)}},
+        ),
+        IndexDoc(2, "http://b.example/2", "b.example", {"body": {"tabl": (3, 3.0)}}),
+        IndexDoc(3, "http://c.example/3", "c.example", {"title": {"vacuum": (1, 4.0)}}),
+    ]
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[Index]:
+    ix = Index(tmp_path / "ix")
+    with ix.writer() as w:
+        for doc in docs():
+            w.add(doc)
+        assert w.added == 3
+    yield ix
+
+
+def search(ix: Index, field: str, stem: str) -> list[int]:
+    with ix.open().searcher() as s:
+        return sorted(int(hit["docid"]) for hit in s.search(Term(field, stem), limit=None))
+
+
+def test_missing_index(tmp_path: Path) -> None:
+    ix = Index(tmp_path / "nothing")
+    assert not ix.exists()
+    assert ix.doc_count() == 0
+    with pytest.raises(IndexMissing) as info:
+        ix.open()
+    message = str(info.value)
+    assert str(tmp_path / "nothing") in message
+    assert "scrapy crawl site" in message
+    assert "python -m search reindex" in message
+    assert isinstance(info.value, IndexError_)
+    assert not (tmp_path / "nothing").exists()  # opening does not create it
+
+
+def test_docids_of_missing_index_raises(tmp_path: Path) -> None:
+    with pytest.raises(IndexMissing):
+        Index(tmp_path / "nothing").docids()
+
+
+def test_open_create(tmp_path: Path) -> None:
+    ix = Index(tmp_path / "new" / "ix")
+    ix.open(create=True)
+    assert ix.exists()
+    assert ix.doc_count() == 0
+    assert ix.docids() == set()
+
+
+def test_add_and_search(index: Index) -> None:
+    assert index.exists()
+    assert index.doc_count() == 3
+    assert index.docids() == {1, 2, 3}
+    assert search(index, "body", "vacuum") == [1]
+    assert search(index, "title", "vacuum") == [1, 3]
+    assert search(index, "body", "tabl") == [1, 2]
+    assert search(index, "body", "nothing") == []
+
+
+def test_stored_fields(index: Index) -> None:
+    with index.open().searcher() as s:
+        hit = s.search(Term("body", "tabl"), limit=None)
+        stored = {int(h["docid"]): h["url"] for h in hit}
+    assert stored == {1: "http://a.example/1", 2: "http://b.example/2"}
+
+
+def test_host_field_is_searchable(index: Index) -> None:
+    assert search(index, "host", "b.example") == [2]
+
+
+def test_postings_carry_count_and_weight(index: Index) -> None:
+    with index.open().searcher() as s:
+        # frequency() sums the stored weights of a term in a field (2.0 + 3.0 for "tabl").
+        assert s.frequency("body", "tabl") == pytest.approx(4.0)
+        assert s.doc_frequency("title", "vacuum") == 2
+
+
+def test_update_replaces_same_docid(index: Index) -> None:
+    with index.writer() as w:
+        w.add(IndexDoc(1, "http://a.example/new", "a.example", {"body": {"analyz": (1, 1.0)}}))
+    assert index.doc_count() == 3
+    assert index.docids() == {1, 2, 3}
+    assert search(index, "body", "vacuum") == []
+    assert search(index, "title", "vacuum") == [3]
+    assert search(index, "body", "analyz") == [1]
+    with index.open().searcher() as s:
+        assert [h["url"] for h in s.search(Term("body", "analyz"))] == ["http://a.example/new"]
+
+
+def test_add_without_update_duplicates(index: Index) -> None:
+    with index.writer() as w:
+        w.add(
+            IndexDoc(2, "http://b.example/2", "b.example", {"body": {"tabl": (1, 1.0)}}),
+            update=False,
+        )
+    assert index.doc_count() == 4
+    assert index.docids() == {1, 2, 3}
+
+
+def test_delete(index: Index) -> None:
+    with index.writer() as w:
+        w.delete(2)
+    assert index.docids() == {1, 3}
+    assert index.doc_count() == 2
+    assert search(index, "body", "tabl") == [1]
+
+
+def test_delete_missing_docid_is_harmless(index: Index) -> None:
+    with index.writer() as w:
+        w.delete(99)
+    assert index.docids() == {1, 2, 3}
+
+
+def test_writer_error_cancels(index: Index) -> None:
+    with pytest.raises(RuntimeError, match="boom"), index.writer() as w:
+        w.delete(1)
+        w.add(IndexDoc(9, "u", "h", {"body": {"x": (1, 1.0)}}))
+        raise RuntimeError("boom")
+    assert index.docids() == {1, 2, 3}
+    # The lock was released: another writer can start.
+    with index.writer() as w:
+        w.delete(3)
+    assert index.docids() == {1, 2}
+
+
+def test_clear_writer_replaces_everything(index: Index) -> None:
+    # writer(clear=True) is the full rebuild: only what this writer adds survives.
+    with index.writer(clear=True) as w:
+        w.add(IndexDoc(8, "u", "h", {"body": {"x": (1, 1.0)}}))
+    assert index.docids() == {8}
+    assert search(index, "body", "x") == [8]
+    assert search(index, "body", "tabl") == []
+
+
+def test_clear_removes_folder(index: Index) -> None:
+    index.clear()
+    assert not index.exists()
+    assert not index.path.exists()
+    index.clear()  # clearing a missing index is fine
+
+
+def test_plain_string_field_value(tmp_path: Path) -> None:
+    ix = Index(tmp_path / "ix")
+    with ix.writer() as w:
+        w.add(IndexDoc(1, "u", "h", {"body": "alpha beta alpha"}))  # type: ignore[dict-item]
+    assert search(ix, "body", "alpha") == [1]
+    with ix.open().searcher() as s:
+        assert s.frequency("body", "alpha") == pytest.approx(2.0)

@@ -1,0 +1,96 @@
+"""Unit tests for search.ranking: position weights, idf and BM25 worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from search.ranking import K1, POSITION_DECAY, B, bm25, idf, position_weight
+
+
+def test_constants() -> None:
+    assert (POSITION_DECAY, K1, B) == (0.25, 1.2, 0.75)
+
+
+@pytest.mark.parametrize(
+    ("position", "weight"),
+    [
+        (0, 1.0),  # 1 / (1 + 0.25×0)
+        (1, 0.8),  # 1 / 1.25
+        (2, 1 / 1.5),  # 1 / (1 + 0.5)
+        (3, 1 / 1.75),  # 1 / (1 + 0.75)
+        (4, 0.5),  # 1 / 2
+    ],
+)
+def test_position_weight(position: int, weight: float) -> None:
+    assert position_weight(position) == pytest.approx(weight)
+
+
+def test_position_weight_decreases_but_stays_positive() -> None:
+    weights = [position_weight(i) for i in range(20)]
+    assert weights == sorted(weights, reverse=True)
+    assert all(w > 0 for w in weights)
+
+
+def test_position_weight_custom_decay() -> None:
+    assert position_weight(2, decay=0.5) == pytest.approx(0.5)  # 1 / (1 + 0.5×2)
+    assert position_weight(5, decay=0.0) == 1.0
+
+
+def test_position_weight_negative_raises() -> None:
+    with pytest.raises(ValueError, match="position"):
+        position_weight(-1)
+
+
+def test_idf_by_hand() -> None:
+    # N = 10, n = 2: log(1 + (10 - 2 + 0.5) / (2 + 0.5)) = log(1 + 8.5 / 2.5) = log(4.4)
+    assert idf(10, 2) == pytest.approx(math.log(4.4))
+    # N = 1, n = 1: log(1 + 0.5 / 1.5) = log(4/3)
+    assert idf(1, 1) == pytest.approx(math.log(4 / 3))
+    # N = 100, n = 0: log(1 + 100.5 / 0.5) = log(202)
+    assert idf(100, 0) == pytest.approx(math.log(202))
+
+
+def test_idf_rarer_words_weigh_more_and_stays_positive() -> None:
+    assert idf(1000, 1) > idf(1000, 10) > idf(1000, 999) > 0
+    # Even a word in every document keeps a positive idf: log(1 + 0.5 / 1000.5)
+    assert idf(1000, 1000) == pytest.approx(math.log(1 + 0.5 / 1000.5))
+
+
+def test_bm25_by_hand() -> None:
+    # idf = 1, tf = 2, field length 10, average 5, b = 0.75, k1 = 1.2:
+    #   norm = 2 / (0.25 + 0.75 × 10/5) = 2 / 1.75 = 8/7
+    #   bm25 = 1 × (2.2 × 8/7) / (1.2 + 8/7) = (17.6/7) / (16.4/7) = 17.6 / 16.4 = 44/41
+    assert bm25(1.0, 2, 10, 5) == pytest.approx(44 / 41)
+
+
+def test_bm25_average_length_document() -> None:
+    # field_length == avg: norm = tf = 3; bm25 = 2 × (2.2 × 3) / (1.2 + 3) = 13.2 / 4.2 = 22/7
+    assert bm25(2.0, 3, 7, 7) == pytest.approx(22 / 7)
+
+
+def test_bm25_custom_b_and_k1() -> None:
+    # b = 0 (no length normalisation), k1 = 1: norm = tf = 1; bm25 = 3 × 2×1 / (1 + 1) = 3
+    assert bm25(3.0, 1, 1000, 1, b=0.0, k1=1.0) == pytest.approx(3.0)
+
+
+def test_bm25_zero_average_length_counts_as_one() -> None:
+    # avg 0 -> 1: norm = 1 / (0.25 + 0.75 × 2/1) = 1 / 1.75 = 4/7
+    #   bm25 = (2.2 × 4/7) / (1.2 + 4/7) = (8.8/7) / (12.4/7) = 8.8 / 12.4 = 22/31
+    assert bm25(1.0, 1, 2, 0) == pytest.approx(22 / 31)
+    assert bm25(1.0, 1, 2, -5) == pytest.approx(22 / 31)
+
+
+def test_bm25_zero_tf() -> None:
+    assert bm25(5.0, 0, 10, 5) == 0.0
+
+
+def test_bm25_saturates_below_idf_times_k1_plus_1() -> None:
+    values = [bm25(1.0, tf, 5, 5) for tf in (1, 2, 4, 8, 1000)]
+    assert values == sorted(values)
+    assert values[-1] < 1.0 * (K1 + 1)
+
+
+def test_bm25_longer_fields_score_lower() -> None:
+    assert bm25(1.0, 2, 5, 10) > bm25(1.0, 2, 10, 10) > bm25(1.0, 2, 40, 10)
