@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, delete, select, update
+from sqlalchemy import Engine, delete, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -77,7 +77,7 @@ class DocumentStore:
     def start_crawl(self, spider: str, args: dict[str, Any], started_at: datetime) -> int:
         with self.engine.begin() as conn:
             self.crawl_id = conn.execute(
-                Crawl.__table__.insert().returning(Crawl.id),
+                insert(Crawl).returning(Crawl.id),
                 {"spider": spider, "args": args, "started_at": started_at, "stats": {}},
             ).scalar_one()
         return self.crawl_id
@@ -106,7 +106,7 @@ class DocumentStore:
         if not rows:
             return
         with self.engine.begin() as conn:
-            stmt = self._insert(Server.__table__)
+            stmt = self._insert(Server)
             stmt = stmt.on_conflict_do_update(
                 index_elements=["url"],
                 set_={
@@ -119,7 +119,7 @@ class DocumentStore:
                 },
             )
             conn.execute(stmt, rows)
-            self._load_server_ids(conn, [r["url"] for r in rows])
+            self._load_server_ids(conn, [str(r["url"]) for r in rows])
 
     def _load_server_ids(self, conn: Any, urls: Sequence[str]) -> None:
         for part in chunks(list(urls)):
@@ -139,7 +139,7 @@ class DocumentStore:
             return None
         sid = self.server_ids.get(url)
         if sid is None:
-            stmt = self._insert(Server.__table__).on_conflict_do_nothing(index_elements=["url"])
+            stmt = self._insert(Server).on_conflict_do_nothing(index_elements=["url"])
             conn.execute(stmt, {"url": url, "settings": {}, "net_errors": 0, "disabled": False})
             self._load_server_ids(conn, [url])
             sid = self.server_ids.get(url)
@@ -152,7 +152,7 @@ class DocumentStore:
         if not missing:
             return
         missing.sort()  # a stable order avoids deadlocks between concurrent writers
-        stmt = self._insert(Word.__table__).on_conflict_do_nothing(index_elements=["stem"])
+        stmt = self._insert(Word).on_conflict_do_nothing(index_elements=["stem"])
         for part in chunks(missing, 2000):
             conn.execute(stmt, [{"stem": s} for s in part])
         for part in chunks(missing):
@@ -179,7 +179,7 @@ class DocumentStore:
                 stored = self._write_documents(conn, rows)
             if errors:
                 conn.execute(
-                    CrawlError.__table__.insert(),
+                    insert(CrawlError),
                     [
                         {
                             "crawl_id": self.crawl_id,
@@ -210,7 +210,7 @@ class DocumentStore:
         for v in values:  # executemany needs the same keys in every row
             for c in columns:
                 v.setdefault(c, None)
-        stmt = self._insert(Document.__table__)
+        stmt = self._insert(Document)
         stmt = stmt.on_conflict_do_update(
             index_elements=["url"],
             set_={c: stmt.excluded[c] for c in columns if c != "url"},
@@ -237,8 +237,8 @@ class DocumentStore:
                 stems.update(row.words)
         self._word_ids(conn, stems)
 
-        postings = []
-        links = []
+        postings: list[tuple[Any, ...]] = []
+        links: list[dict[str, Any]] = []
         word_ids = self.word_ids
         for row in rows:
             did = ids[row.url]
@@ -279,10 +279,10 @@ class DocumentStore:
                 "weight",
             )
             conn.execute(
-                Posting.__table__.insert(), [dict(zip(keys, p, strict=True)) for p in postings]
+                insert(Posting), [dict(zip(keys, p, strict=True)) for p in postings]
             )
         if links:
-            conn.execute(Link.__table__.insert(), links)
+            conn.execute(insert(Link), links)
         return [StoredDocument(ids[r.url], r) for r in rows]
 
     def mark_indexed(self, doc_ids: Sequence[int]) -> None:

@@ -99,6 +99,7 @@ def classify_exception(exc: BaseException) -> str:
 def classify(failure: Failure) -> tuple[str, str]:
     """(kind, message) of a failed request."""
     exc = failure.value
+    assert exc is not None
     kind = classify_exception(exc)
     if isinstance(exc, HttpError) and exc.response is not None:
         return kind, f"HTTP {exc.response.status}"

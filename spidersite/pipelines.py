@@ -126,6 +126,7 @@ class StorePipeline:
             raise CloseSpider("database_unusable") from None
         self.store = DocumentStore(engine)
         spider = self.crawler.spider
+        assert spider is not None
         now = datetime.now(UTC)
         args = {
             k: v

@@ -1,7 +1,7 @@
 """Cut a server off after ``max_net_errors`` network errors (DNS, refused, reset, timeout).
 
 Every failed attempt counts, retries included (this middleware sits between the retry
-middleware and the downloader).  When a server reaches its ``max_net_errors``
+middleware and the downloader), and so does a failed robots.txt request.  When a server reaches its ``max_net_errors``
 (``0`` = never cut off), its remaining requests are dropped by the server-config middleware,
 the ``server_disabled`` signal tells the store to mark it in ``servers``, and the crawl goes
 on with the other servers.  Switch off with ``NETERRORS_ENABLED = False``.
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 
 from spidersite import signals
-from spidersite.errors import NETWORK_ERRORS, ServerCutOff, classify_exception
+from spidersite.errors import NETWORK_ERRORS, classify_exception
 from spidersite.middlewares.servers import ServerConfigMiddleware
 
 if TYPE_CHECKING:
@@ -72,9 +72,6 @@ class NetErrorMiddleware:
                 signals.server_disabled, server=server.url, errors=count, reason=reason
             )
         if server.url in self.cut_off:
-            # No more retries for a server that is cut off.
-            raise ServerCutOff(
-                f"server {server.url} cut off after {count} network errors: "
-                f"{classify_exception(exception)}"
-            )
+            # No retries for a server that is cut off; the failure keeps its own kind.
+            request.meta["dont_retry"] = True
         return None

@@ -94,6 +94,7 @@ class SiteSpider(Spider):
         self.seed_urls: list[str] = []
         self._canonical: dict[str, str] = {}
         self._seen: set[str] = set()
+        self.max_seen = 2_000_000
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> SiteSpider:

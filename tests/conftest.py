@@ -1,0 +1,326 @@
+"""Shared fixtures: local HTTP servers on 127.0.0.1, crawls run as `scrapy crawl` in a
+subprocess, and databases on SQLite and on the local PostgreSQL."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from sqlalchemy import create_engine, text
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Admin connection to the local PostgreSQL, where each test gets its own database.
+PG_ADMIN_URL = os.environ.get(
+    "SPIDERSITE_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+
+
+# -- a scriptable HTTP server ---------------------------------------------------------
+
+
+@dataclass
+class Route:
+    """What the server answers for one path."""
+
+    body: bytes | str = b""
+    status: int = 200
+    content_type: str = "text/html; charset=utf-8"
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds before answering
+    auth: str | None = None  # "user:password" required (HTTP Basic)
+    reset: bool = False  # close the connection half-way through the body
+
+
+@dataclass
+class Hit:
+    path: str
+    method: str
+    time: float
+    headers: dict[str, str]
+    proxied: bool
+
+
+class Site:
+    """A fixture site: routes by path (and by host for proxied requests), and a log."""
+
+    def __init__(self) -> None:
+        self.routes: dict[str, Route] = {}
+        self.hits: list[Hit] = []
+        self.lock = threading.Lock()
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def add(self, path: str, body: bytes | str = b"", **kwargs: Any) -> Route:
+        route = Route(body=body, **kwargs)
+        self.routes[path] = route
+        return route
+
+    def page(self, path: str, title: str, body: str = "", links: list[str] = (),  # type: ignore[assignment]
+             head: str = "", **kwargs: Any) -> Route:
+        anchors = "".join(f'<a href="{href}">link to {href}</a> ' for href in links)
+        html = (f"<!DOCTYPE html><html><head><title>{title}</title>{head}</head>"
+                f"<body><h1>{title}</h1><p>{body}</p><p>{anchors}</p></body></html>")
+        return self.add(path, html, **kwargs)
+
+    def requested(self, path: str) -> list[Hit]:
+        with self.lock:
+            return [h for h in self.hits if h.path == path]
+
+    def paths(self) -> list[str]:
+        with self.lock:
+            return [h.path for h in self.hits]
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    # Without this, small writes wait for delayed ACKs and a crawl crawls at 20 pages/s.
+    disable_nagle_algorithm = True
+    site: Site
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _serve(self, send_body: bool) -> None:
+        site = self.site
+        proxied = self.path.startswith("http://")
+        if proxied:
+            parts = urlsplit(self.path)
+            path = f"//{parts.netloc}{parts.path or '/'}" + (f"?{parts.query}" if parts.query
+                                                              else "")
+        else:
+            path = self.path
+        with site.lock:
+            site.hits.append(Hit(path, self.command, time.monotonic(), dict(self.headers),
+                                 proxied))
+        route = site.routes.get(path)
+        if route is None:
+            self._send(404, b"not found", "text/plain", {}, send_body)
+            return
+        if route.delay:
+            time.sleep(route.delay)
+        if route.auth is not None:
+            import base64
+
+            expected = "Basic " + base64.b64encode(route.auth.encode()).decode()
+            if self.headers.get("Authorization") != expected:
+                self._send(401, b"auth required", "text/plain",
+                           {"WWW-Authenticate": 'Basic realm="test"'}, send_body)
+                return
+        body = route.body.encode("utf-8") if isinstance(route.body, str) else route.body
+        if route.reset:
+            self.send_response(route.status)
+            self.send_header("Content-Type", route.content_type)
+            self.send_header("Content-Length", str(len(body) * 10))
+            self.end_headers()
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
+            return
+        self._send(route.status, body, route.content_type, route.headers, send_body)
+
+    def _send(self, status: int, body: bytes, ctype: str, headers: dict[str, str],
+              send_body: bool) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        if send_body:
+            self.wfile.write(body)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._serve(True)
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._serve(False)
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+
+@pytest.fixture
+def site() -> Iterator[Site]:
+    """A fresh fixture site on 127.0.0.1, on a free port."""
+    yield from _serve_site()
+
+
+@pytest.fixture
+def site2() -> Iterator[Site]:
+    """A second fixture site (another server)."""
+    yield from _serve_site()
+
+
+def _serve_site() -> Iterator[Site]:
+    site = Site()
+    handler = type("Handler", (_Handler,), {"site": site})
+    server = _Server(("127.0.0.1", 0), handler)
+    site.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield site
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 where nothing listens (connections are refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# -- databases ------------------------------------------------------------------------
+
+
+def _pg_available() -> bool:
+    try:
+        engine = create_engine(PG_ADMIN_URL)
+        with engine.connect():
+            pass
+        engine.dispose()
+        return True
+    except Exception:
+        return False
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A new, empty PostgreSQL database for one test, dropped afterwards."""
+    if os.environ.get("SPIDERSITE_TEST_PG") == "skip":
+        pytest.skip("SPIDERSITE_TEST_PG=skip")
+    if not _pg_available():
+        pytest.fail(f"PostgreSQL is not reachable at {PG_ADMIN_URL} "
+                    f"(set SPIDERSITE_TEST_PG to its URL, or to 'skip')")
+    name = f"spidersite_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    base = PG_ADMIN_URL.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each storage test runs on SQLite and on the local PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'db' / 'spidersite.db'}"
+    return str(request.getfixturevalue("pg_url"))
+
+
+# -- crawls ---------------------------------------------------------------------------
+
+
+@dataclass
+class CrawlResult:
+    returncode: int
+    stdout: str
+    stderr: str
+    data_dir: Path
+    database_url: str
+
+    @property
+    def log(self) -> str:
+        path = self.data_dir / "crawl.log"
+        return path.read_text(encoding="utf-8") if path.exists() else ""
+
+    def engine(self) -> Any:
+        return create_engine(self.database_url)
+
+    def rows(self, sql: str, **params: Any) -> list[Any]:
+        engine = self.engine()
+        try:
+            with engine.connect() as conn:
+                return list(conn.execute(text(sql), params))
+        finally:
+            engine.dispose()
+
+    def scalar(self, sql: str, **params: Any) -> Any:
+        return self.rows(sql, **params)[0][0]
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        raw = self.scalar("SELECT stats FROM crawls ORDER BY id DESC LIMIT 1")
+        return json.loads(raw) if isinstance(raw, str) else raw
+
+    def urls(self, kind: str | None = None) -> set[str]:
+        sql = "SELECT url FROM documents"
+        if kind:
+            return {r[0] for r in self.rows(sql + " WHERE kind = :k", k=kind)}
+        return {r[0] for r in self.rows(sql)}
+
+    def errors(self) -> list[tuple[str, str, str]]:
+        return [tuple(r) for r in self.rows("SELECT url, kind, message FROM crawl_errors")]
+
+    def search(self, *words: str) -> subprocess.CompletedProcess[str]:
+        return run_search(*words, data_dir=self.data_dir, database_url=self.database_url)
+
+
+def _env(data_dir: Path, database_url: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SPIDERSITE_", "SCRAPY_")) and k != "DATABASE_URL"}
+    env["SPIDERSITE_DATA_DIR"] = str(data_dir)
+    if database_url:
+        env["DATABASE_URL"] = database_url
+    env["PYTHONWARNINGS"] = "ignore"
+    return env
+
+
+def run_crawl(data_dir: Path, *args: str, settings: dict[str, Any] | None = None,
+              database_url: str | None = None, timeout: float = 300) -> CrawlResult:
+    """Run ``scrapy crawl site ARGS`` in a subprocess, as a user would."""
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "site", *args]
+    settings = {"LOG_FILE": str(data_dir / "crawl.log"), "LOG_LEVEL": "DEBUG",
+                **(settings or {})}
+    for key, value in settings.items():
+        cmd += ["-s", f"{key}={value}"]
+    data_dir.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(cmd, cwd=ROOT, env=_env(data_dir, database_url), text=True,
+                          capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    url = database_url or f"sqlite:///{data_dir / 'spidersite.db'}"
+    return CrawlResult(proc.returncode, proc.stdout, proc.stderr, data_dir, url)
+
+
+def run_search(*args: str, data_dir: Path, database_url: str | None = None,
+               timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m search ARGS`` in a subprocess."""
+    return subprocess.run([sys.executable, "-m", "search", *args], cwd=ROOT,
+                          env=_env(data_dir, database_url), text=True, capture_output=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def crawl(tmp_path: Path) -> Callable[..., CrawlResult]:
+    """``crawl(*args, settings=..., database_url=...)``: a crawl into this test's data dir."""
+
+    def _crawl(*args: str, **kwargs: Any) -> CrawlResult:
+        return run_crawl(tmp_path / "data", *args, **kwargs)
+
+    return _crawl
