@@ -167,12 +167,14 @@ class Analyzer:
     def words(self, text: str, limit: int | None = None) -> Iterator[str]:
         """Lowercased words of *text*, CJK runs segmented, stop words included."""
         n = 0
-        for match in _TOKEN_RE.finditer(text.lower()):
+        # Lowercase word by word, not the whole text: lowercasing can change what counts
+        # as a word character ("İ" becomes "i" + a combining dot), and spans() must agree.
+        for match in _TOKEN_RE.finditer(text):
             run = match.group()
             if _CJK_RE.match(run):
                 pieces = [w for w in _jieba().lcut(run) if w.strip()]
             else:
-                pieces = [run]
+                pieces = [run.lower()]
             for word in pieces:
                 yield word
                 n += 1

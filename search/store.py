@@ -244,19 +244,8 @@ class DocumentStore:
             did = ids[row.url]
             if row.words:
                 for stem, rec in row.words.items():
-                    c = rec.counts
                     postings.append(
-                        (
-                            did,
-                            word_ids[stem],
-                            rec.surface[:128],
-                            c[0],
-                            c[1],
-                            c[2],
-                            c[3],
-                            c[4],
-                            rec.weight,
-                        )
+                        (did, word_ids[stem], rec.surface[:128], *rec.counts, rec.weight)
                     )
             seen: set[str] = set()
             for to_url, anchor, nofollow in row.links:
@@ -278,9 +267,7 @@ class DocumentStore:
                 *(f"{s}_count" for s in SECTIONS),
                 "weight",
             )
-            conn.execute(
-                insert(Posting), [dict(zip(keys, p, strict=True)) for p in postings]
-            )
+            conn.execute(insert(Posting), [dict(zip(keys, p, strict=True)) for p in postings])
         if links:
             conn.execute(insert(Link), links)
         return [StoredDocument(ids[r.url], r) for r in rows]

@@ -155,6 +155,8 @@ def extract_html(url: str, body: bytes, encoding: str | None) -> Extracted:
     body_el = root.find("body")
     container = body_el if body_el is not None else root
     for bad in list(container.iter(*_SKIP_TAGS)):
+        if bad.tail:  # keep the words around a dropped element apart
+            bad.tail = " " + bad.tail
         bad.drop_tree()
     out.text = normalize_space(" ".join(container.itertext()))
     return out

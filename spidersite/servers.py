@@ -26,6 +26,7 @@ Sites file (TOML)::
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -77,8 +78,8 @@ def parse_duration(value: Any) -> int:
         if not m:
             raise ValueError(f'{value!r} is not a duration such as 3600, "12h" or "7d"')
         seconds = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-    if seconds <= 0:
-        raise ValueError("must be greater than 0")
+    if not math.isfinite(seconds) or seconds < 1:
+        raise ValueError(f"{value!r} is not a duration of at least 1 second")
     return int(seconds)
 
 
@@ -179,7 +180,7 @@ FIELD_NAMES = frozenset(f.name for f in fields(ServerConfig) if not f.name.start
 
 
 def _number(value: Any, minimum: float, strict: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"must be a number, not {value!r}")
     if value < minimum or (strict and value == minimum):
         raise ValueError(f"must be {'>' if strict else '≥'} {minimum:g}, not {value!r}")
@@ -268,12 +269,14 @@ def _validate_field(name: str, value: Any) -> Any:
 
 def build(values: Mapping[str, Any], where: str = "") -> ServerConfig:
     """A validated :class:`ServerConfig` from raw field values."""
+    prefix = f"{where}: " if where else ""
+    if "url" not in values:
+        raise ConfigError(f"{prefix}field 'url' is required")
     typed: dict[str, Any] = {}
     for name, value in values.items():
         try:
             typed[name] = _validate_field(name, value)
         except ValueError as exc:
-            prefix = f"{where}: " if where else ""
             raise ConfigError(f"{prefix}field '{name}': {exc}") from None
     config = ServerConfig(**typed)
     return replace(
@@ -392,12 +395,12 @@ class ServerRegistry:
 def _line_of(lines: list[str], key: str, start: int, header: bool = False) -> int:
     """1-based number of the first line at or after *start* (0-based) defining *key*."""
     for i in range(max(start - 1, 0), len(lines)):
-        stripped = lines[i].strip()
+        line = lines[i].split("#", 1)[0].strip()
         if header:
-            if stripped.startswith(key):
+            if line.replace(" ", "") == key:
                 return i + 1
-        elif re.match(rf"^\s*\"?{re.escape(key)}\"?\s*=", lines[i]) or stripped.startswith(
-            f"[{key}"
+        elif re.match(rf'^"?{re.escape(key)}"?\s*=', line) or re.match(
+            rf'^\[\[?\s*"?{re.escape(key)}"?\s*\]', line
         ):
             return i + 1
     return max(start, 1)

@@ -72,11 +72,20 @@ class Site:
         self.routes[path] = route
         return route
 
-    def page(self, path: str, title: str, body: str = "", links: list[str] = (),  # type: ignore[assignment]
-             head: str = "", **kwargs: Any) -> Route:
+    def page(
+        self,
+        path: str,
+        title: str,
+        body: str = "",
+        links: list[str] = (),  # type: ignore[assignment]
+        head: str = "",
+        **kwargs: Any,
+    ) -> Route:
         anchors = "".join(f'<a href="{href}">link to {href}</a> ' for href in links)
-        html = (f"<!DOCTYPE html><html><head><title>{title}</title>{head}</head>"
-                f"<body><h1>{title}</h1><p>{body}</p><p>{anchors}</p></body></html>")
+        html = (
+            f"<!DOCTYPE html><html><head><title>{title}</title>{head}</head>"
+            f"<body><h1>{title}</h1><p>{body}</p><p>{anchors}</p></body></html>"
+        )
         return self.add(path, html, **kwargs)
 
     def requested(self, path: str) -> list[Hit]:
@@ -102,13 +111,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         proxied = self.path.startswith("http://")
         if proxied:
             parts = urlsplit(self.path)
-            path = f"//{parts.netloc}{parts.path or '/'}" + (f"?{parts.query}" if parts.query
-                                                              else "")
+            path = f"//{parts.netloc}{parts.path or '/'}" + (
+                f"?{parts.query}" if parts.query else ""
+            )
         else:
             path = self.path
         with site.lock:
-            site.hits.append(Hit(path, self.command, time.monotonic(), dict(self.headers),
-                                 proxied))
+            site.hits.append(Hit(path, self.command, time.monotonic(), dict(self.headers), proxied))
         route = site.routes.get(path)
         if route is None:
             self._send(404, b"not found", "text/plain", {}, send_body)
@@ -120,8 +129,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
             expected = "Basic " + base64.b64encode(route.auth.encode()).decode()
             if self.headers.get("Authorization") != expected:
-                self._send(401, b"auth required", "text/plain",
-                           {"WWW-Authenticate": 'Basic realm="test"'}, send_body)
+                self._send(
+                    401,
+                    b"auth required",
+                    "text/plain",
+                    {"WWW-Authenticate": 'Basic realm="test"'},
+                    send_body,
+                )
                 return
         body = route.body.encode("utf-8") if isinstance(route.body, str) else route.body
         if route.reset:
@@ -136,8 +150,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         self._send(route.status, body, route.content_type, route.headers, send_body)
 
-    def _send(self, status: int, body: bytes, ctype: str, headers: dict[str, str],
-              send_body: bool) -> None:
+    def _send(
+        self, status: int, body: bytes, ctype: str, headers: dict[str, str], send_body: bool
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -147,10 +162,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if send_body:
             self.wfile.write(body)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._serve(True)
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._serve(False)
 
 
@@ -212,8 +227,10 @@ def pg_url() -> Iterator[str]:
     if os.environ.get("SPIDERSITE_TEST_PG") == "skip":
         pytest.skip("SPIDERSITE_TEST_PG=skip")
     if not _pg_available():
-        pytest.fail(f"PostgreSQL is not reachable at {PG_ADMIN_URL} "
-                    f"(set SPIDERSITE_TEST_PG to its URL, or to 'skip')")
+        pytest.fail(
+            f"PostgreSQL is not reachable at {PG_ADMIN_URL} "
+            f"(set SPIDERSITE_TEST_PG to its URL, or to 'skip')"
+        )
     name = f"spidersite_test_{uuid.uuid4().hex[:12]}"
     admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
@@ -284,8 +301,11 @@ class CrawlResult:
 
 
 def _env(data_dir: Path, database_url: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SPIDERSITE_", "SCRAPY_")) and k != "DATABASE_URL"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SPIDERSITE_", "SCRAPY_")) and k != "DATABASE_URL"
+    }
     env["SPIDERSITE_DATA_DIR"] = str(data_dir)
     if database_url:
         env["DATABASE_URL"] = database_url
@@ -293,27 +313,45 @@ def _env(data_dir: Path, database_url: str | None) -> dict[str, str]:
     return env
 
 
-def run_crawl(data_dir: Path, *args: str, settings: dict[str, Any] | None = None,
-              database_url: str | None = None, timeout: float = 300) -> CrawlResult:
+def run_crawl(
+    data_dir: Path,
+    *args: str,
+    settings: dict[str, Any] | None = None,
+    database_url: str | None = None,
+    timeout: float = 300,
+) -> CrawlResult:
     """Run ``scrapy crawl site ARGS`` in a subprocess, as a user would."""
     cmd = [sys.executable, "-m", "scrapy", "crawl", "site", *args]
-    settings = {"LOG_FILE": str(data_dir / "crawl.log"), "LOG_LEVEL": "DEBUG",
-                **(settings or {})}
+    settings = {"LOG_FILE": str(data_dir / "crawl.log"), "LOG_LEVEL": "DEBUG", **(settings or {})}
     for key, value in settings.items():
         cmd += ["-s", f"{key}={value}"]
     data_dir.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(cmd, cwd=ROOT, env=_env(data_dir, database_url), text=True,
-                          capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        cmd,
+        cwd=ROOT,
+        env=_env(data_dir, database_url),
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
     url = database_url or f"sqlite:///{data_dir / 'spidersite.db'}"
     return CrawlResult(proc.returncode, proc.stdout, proc.stderr, data_dir, url)
 
 
-def run_search(*args: str, data_dir: Path, database_url: str | None = None,
-               timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_search(
+    *args: str, data_dir: Path, database_url: str | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """Run ``python -m search ARGS`` in a subprocess."""
-    return subprocess.run([sys.executable, "-m", "search", *args], cwd=ROOT,
-                          env=_env(data_dir, database_url), text=True, capture_output=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "search", *args],
+        cwd=ROOT,
+        env=_env(data_dir, database_url),
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -17,20 +18,26 @@ def write_sites(tmp_path: Path, text: str) -> str:
 
 
 def test_crawl_stores_indexes_and_searches(site: Site, crawl, db_url: str) -> None:
-    site.page("/", "Home of the zebra", "Welcome to the zebra pages.", ["/a.html", "/b.html"],
-              head='<meta name="keywords" content="zebra, stripes">'
-                   '<meta name="description" content="All about zebras">')
+    site.page(
+        "/",
+        "Home of the zebra",
+        "Welcome to the zebra pages.",
+        ["/a.html", "/b.html"],
+        head='<meta name="keywords" content="zebra, stripes">'
+        '<meta name="description" content="All about zebras">',
+    )
     site.page("/a.html", "Giraffe facts", "Giraffes are tall. The zebra is not.", ["/"])
     site.page("/b.html", "Okapi", "The okapi is a relative of the giraffe.", ["/a.html#x"])
-    result = crawl(f"-a", f"seeds={site.url}", database_url=db_url)
+    result = crawl("-a", f"seeds={site.url}", database_url=db_url)
     assert result.returncode == 0, result.stderr
-    rows = result.rows("SELECT url, title, keywords, description, hops, status, kind, "
-                       "indexed, content_type, charset FROM documents ORDER BY url")
+    rows = result.rows(
+        "SELECT url, title, keywords, description, hops, status, kind, "
+        "indexed, content_type, charset FROM documents ORDER BY url"
+    )
     by_url = {r[0]: r for r in rows}
     assert set(by_url) == {site.url, site.url + "a.html", site.url + "b.html"}
     home = by_url[site.url]
-    assert home[1:7] == ("Home of the zebra", "zebra, stripes", "All about zebras", 0, 200,
-                         "page")
+    assert home[1:7] == ("Home of the zebra", "zebra, stripes", "All about zebras", 0, 200, "page")
     assert home[8] == "text/html" and home[9] == "utf-8"
     assert by_url[site.url + "a.html"][4] == 1
     assert all(r[7] for r in rows), "every page is marked indexed"
@@ -42,7 +49,8 @@ def test_crawl_stores_indexes_and_searches(site: Site, crawl, db_url: str) -> No
         "SELECT p.surface, p.body_count, p.title_count, p.keywords_count, p.desc_count, "
         "p.weight FROM postings p JOIN words w ON w.id = p.word_id "
         "JOIN documents d ON d.id = p.document_id WHERE w.stem = 'zebra' AND d.url = :u",
-        u=site.url)
+        u=site.url,
+    )
     surface, body, title, kw, desc, weight = zebra[0]
     assert surface == "zebra" and body == 2 and title == 1 and kw == 1 and desc == 1
     assert weight == pytest.approx(body * 1 + title * 4 + kw * 2 + desc * 2)
@@ -64,8 +72,12 @@ def test_crawl_twice_leaves_no_duplicates(site: Site, crawl, db_url: str) -> Non
     for _ in range(2):
         result = crawl("-a", f"seeds={site.url}", database_url=db_url)
         assert result.returncode == 0, result.stderr
-        counts.append(tuple(result.scalar(f"SELECT count(*) FROM {t}")
-                            for t in ("documents", "postings", "links", "words", "servers")))
+        counts.append(
+            tuple(
+                result.scalar(f"SELECT count(*) FROM {t}")
+                for t in ("documents", "postings", "links", "words", "servers")
+            )
+        )
     assert counts[0] == counts[1]
     assert counts[0][0] == 3
     assert result.scalar("SELECT count(*) FROM crawls") == 2
@@ -104,7 +116,7 @@ def test_robots_crawl_delay_is_applied(site: Site, crawl) -> None:
     assert result.returncode == 0, result.stderr
     times = sorted(h.time for h in site.hits if h.path != "/robots.txt")
     assert len(times) == 5
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     # A lower bound only: a Crawl-delay is a minimum between two requests.
     assert min(gaps) >= 0.9, gaps
     assert result.stats["crawldelay/robots_delay"] == 1
@@ -118,15 +130,16 @@ def test_per_server_crawl_delay(site: Site, crawl, tmp_path: Path) -> None:
     result = crawl("-a", f"sites={sites}")
     assert result.returncode == 0, result.stderr
     times = sorted(h.time for h in site.hits if h.path != "/robots.txt")
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert len(times) == 3 and min(gaps) >= 0.6, gaps
 
 
 def test_maxhops(site: Site, crawl, tmp_path: Path) -> None:
     for i in range(6):
         site.page(f"/h{i}.html", f"Hop {i}", f"page {i}", [f"/h{i + 1}.html"])
-    sites = write_sites(tmp_path, f'[[server]]\nurl = "{site.url}"\nmaxhops = 2\n'
-                                  f'seeds = ["{site.url}h0.html"]\n')
+    sites = write_sites(
+        tmp_path, f'[[server]]\nurl = "{site.url}"\nmaxhops = 2\nseeds = ["{site.url}h0.html"]\n'
+    )
     result = crawl("-a", f"sites={sites}")
     assert result.returncode == 0, result.stderr
     assert result.urls() == {f"{site.url}h{i}.html" for i in range(3)}
@@ -152,33 +165,40 @@ def test_net_error_cut_off(site: Site, crawl, tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}/"
     site.page("/", "Start", "start", [f"{dead}p{i}.html" for i in range(8)] + ["/ok.html"])
     site.page("/ok.html", "OK", "still crawled")
-    sites = write_sites(tmp_path, f'[[server]]\nurl = "{site.url}"\n\n'
-                                  f'[[server]]\nurl = "{dead}"\nmax_net_errors = 3\n'
-                                  f'seeds = ["{site.url}"]\n')
+    sites = write_sites(
+        tmp_path,
+        f'[[server]]\nurl = "{site.url}"\n\n'
+        f'[[server]]\nurl = "{dead}"\nmax_net_errors = 3\n'
+        f'seeds = ["{site.url}"]\n',
+    )
     # One request at a time: requests already handed to the downloader are attempted; the
     # ones still waiting in the scheduler are those a cut-off drops.
-    result = crawl("-a", f"sites={sites}", settings={"RETRY_TIMES": 0,
-                                                     "CONCURRENT_REQUESTS": 1})
+    result = crawl("-a", f"sites={sites}", settings={"RETRY_TIMES": 0, "CONCURRENT_REQUESTS": 1})
     assert result.returncode == 0, result.stderr
     assert {site.url, site.url + "ok.html"} <= result.urls()
-    server = result.rows("SELECT disabled, net_errors, disabled_reason FROM servers "
-                         "WHERE url = :u", u=dead)[0]
+    server = result.rows(
+        "SELECT disabled, net_errors, disabled_reason FROM servers WHERE url = :u", u=dead
+    )[0]
     assert server[0] and server[1] == 3 and "max_net_errors = 3" in server[2]
     kinds = [e[1] for e in result.errors() if e[0].startswith(dead)]
     assert kinds.count("refused") == 2 and kinds.count("cut_off") == 6, kinds
     assert result.stats["neterrors/servers_cut_off"] == 1
 
 
-def test_proxy_and_basic_auth_per_server(site: Site, site2: Site, crawl, tmp_path: Path
-                                         ) -> None:
+def test_proxy_and_basic_auth_per_server(site: Site, site2: Site, crawl, tmp_path: Path) -> None:
     # site acts as the proxy for the (unresolvable) host proxied.test.
-    site.add("//proxied.test/", "<html><head><title>Via proxy</title></head><body>"
-             "<a href='/two.html'>two</a></body></html>")
+    site.add(
+        "//proxied.test/",
+        "<html><head><title>Via proxy</title></head><body>"
+        "<a href='/two.html'>two</a></body></html>",
+    )
     site.add("//proxied.test/two.html", "<title>Two via proxy</title>")
     # site2 requires a password.
     site2.page("/", "Locked", "behind a password", ["/inner.html"], auth="alice:s3cret")
     site2.page("/inner.html", "Inner", "inner room", auth="alice:s3cret")
-    sites = write_sites(tmp_path, f'''
+    sites = write_sites(
+        tmp_path,
+        f'''
 [[server]]
 url = "http://proxied.test/"
 proxy = "127.0.0.1:{site.port}"
@@ -187,7 +207,8 @@ userobots = false
 [[server]]
 url = "{site2.url}"
 basic_auth = "alice:s3cret"
-''')
+''',
+    )
     result = crawl("-a", f"sites={sites}")
     assert result.returncode == 0, result.stderr
     urls = result.urls()
@@ -202,12 +223,23 @@ basic_auth = "alice:s3cret"
 
 
 def test_noindex_nofollow(site: Site, crawl) -> None:
-    site.page("/", "Start", "start", ["/noindex.html", "/nofollow.html"],)
-    site.add("/noindex.html", '<html><head><meta name="robots" content="noindex">'
-             '<title>Hidden</title></head><body>quokka <a href="/child.html">c</a>'
-             '<a href="/skipped.html" rel="nofollow">s</a></body></html>')
-    site.add("/nofollow.html", '<html><head><meta name="ROBOTS" content="nofollow">'
-             '<title>Leaf</title></head><body>wombat <a href="/never.html">n</a></body></html>')
+    site.page(
+        "/",
+        "Start",
+        "start",
+        ["/noindex.html", "/nofollow.html"],
+    )
+    site.add(
+        "/noindex.html",
+        '<html><head><meta name="robots" content="noindex">'
+        '<title>Hidden</title></head><body>quokka <a href="/child.html">c</a>'
+        '<a href="/skipped.html" rel="nofollow">s</a></body></html>',
+    )
+    site.add(
+        "/nofollow.html",
+        '<html><head><meta name="ROBOTS" content="nofollow">'
+        '<title>Leaf</title></head><body>wombat <a href="/never.html">n</a></body></html>',
+    )
     site.page("/child.html", "Child", "child page")
     site.page("/never.html", "Never", "never fetched")
     site.page("/skipped.html", "Skipped", "never fetched")
@@ -217,24 +249,30 @@ def test_noindex_nofollow(site: Site, crawl) -> None:
     assert site.url + "child.html" in urls  # links of a noindex page are followed
     assert site.url + "never.html" not in urls and not site.requested("/never.html")
     assert not site.requested("/skipped.html")
-    noindex = result.rows("SELECT noindex, indexed FROM documents WHERE url = :u",
-                          u=site.url + "noindex.html")[0]
+    noindex = result.rows(
+        "SELECT noindex, indexed FROM documents WHERE url = :u", u=site.url + "noindex.html"
+    )[0]
     assert noindex[0] and not noindex[1]
     assert json.loads(result.search("quokka", "--json").stdout)["hits"] == []
     assert len(json.loads(result.search("wombat", "--json").stdout)["hits"]) == 1
 
 
 def test_files_plain_text_and_errors(site: Site, crawl) -> None:
-    site.page("/", "Start", "start", ["/manual.pdf", "/photo.png", "/notes.txt", "/blob",
-                                      "/missing.html"])
+    site.page(
+        "/", "Start", "start", ["/manual.pdf", "/photo.png", "/notes.txt", "/blob", "/missing.html"]
+    )
     site.add("/manual.pdf", b"%PDF-1.4 " + b"x" * 5000, content_type="application/pdf")
     site.add("/photo.png", b"\x89PNG" + b"\0" * 300, content_type="image/png")
     site.add("/notes.txt", "capybara notes in plain text", content_type="text/plain")
     site.add("/blob", b"\0\1\2" * 100, content_type="application/octet-stream")
     result = crawl("-a", f"seeds={site.url}")
     assert result.returncode == 0, result.stderr
-    files = dict(((r[0], (r[1], r[2], r[3])) for r in result.rows(
-        "SELECT url, content_type, size, kind FROM documents WHERE kind = 'file'")))
+    files = dict(
+        (r[0], (r[1], r[2], r[3]))
+        for r in result.rows(
+            "SELECT url, content_type, size, kind FROM documents WHERE kind = 'file'"
+        )
+    )
     assert files[site.url + "manual.pdf"] == ("application/pdf", 5009, "file")
     assert files[site.url + "photo.png"] == ("image/png", 304, "file")
     assert files[site.url + "blob"] == ("application/octet-stream", 300, "file")
@@ -243,8 +281,9 @@ def test_files_plain_text_and_errors(site: Site, crawl) -> None:
     hits = json.loads(result.search("capybara", "--json").stdout)["hits"]
     assert [h["url"] for h in hits] == [site.url + "notes.txt"]
     assert (site.url + "missing.html", "http", "HTTP 404") in result.errors()
-    assert not result.rows("SELECT 1 FROM postings p JOIN documents d ON d.id = p.document_id"
-                           " WHERE d.kind = 'file'")
+    assert not result.rows(
+        "SELECT 1 FROM postings p JOIN documents d ON d.id = p.document_id WHERE d.kind = 'file'"
+    )
 
 
 def test_stays_on_seed_servers(site: Site, site2: Site, crawl) -> None:
@@ -260,11 +299,14 @@ def test_allow_and_deny_patterns(site: Site, crawl, tmp_path: Path) -> None:
     site.page("/", "Start", "start", ["/docs/a.html", "/docs/b.php", "/blog/c.html"])
     for p in ("/docs/a.html", "/docs/b.php", "/blog/c.html"):
         site.page(p, p, "x")
-    sites = write_sites(tmp_path, f'''[[server]]
+    sites = write_sites(
+        tmp_path,
+        f'''[[server]]
 url = "{site.url}"
 allow = ['^{site.url}$', '/docs/']
 deny = ['\\.php$']
-''')
+''',
+    )
     result = crawl("-a", f"sites={sites}")
     assert result.returncode == 0, result.stderr
     assert result.urls() == {site.url, site.url + "docs/a.html"}
@@ -285,8 +327,11 @@ def test_bad_seeds_refuse_to_start(crawl, seeds: str) -> None:
     result = crawl("-a", f"seeds={seeds}")
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
-    errors = [line for line in result.stderr.splitlines() if "invalid seed" in line
-              or line.startswith("invalid seed")]
+    errors = [
+        line
+        for line in result.stderr.splitlines()
+        if "invalid seed" in line or line.startswith("invalid seed")
+    ]
     assert len(errors) == max(1, seeds.count(",") + 1), result.stderr
     assert "no valid seed URL" in result.stderr
 
@@ -300,8 +345,11 @@ def test_some_bad_seeds_are_skipped(site: Site, crawl) -> None:
 
 
 def test_bad_sites_file_is_refused(crawl, tmp_path: Path) -> None:
-    sites = write_sites(tmp_path, '[[server]]\nurl = "http://127.0.0.1:1/"\n\n[[server]]\n'
-                                  'url = "http://127.0.0.1:2/"\nmaxhops = -1\n')
+    sites = write_sites(
+        tmp_path,
+        '[[server]]\nurl = "http://127.0.0.1:1/"\n\n[[server]]\n'
+        'url = "http://127.0.0.1:2/"\nmaxhops = -1\n',
+    )
     result = crawl("-a", f"sites={sites}")
     assert result.returncode == 2
     assert "Traceback" not in result.stderr

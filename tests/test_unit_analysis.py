@@ -266,15 +266,6 @@ def test_spans_limit() -> None:
     assert [w for _, _, w in get_analyzer().spans("a b c d", limit=2)] == ["a", "b"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: Analyzer.words() lowercases the whole text before tokenizing, spans() tokenizes "
-        "the original text. 'İ'.lower() is 'i' + U+0307 (a combining mark, not \\w), so words() "
-        "reads 'İstanbul' as ['i', 'stanbul'] while spans() reads one word 'i̇stanbul'; the "
-        "phrase check and snippets (searcher._stems_of uses spans) then disagree with the index."
-    ),
-)
 def test_spans_agree_with_words_for_dotted_capital_i() -> None:
     analyzer = get_analyzer("tr")
     text = "İstanbul Büyükşehir"

@@ -1,10 +1,11 @@
 """Cut a server off after ``max_net_errors`` network errors (DNS, refused, reset, timeout).
 
 Every failed attempt counts, retries included (this middleware sits between the retry
-middleware and the downloader), and so does a failed robots.txt request.  When a server reaches its ``max_net_errors``
-(``0`` = never cut off), its remaining requests are dropped by the server-config middleware,
-the ``server_disabled`` signal tells the store to mark it in ``servers``, and the crawl goes
-on with the other servers.  Switch off with ``NETERRORS_ENABLED = False``.
+middleware and the downloader), and so does a failed robots.txt request.  When a server
+reaches its ``max_net_errors`` (``0`` = never cut off), its remaining requests are dropped
+by the server-config middleware, the ``server_disabled`` signal tells the store to mark it
+in ``servers``, and the crawl goes on with the other servers.  Switch off with
+``NETERRORS_ENABLED = False``.
 
 Stats: ``neterrors/count``, ``neterrors/servers_cut_off``.
 """
