@@ -362,3 +362,46 @@ def crawl(tmp_path: Path) -> Callable[..., CrawlResult]:
         return run_crawl(tmp_path / "data", *args, **kwargs)
 
     return _crawl
+
+
+# -- the real sites of ../shared/corpus -----------------------------------------------
+
+CORPUS = Path(os.environ.get("SPIDERSITE_CORPUS", ROOT.parent / "shared" / "corpus"))
+
+
+class _StaticHandler(http.server.SimpleHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="session")
+def corpus_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The corpus archives, unpacked once per test session."""
+    import tarfile
+
+    if not CORPUS.is_dir():
+        pytest.fail(f"the corpus is not at {CORPUS} (set SPIDERSITE_CORPUS)")
+    root = tmp_path_factory.mktemp("corpus")
+    for archive in sorted(CORPUS.glob("*.tar.gz")):
+        with tarfile.open(archive) as tar:
+            tar.extractall(root, filter="data")
+    return root
+
+
+@pytest.fixture(scope="session")
+def corpus_url(corpus_root: Path) -> Iterator[str]:
+    """The corpus served over HTTP on 127.0.0.1: ``<url>postgresql-15-docs/index.html``."""
+    import functools
+
+    handler = functools.partial(_StaticHandler, directory=str(corpus_root))
+    server = _Server(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
