@@ -16,6 +16,7 @@ description, keywords) and weighs it with the server's section weights.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -212,6 +213,21 @@ class Analyzer:
                 continue
             yield Token(stem(word), word)
 
+    @property
+    def stop_words(self) -> frozenset[str]:
+        """Stop words of this language, Chinese ones included."""
+        return self._stop | CHINESE_STOP_WORDS
+
+    def word_list(self, text: str, limit: int | None = None) -> list[str]:
+        """The same words as :meth:`words`, as a list, computed faster."""
+        if _CJK_RE.search(text) is not None:
+            return list(self.words(text, limit))
+        if "\u0130" in text:  # "İ".lower() is not a word character: lower word by word
+            words = [w.lower() for w in _TOKEN_RE.findall(text)]
+        else:
+            words = _TOKEN_RE.findall(text.lower())
+        return words[:limit] if limit is not None else words
+
     def is_stop_word(self, word: str) -> bool:
         word = word.lower()
         return word in self._stop or word in CHINESE_STOP_WORDS
@@ -264,6 +280,8 @@ def analyze_document(
     """
     weights = {**DEFAULT_WEIGHTS, **(weights or {})}
     analyzer = get_analyzer(language)
+    stop = analyzer.stop_words
+    stem_of = analyzer.stem
     records: dict[str, WordRecord] = {}
     for index, section in enumerate(SECTIONS):
         text = sections.get(section) or ""
@@ -273,10 +291,14 @@ def analyze_document(
             text = url_words(text)
         limit = max_words if section == "body" else None
         w = float(weights[section])
-        for token in analyzer.tokens(text, limit):
-            record = records.get(token.stem)
+        # Count words first (at C speed), then stem each distinct word once.
+        for word, n in Counter(analyzer.word_list(text, limit)).items():
+            if word in stop or len(word) > MAX_TOKEN_LENGTH:
+                continue
+            stem = stem_of(word)
+            record = records.get(stem)
             if record is None:
-                record = records[token.stem] = WordRecord(token.stem, token.surface)
-            record.counts[index] += 1
-            record.weight += w
+                record = records[stem] = WordRecord(stem, word)
+            record.counts[index] += n
+            record.weight += w * n
     return records

@@ -25,6 +25,14 @@ from search.models import Crawl, CrawlError, Document, Link, Posting, Server, Wo
 
 logger = logging.getLogger(__name__)
 
+_POSTING_COLUMNS = (
+    "document_id",
+    "word_id",
+    "surface",
+    *(f"{s}_count" for s in SECTIONS),
+    "weight",
+)
+
 _CHUNK = 500  # rows per IN (...) list, well under every backend's parameter limit
 
 
@@ -238,7 +246,7 @@ class DocumentStore:
         self._word_ids(conn, stems)
 
         postings: list[tuple[Any, ...]] = []
-        links: list[dict[str, Any]] = []
+        links: list[tuple[Any, ...]] = []
         word_ids = self.word_ids
         for row in rows:
             did = ids[row.url]
@@ -251,26 +259,28 @@ class DocumentStore:
             for to_url, anchor, nofollow in row.links:
                 if to_url not in seen:
                     seen.add(to_url)
-                    links.append(
-                        {
-                            "from_id": did,
-                            "to_url": to_url,
-                            "anchor": anchor or None,
-                            "nofollow": nofollow,
-                        }
-                    )
+                    links.append((did, to_url, anchor or None, nofollow))
         if postings:
-            keys = (
-                "document_id",
-                "word_id",
-                "surface",
-                *(f"{s}_count" for s in SECTIONS),
-                "weight",
-            )
-            conn.execute(insert(Posting), [dict(zip(keys, p, strict=True)) for p in postings])
+            self._bulk_insert(conn, "postings", _POSTING_COLUMNS, postings)
         if links:
-            conn.execute(insert(Link), links)
+            self._bulk_insert(conn, "links", ("from_id", "to_url", "anchor", "nofollow"), links)
         return [StoredDocument(ids[r.url], r) for r in rows]
+
+    def _bulk_insert(
+        self, conn: Any, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]
+    ) -> None:
+        """Insert many rows with the least overhead: COPY on PostgreSQL, a plain
+        executemany of tuples on SQLite (the ORM's per-row work is most of the cost)."""
+        names = ", ".join(columns)
+        if self.dialect == "postgresql":
+            cursor = conn.connection.driver_connection.cursor()
+            with cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            cursor.close()
+        else:
+            marks = ", ".join("?" for _ in columns)
+            conn.exec_driver_sql(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
 
     def mark_indexed(self, doc_ids: Sequence[int]) -> None:
         with self.engine.begin() as conn:
