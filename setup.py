@@ -7,7 +7,14 @@ setup(
     version="0.1.0",
     packages=find_packages(include=["spidersite*", "search*"]),
     include_package_data=True,
-    package_data={"search": ["migrations/*.py", "migrations/*.mako", "migrations/versions/*.py",
-                             "web/templates/*", "web/static/*"]},
+    package_data={
+        "search": [
+            "migrations/*.py",
+            "migrations/*.mako",
+            "migrations/versions/*.py",
+            "web/templates/*",
+            "web/static/*",
+        ]
+    },
     entry_points={"scrapy": ["settings = spidersite.settings"]},
 )

@@ -35,52 +35,68 @@ def reachable_pages(root: Path) -> dict[str, str]:
         for href in doc.xpath("//a/@href"):
             target = urljoin(f"http://x/{name}", href.strip()).split("#")[0]
             if target.startswith("http://x/") and target.endswith(".html"):
-                queue.append(target[len("http://x/"):])
+                queue.append(target[len("http://x/") :])
     return titles
 
 
 @pytest.fixture(scope="module")
-def pg_docs(corpus_root: Path, corpus_url: str, tmp_path_factory: pytest.TempPathFactory
-            ) -> CrawlResult:
+def pg_docs(
+    corpus_root: Path, corpus_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> CrawlResult:
     data = tmp_path_factory.mktemp("pgdocs")
-    result = run_crawl(data, "-a", f"seeds={corpus_url}{SITE}/index.html",
-                       settings={"LOG_LEVEL": "INFO"}, timeout=900)
+    result = run_crawl(
+        data,
+        "-a",
+        f"seeds={corpus_url}{SITE}/index.html",
+        settings={"LOG_LEVEL": "INFO"},
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 
 
-def test_every_reachable_page_stored_once_with_its_title(pg_docs: CrawlResult,
-                                                         corpus_root: Path,
-                                                         corpus_url: str) -> None:
+def test_every_reachable_page_stored_once_with_its_title(
+    pg_docs: CrawlResult, corpus_root: Path, corpus_url: str
+) -> None:
     expected = reachable_pages(corpus_root)
     assert len(expected) > 1000
     base = f"{corpus_url}{SITE}/"
     rows = pg_docs.rows("SELECT url, title, status FROM documents WHERE kind = 'page'")
-    stored = {url[len(base):]: (title, status) for url, title, status in rows
-              if url.startswith(base)}
+    stored = {
+        url[len(base) :]: (title, status) for url, title, status in rows if url.startswith(base)
+    }
     assert set(stored) == set(expected)
     assert len(rows) == len(stored), "a page is stored under two URLs"
-    wrong = {name: (stored[name][0], title) for name, title in expected.items()
-             if stored[name][0] != title}
+    wrong = {
+        name: (stored[name][0], title)
+        for name, title in expected.items()
+        if stored[name][0] != title
+    }
     assert not wrong
     assert {status for _, status in stored.values()} == {200}
-    counts = pg_docs.rows("SELECT count(*), sum(CASE WHEN indexed THEN 1 ELSE 0 END) "
-                          "FROM documents WHERE kind = 'page'")[0]
+    counts = pg_docs.rows(
+        "SELECT count(*), sum(CASE WHEN indexed THEN 1 ELSE 0 END) "
+        "FROM documents WHERE kind = 'page'"
+    )[0]
     assert counts[0] == counts[1], "every stored page is searchable"
 
 
-@pytest.mark.parametrize(("query", "page"), [
-    ("vacuum full", "sql-vacuum.html"),
-    ("create index concurrently", "sql-createindex.html"),
-    ("pg_dump", "app-pgdump.html"),
-    ("write ahead log", "wal-intro.html"),
-    ("listen notify", "sql-notify.html"),
-    ("window functions", "functions-window.html"),
-    ("pg_hba.conf authentication", "auth-pg-hba-conf.html"),
-    ('"operator class" btree', "btree-behavior.html"),
-])
-def test_obvious_queries_find_their_page_in_top_3(pg_docs: CrawlResult, query: str,
-                                                   page: str) -> None:
+@pytest.mark.parametrize(
+    ("query", "page"),
+    [
+        ("vacuum full", "sql-vacuum.html"),
+        ("create index concurrently", "sql-createindex.html"),
+        ("pg_dump", "app-pgdump.html"),
+        ("write ahead log", "wal-intro.html"),
+        ("listen notify", "sql-notify.html"),
+        ("window functions", "functions-window.html"),
+        ("pg_hba.conf authentication", "auth-pg-hba-conf.html"),
+        ('"operator class" btree', "btree-behavior.html"),
+    ],
+)
+def test_obvious_queries_find_their_page_in_top_3(
+    pg_docs: CrawlResult, query: str, page: str
+) -> None:
     proc = pg_docs.search(query, "-n", "3", "--json")
     assert proc.returncode == 0, proc.stderr
     top = [hit["url"].rsplit("/", 1)[-1] for hit in json.loads(proc.stdout)["hits"]]

@@ -18,20 +18,32 @@ if TYPE_CHECKING:
     import argparse
 
 
+#: Finish reasons that mean the crawl could not do its work: exit status 1.
+FATAL_REASONS = frozenset({"database_unusable", "index_unusable"})
+
+
 class Command(ScrapyCrawlCommand):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        if len(args) == 1 and self.crawler_process is not None:
+        if len(args) != 1 or self.crawler_process is None:
+            super().run(args, opts)
+            return
+        try:
+            spidercls = self.crawler_process.spider_loader.load(args[0])
+        except KeyError:
+            raise UsageError(
+                f"no spider named {args[0]!r} (try: scrapy list)", print_help=False
+            ) from None
+        check = getattr(spidercls, "check_arguments", None)
+        if check is not None:
+            assert self.settings is not None
             try:
-                spidercls = self.crawler_process.spider_loader.load(args[0])
-            except KeyError:
-                raise UsageError(
-                    f"no spider named {args[0]!r} (try: scrapy list)", print_help=False
-                ) from None
-            check = getattr(spidercls, "check_arguments", None)
-            if check is not None:
-                assert self.settings is not None
-                try:
-                    check(self.settings, opts.spargs)
-                except ConfigError as exc:
-                    raise UsageError(str(exc), print_help=False) from None
-        super().run(args, opts)
+                check(self.settings, opts.spargs)
+            except ConfigError as exc:
+                raise UsageError(str(exc), print_help=False) from None
+        crawler = self._create_crawler(args[0])
+        self.crawler_process.crawl(crawler, **opts.spargs)
+        self.crawler_process.start()
+        if self.crawler_process.bootstrap_failed:
+            self.exitcode = 1
+        if crawler.stats.get_value("finish_reason") in FATAL_REASONS:
+            self.exitcode = 1

@@ -1,0 +1,148 @@
+"""`python -m search`: queries, modes, errors, reindex and status, on a crawled site."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CrawlResult, Site, run_crawl, run_search
+
+PAGES = {
+    "/": (
+        "Animals of the savanna",
+        "The savanna is home to lions, zebras and giraffes.",
+        ["/lion.html", "/zebra.html", "/giraffe.html", "/mix.html", "/xss.html"],
+    ),
+    "/lion.html": ("Lion", "The lion hunts zebras at night. Lions sleep all day.", []),
+    "/zebra.html": ("Zebra", "A zebra has black and white stripes. Zebras eat grass.", []),
+    "/giraffe.html": ("Giraffe", "The giraffe eats leaves from tall trees.", []),
+    "/mix.html": ("Mixed", "Black stripes and white stripes; stripes white and black.", []),
+    "/xss.html": ("<script>alert(1)</script>", "a page about script injection", []),
+}
+
+
+@pytest.fixture(scope="module")
+def crawled(tmp_path_factory: pytest.TempPathFactory) -> CrawlResult:
+    from tests.conftest import _serve_site
+
+    gen = _serve_site()
+    site: Site = next(gen)
+    for path, (title, body, links) in PAGES.items():
+        if path == "/xss.html":
+            site.add(
+                path,
+                "<html><head><title>&lt;script&gt;alert(1)&lt;/script&gt;</title>"
+                "</head><body>a page about script injection</body></html>",
+            )
+        else:
+            site.page(path, title, body, links)
+    result = run_crawl(tmp_path_factory.mktemp("cli"), "-a", f"seeds={site.url}")
+    assert result.returncode == 0, result.stderr
+    result.base = site.url  # type: ignore[attr-defined]
+    gen.close()
+    return result
+
+
+def hits(result: CrawlResult, *args: str) -> list[dict]:
+    proc = result.search(*args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["hits"]
+
+
+def names(found: list[dict]) -> list[str]:
+    return [h["url"].rsplit("/", 1)[-1] for h in found]
+
+
+def test_any_word_default_and_all_words(crawled: CrawlResult) -> None:
+    assert set(names(hits(crawled, "giraffe", "lion"))) >= {"giraffe.html", "lion.html"}
+    assert names(hits(crawled, "--all", "zebra", "night")) == ["lion.html"]
+
+
+def test_earlier_words_weigh_more(crawled: CrawlResult) -> None:
+    # Same two words, typed in a different order: the page about the first word wins.
+    assert names(hits(crawled, "giraffe lion"))[0] == "giraffe.html"
+    assert names(hits(crawled, "lion giraffe"))[0] == "lion.html"
+
+
+def test_phrase_exclusion_site(crawled: CrawlResult) -> None:
+    assert names(hits(crawled, '"black and white stripes"')) == ["zebra.html"]
+    assert "zebra.html" not in names(hits(crawled, "stripes -grass"))
+    host = crawled.base.split("/")[2]  # type: ignore[attr-defined]
+    assert len(hits(crawled, f"stripes site:{host}")) == 2
+    assert hits(crawled, "stripes site:elsewhere.example") == []
+
+
+def test_stemmed_query_and_snippet(crawled: CrawlResult) -> None:
+    found = hits(crawled, "hunting")
+    assert names(found) == ["lion.html"]
+    assert "<b>hunts</b>" in found[0]["snippet_html"]
+    assert found[0]["matches"] == ["hunts"]
+
+
+def test_plain_output(crawled: CrawlResult) -> None:
+    proc = crawled.search("zebra", "-n", "1")
+    assert proc.returncode == 0
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("Results 1-1 of ")
+    assert "1. Zebra" in proc.stdout and "[zebra]" in proc.stdout.lower()
+
+
+def test_pages(crawled: CrawlResult) -> None:
+    first = names(hits(crawled, "stripes", "-n", "1"))
+    second = names(hits(crawled, "stripes", "-n", "1", "--page", "2"))
+    assert len(first) == 1 and len(second) == 1 and first != second
+
+
+def test_crawled_markup_is_escaped(crawled: CrawlResult) -> None:
+    found = hits(crawled, "injection")
+    assert found[0]["title"] == "<script>alert(1)</script>"
+    assert "<script>" not in found[0]["snippet_html"]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["   "], 2, "empty query"),
+        (["the", "of", "and"], 2, "only stop words"),
+        (["lion", "-n", "0"], 2, "-n must be at least 1"),
+        (["query"], 2, "the following arguments are required"),
+    ],
+)
+def test_bad_queries(crawled: CrawlResult, args: list[str], code: int, message: str) -> None:
+    proc = crawled.search(*args)
+    assert proc.returncode == code
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_no_index_yet(tmp_path: Path) -> None:
+    proc = run_search("anything", data_dir=tmp_path / "empty")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: no search index at ")
+    assert "Traceback" not in proc.stderr
+
+
+def test_reindex_rebuilds_the_same_index(crawled: CrawlResult, tmp_path: Path) -> None:
+    before = [(h["url"], round(h["score"], 6)) for h in hits(crawled, "stripes black")]
+    index = crawled.data_dir / "index"
+    shutil.rmtree(index)
+    assert crawled.search("stripes").returncode == 1
+    proc = run_search("reindex", data_dir=crawled.data_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert "Indexed 6 documents" in proc.stdout
+    after = [(h["url"], round(h["score"], 6)) for h in hits(crawled, "stripes black")]
+    assert after == before
+    again = run_search("reindex", "--new", "--quiet", data_dir=crawled.data_dir)
+    assert again.returncode == 0 and "Indexed 0 documents" in again.stdout
+
+
+def test_status(crawled: CrawlResult) -> None:
+    proc = run_search("status", "--json", data_dir=crawled.data_dir)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["documents_total"] == 6
+    assert data["in_index"] == 6 == data["marked_indexed"]
+    assert data["crawls"] == 1
