@@ -1,0 +1,85 @@
+"""``python -m search query WORDS``: ranked search (the default command)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any, TextIO
+
+from search.cli import EXIT_USAGE, CLIError, open_engine, open_index
+
+NAME = "query"
+
+
+def add_parser(sub: Any, common: Any) -> None:
+    p = sub.add_parser(
+        NAME,
+        help="search (the default command)",
+        description="Ranked search. Words typed first weigh more. "
+        'Syntax: words, "quoted phrases", -excluded, site:host.',
+    )
+    p.add_argument("words", nargs="+", help="query words")
+    p.add_argument(
+        "-n", "--limit", type=int, default=10, metavar="N", help="results per page (default: 10)"
+    )
+    p.add_argument("--page", type=int, default=1, metavar="P", help="page of results (default: 1)")
+    p.add_argument(
+        "--all",
+        dest="require_all",
+        action="store_true",
+        help="every word must match (default: any word)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON for machines")
+    p.add_argument(
+        "--language",
+        metavar="LANG",
+        help="language of the query words for stemming (default: English)",
+    )
+    common(p)
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    from search.query import QueryError, parse_query
+    from search.searcher import Searcher
+
+    if args.limit < 1:
+        raise CLIError("-n must be at least 1", EXIT_USAGE)
+    if args.page < 1:
+        raise CLIError("--page must be at least 1", EXIT_USAGE)
+    text = " ".join(args.words)
+    try:
+        parsed = parse_query(text, require_all=args.require_all, language=args.language)
+    except QueryError as exc:
+        raise CLIError(str(exc), EXIT_USAGE) from None
+    index = open_index(args)
+    if not index.exists():
+        raise CLIError(
+            f"no search index at {index.path} yet: crawl a site first "
+            f"(scrapy crawl site -a seeds=URL) or rebuild it (python -m search reindex)"
+        )
+    engine = open_engine(args, upgrade=False)
+    result = Searcher(engine, index).search(parsed, page=args.page, per_page=args.limit)
+    if args.json:
+        json.dump(result.as_dict(), out, ensure_ascii=False, indent=2)
+        out.write("\n")
+        return 0
+    color = out.isatty() and not os.environ.get("NO_COLOR")
+    mark = ("\033[1m", "\033[0m") if color else ("[", "]")
+    if not result.hits:
+        out.write(f"No results for {text!r} ({result.seconds * 1000:.0f} ms).\n")
+        return 0
+    first = result.hits[0].rank
+    last = result.hits[-1].rank
+    out.write(
+        f"Results {first}-{last} of {result.total} for {text!r} "
+        f"({result.seconds * 1000:.0f} ms)\n\n"
+    )
+    for hit in result.hits:
+        out.write(f"{hit.rank:>3}. {hit.title or '(no title)'}  [score {hit.score:.3f}]\n")
+        out.write(f"     {hit.url}\n")
+        snippet = hit.snippet_text(mark)
+        if snippet:
+            out.write(f"     {snippet}\n")
+        out.write("\n")
+    return 0
