@@ -86,6 +86,18 @@ class Document(Base):
     last_index_time: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     next_index_time: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
     indexed: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
+    #: Seconds until the next visit, adapted to how often the page changes (re-crawl).
+    change_interval: Mapped[int | None] = mapped_column(Integer)
+    #: When the page answered 404 or 410 (it is then out of the index).
+    gone_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    #: The first document with the same content (exact duplicate), if any.
+    clone_of_id: Mapped[int | None] = mapped_column(
+        ForeignKey("documents.id", ondelete="SET NULL"), index=True
+    )
+    #: 64-bit similarity hash of the text, for near-duplicates.
+    simhash: Mapped[int | None] = mapped_column(BigInteger)
+    #: Score against the crawl's topic (A = 4·B + C), when the crawl had one.
+    topic_score: Mapped[float | None] = mapped_column(Float)
 
 
 class Word(Base):
@@ -142,6 +154,22 @@ class Crawl(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finish_reason: Mapped[str | None] = mapped_column(String(64))
     stats: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    #: Scrapyd job id or local process id of a crawl started from the admin.
+    job_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    log_file: Mapped[str | None] = mapped_column(Text)
+
+
+class Seed(Base):
+    """A seed URL configured in the admin (the sites file has its own)."""
+
+    __tablename__ = "seeds"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    url: Mapped[str] = mapped_column(Text, unique=True)
+    server_id: Mapped[int | None] = mapped_column(
+        ForeignKey("servers.id", ondelete="CASCADE"), index=True
+    )
+    created_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class CrawlError(Base):

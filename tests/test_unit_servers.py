@@ -1,4 +1,4 @@
-"""Unit tests for spidersite.servers: durations, URLs, field validation, sites and seeds files."""
+"""Unit tests for search.servers: durations, URLs, field validation, sites and seeds files."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from spidersite.servers import (
+from search.servers import (
     DEFAULTS,
     FIELD_NAMES,
     ConfigError,

@@ -1,7 +1,7 @@
 """``scrapy crawl``, with the spider's arguments validated before Scrapy starts.
 
 A spider class with a ``check_arguments(settings, spargs)`` class method gets it called;
-a :class:`~spidersite.servers.ConfigError` becomes a usage error: the problems, one per line,
+a :class:`~search.servers.ConfigError` becomes a usage error: the problems, one per line,
 and exit status 2, with no traceback.
 """
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.exceptions import UsageError
 
-from spidersite.servers import ConfigError
+from search.servers import ConfigError
 
 if TYPE_CHECKING:
     import argparse

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
-from spidersite.servers import origin
+from search.servers import origin
 
 if TYPE_CHECKING:
     from scrapy import Request

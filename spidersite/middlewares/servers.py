@@ -24,7 +24,7 @@ from scrapy.exceptions import NotConfigured
 from w3lib.http import basic_auth_header
 
 from spidersite.errors import ServerCutOff
-from spidersite.servers import origin
+from search.servers import origin
 
 if TYPE_CHECKING:
     from scrapy import Request

@@ -27,7 +27,7 @@ from w3lib.url import canonicalize_url
 from spidersite import errors
 from spidersite.extract import extract_html, is_file_url, parse_http_date
 from spidersite.items import ErrorItem, PageItem
-from spidersite.servers import (
+from search.servers import (
     ConfigError,
     ServerConfig,
     ServerRegistry,
@@ -75,6 +75,22 @@ def build_registry(
     return registry, list(dict.fromkeys(good))
 
 
+#: Default score a page needs against the topic to be kept (A = 4·B + C > threshold).
+DEFAULT_TOPIC_THRESHOLD = 2.0
+
+
+def parse_threshold(value: str | float | None) -> float:
+    if value is None or value == "":
+        return DEFAULT_TOPIC_THRESHOLD
+    try:
+        threshold = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"topic_threshold: {value!r} is not a number") from None
+    if threshold != threshold or threshold < 0:
+        raise ConfigError(f"topic_threshold: must be a number ≥ 0, not {value!r}")
+    return threshold
+
+
 class SiteSpider(Spider):
     name = "site"
 
@@ -83,6 +99,8 @@ class SiteSpider(Spider):
         seeds: str | None = None,
         seeds_file: str | None = None,
         sites: str | None = None,
+        topic: str | None = None,
+        topic_threshold: str | float | None = None,
         *args: Any,
         **kwargs: Any,
     ) -> None:
@@ -90,6 +108,9 @@ class SiteSpider(Spider):
         self.seeds_arg = seeds
         self.seeds_file = seeds_file
         self.sites = sites
+        #: Topic of a focused crawl (read by the topic middleware), and its threshold.
+        self.topic = topic or None
+        self.topic_threshold = parse_threshold(topic_threshold)
         self.servers = ServerRegistry()
         self.seed_urls: list[str] = []
         self._canonical: dict[str, str] = {}
@@ -108,7 +129,7 @@ class SiteSpider(Spider):
     @classmethod
     def check_arguments(cls, settings: BaseSettings, spargs: dict[str, Any]) -> None:
         """Validate spider arguments before Scrapy starts (used by our ``crawl`` command)."""
-        known = {"seeds", "seeds_file", "sites"}
+        known = {"seeds", "seeds_file", "sites", "topic", "topic_threshold"}
         unknown = sorted(set(spargs) - known)
         if unknown:
             raise ConfigError(
@@ -116,6 +137,9 @@ class SiteSpider(Spider):
                 f"(the site spider takes: {', '.join(sorted(known))})"
             )
         build_registry(settings, spargs.get("seeds"), spargs.get("seeds_file"), spargs.get("sites"))
+        parse_threshold(spargs.get("topic_threshold"))
+        if "topic" in spargs and not str(spargs["topic"]).strip():
+            raise ConfigError("topic: give one or more words (-a topic=\"vacuum autovacuum\")")
 
     # -- requests ------------------------------------------------------------------------
 

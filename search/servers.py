@@ -1,4 +1,5 @@
-"""Per-server configuration (the design documents' CServer).
+"""Per-server configuration (the design documents' CServer), shared by the crawler and the
+web admin (it does not import Scrapy).
 
 Every server the crawler visits has one frozen :class:`ServerConfig`, built once from
 
