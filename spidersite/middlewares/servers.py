@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import NotConfigured
 from w3lib.http import basic_auth_header
 
-from spidersite.errors import ServerCutOff
 from search.servers import origin
+from spidersite.errors import ServerCutOff
 
 if TYPE_CHECKING:
     from scrapy import Request

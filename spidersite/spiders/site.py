@@ -24,9 +24,6 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
 from w3lib.url import canonicalize_url
 
-from spidersite import errors
-from spidersite.extract import extract_html, is_file_url, parse_http_date
-from spidersite.items import ErrorItem, PageItem
 from search.servers import (
     ConfigError,
     ServerConfig,
@@ -34,6 +31,9 @@ from search.servers import (
     parse_seeds,
     read_seeds_file,
 )
+from spidersite import errors
+from spidersite.extract import extract_html, is_file_url, parse_http_date
+from spidersite.items import ErrorItem, PageItem
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class SiteSpider(Spider):
         build_registry(settings, spargs.get("seeds"), spargs.get("seeds_file"), spargs.get("sites"))
         parse_threshold(spargs.get("topic_threshold"))
         if "topic" in spargs and not str(spargs["topic"]).strip():
-            raise ConfigError("topic: give one or more words (-a topic=\"vacuum autovacuum\")")
+            raise ConfigError('topic: give one or more words (-a topic="vacuum autovacuum")')
 
     # -- requests ------------------------------------------------------------------------
 
