@@ -15,6 +15,7 @@ import queue
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine, func, select
@@ -53,32 +54,58 @@ def _apply(writer: Any, batch: Batch) -> list[int]:
 
 
 def _worker(
-    inbox: Any, outbox: Any, index_dir: str, database_url: str, batch_size: int, limitmb: int
+    inbox: Any,
+    outbox: Any,
+    index_dir: str,
+    database_url: str,
+    batch_size: int,
+    limitmb: int,
+    started: datetime,
 ) -> None:
-    """The indexer process: one writer, a commit every *batch_size* documents."""
+    """The indexer process: one writer, a commit every *batch_size* documents.
+
+    It first indexes what an earlier crawl stored but did not make searchable (a crawl
+    that was killed), and it stops, committing what it has, if its parent dies.
+    """
     logging.basicConfig(level=logging.INFO)
     engine = db.create(database_url)
     store = DocumentStore(engine)
     index = Index(index_dir)
+    parent = multiprocessing.parent_process()
     total = 0
     commits = 0
     last_commit_at = 0.0
     finished = False
+
+    def first_message() -> Any:
+        while True:
+            try:
+                return inbox.get(timeout=1.0)
+            except queue.Empty:
+                if parent is not None and not parent.is_alive():
+                    return None
+
     try:
+        # Only documents stored before this crawl: the crawl sends its own.
+        caught_up = reindex(engine, index, full=False, limitmb=limitmb, before=started)
+        if caught_up:
+            logger.info("Indexed %d documents left unindexed by an earlier crawl", caught_up)
         while not finished:
-            pending: list[int] = []
+            msg = first_message()
+            if msg is None:
+                break
             with index.writer(limitmb=limitmb) as writer:
+                pending = _apply(writer, msg)
                 while len(pending) < batch_size:
                     try:
-                        msg = inbox.get(timeout=2.0 if pending else None)
+                        msg = inbox.get(timeout=2.0)
                     except queue.Empty:
                         break  # the crawl is slow: make what we have searchable
                     if msg is None:
                         finished = True
                         break
                     pending.extend(_apply(writer, msg))
-            if pending:
-                store.mark_indexed(pending)
+            store.mark_indexed(pending)
             total += len(pending)
             commits += 1
             last_commit_at = time.time()
@@ -108,7 +135,15 @@ class IndexerProcess:
         self.process = ctx.Process(
             target=_worker,
             name="spidersite-indexer",
-            args=(self.inbox, self.outbox, index_dir, database_url, batch_size, limitmb),
+            args=(
+                self.inbox,
+                self.outbox,
+                index_dir,
+                database_url,
+                batch_size,
+                limitmb,
+                datetime.now(UTC),
+            ),
             daemon=True,
         )
         self.indexed = 0
@@ -187,7 +222,10 @@ def indexable(stmt: Any) -> Any:
 
 
 def iter_index_docs(
-    engine: Engine, only_unindexed: bool = False, chunk: int = 200
+    engine: Engine,
+    only_unindexed: bool = False,
+    chunk: int = 200,
+    before: datetime | None = None,
 ) -> Iterator[IndexDoc]:
     """Rebuild IndexDocs from the stored postings, *chunk* documents per query."""
     from search.analysis import DEFAULT_WEIGHTS
@@ -201,6 +239,8 @@ def iter_index_docs(
             q = indexable(select(Document.id, Document.url, Document.server_id))
             if only_unindexed:
                 q = q.where(Document.indexed.is_(False))
+            if before is not None:
+                q = q.where(Document.crawled_at < before)
             docs = conn.execute(
                 q.where(Document.id > last_id).order_by(Document.id).limit(chunk)
             ).all()
@@ -229,11 +269,15 @@ def iter_index_docs(
                 yield IndexDoc(d.id, d.url, host, {k: v for k, v in terms[d.id].items() if v})
 
 
-def count_indexable(engine: Engine, only_unindexed: bool = False) -> int:
+def count_indexable(
+    engine: Engine, only_unindexed: bool = False, before: datetime | None = None
+) -> int:
     with engine.connect() as conn:
         q = indexable(select(func.count()).select_from(Document))
         if only_unindexed:
             q = q.where(Document.indexed.is_(False))
+        if before is not None:
+            q = q.where(Document.crawled_at < before)
         return int(conn.execute(q).scalar_one())
 
 
@@ -245,6 +289,7 @@ def reindex(
     batch_size: int = 2000,
     limitmb: int = 256,
     progress: Callable[[int], None] | None = None,
+    before: datetime | None = None,
 ) -> int:
     """Rebuild the index from the database (``full``) or add the documents not indexed yet.
 
@@ -252,10 +297,12 @@ def reindex(
     commit, so searches keep answering from the old index until the new one is complete.
     Returns the number of documents indexed.
     """
+    if not full and count_indexable(engine, only_unindexed=True, before=before) == 0:
+        return 0
     store = DocumentStore(engine)
     done: list[int] = []
     with index.writer(limitmb=limitmb, clear=full) as writer:
-        for doc in iter_index_docs(engine, only_unindexed=not full):
+        for doc in iter_index_docs(engine, only_unindexed=not full, before=before):
             writer.add(doc, update=not full)
             done.append(doc.docid)
             if progress and len(done) % batch_size == 0:
