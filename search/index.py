@@ -4,9 +4,11 @@ Everything that knows Whoosh lives here, behind :class:`IndexDoc`, :class:`Index
 :class:`IndexWriter`, so the rest of the project could move to another engine.
 
 Documents arrive already analyzed: the crawler has counted every stem per section, so the
-index does not tokenize again.  Each section is a field whose postings carry the stem's count
-(``freq``, which also gives the field length for BM25F's length normalisation) and its
-weight (count × the server's section weight, used by the scorer as the term frequency).
+index does not tokenize again.  The sections are merged into one field, ``words``, as BM25F
+merges them (see :mod:`search.ranking`): a stem's posting carries its weighted count
+``Σ_f w_f · count_f`` as its weight (the term frequency of the scorer) and, rounded, as its
+``freq``, so that the field length Whoosh keeps is the page's weighted length.  The field
+also keeps each page's term vector, for query expansion.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from whoosh import index as whoosh_index
 from whoosh.fields import ID, STORED, FieldType, Schema
 from whoosh.formats import Frequency
 from whoosh.index import LockError
+from whoosh.system import pack_uint
 from whoosh.util.varints import varint
 from whoosh.writing import CLEAR, SegmentWriter
 
@@ -40,6 +43,9 @@ FIELD_OF_SECTION: dict[str, str] = {
 }
 TEXT_FIELDS: tuple[str, ...] = tuple(FIELD_OF_SECTION[s] for s in SECTIONS)
 
+#: The one scored field: every section's stems, weighted.
+WORDS_FIELD = "words"
+
 INDEX_NAME = "spidersite"
 
 
@@ -51,25 +57,37 @@ class IndexMissing(IndexError_):
     pass
 
 
-class PreAnalyzed(FieldType):
-    """A text field fed with ``{stem: (count, weight)}`` instead of a string."""
+def _pre_analyzed(value: Any) -> dict[str, tuple[int, float]]:
+    if isinstance(value, str):  # a plain string: one term per whitespace-separated word
+        counts: dict[str, int] = {}
+        for word in value.split():
+            counts[word] = counts.get(word, 0) + 1
+        return {w: (c, float(c)) for w, c in counts.items()}
+    return dict(value)
 
-    def __init__(self) -> None:
+
+class _VectorFormat(Frequency):
+    """Term vectors of a :class:`PreAnalyzed` field (freq and weight of each stem)."""
+
+    def word_values(self, value: Any, analyzer: Any, **kwargs: Any) -> Any:
+        for stem, (count, weight) in sorted(_pre_analyzed(value).items()):
+            yield stem, count, weight, pack_uint(count)
+
+
+class PreAnalyzed(FieldType):
+    """A text field fed with ``{stem: (freq, weight)}`` instead of a string."""
+
+    def __init__(self, vector: bool = False) -> None:
         self.format = Frequency()
         self.analyzer = None
         self.scorable = True
         self.stored = False
         self.unique = False
-        self.vector = None
+        self.vector = _VectorFormat() if vector else None
         self.column_type = None
 
     def index(self, value: Any, **kwargs: Any) -> Iterator[tuple[bytes, int, float, bytes]]:
-        if isinstance(value, str):  # a plain string: one term per whitespace-separated word
-            counts: dict[str, int] = {}
-            for word in value.split():
-                counts[word] = counts.get(word, 0) + 1
-            value = {w: (c, float(c)) for w, c in counts.items()}
-        for stem, (count, weight) in value.items():
+        for stem, (count, weight) in _pre_analyzed(value).items():
             yield stem.encode("utf-8"), count, weight, varint(count)
 
     def process_text(self, qstring: str, mode: str = "", **kwargs: Any) -> Iterator[str]:
@@ -86,9 +104,22 @@ def make_schema() -> Schema:
         "url": STORED(),
         "host": ID(),
     }
-    for name in TEXT_FIELDS:
-        fields[name] = PreAnalyzed()
+    fields[WORDS_FIELD] = PreAnalyzed(vector=True)
     return Schema(**fields)
+
+
+def merge_fields(
+    fields: Mapping[str, Mapping[str, tuple[int, float]]],
+) -> dict[str, tuple[int, float]]:
+    """The ``words`` field of a document: per stem, (rounded, exact) weighted count.
+
+    *fields* maps section fields to ``{stem: (count, count × section weight)}``.
+    """
+    merged: dict[str, float] = {}
+    for postings in fields.values():
+        for stem, (_, weight) in _pre_analyzed(postings).items():
+            merged[stem] = merged.get(stem, 0.0) + weight
+    return {s: (max(1, round(w)), w) for s, w in merged.items() if w > 0}
 
 
 @dataclass(slots=True)
@@ -168,6 +199,18 @@ class Index:
                 f"the search index at {self.path} is being written by another process "
                 f"(a crawl or a reindex); try again when it has finished"
             ) from None
+        if WORDS_FIELD not in w.schema:
+            # An index of an older version: a full rebuild moves it to the current schema.
+            if not clear:
+                w.cancel()
+                raise IndexError_(
+                    f"the search index at {self.path} was built by an older version: "
+                    f"rebuild it with python -m search reindex"
+                )
+            for name in list(w.schema.names()):
+                if name in TEXT_FIELDS:
+                    w.remove_field(name)
+            w.add_field(WORDS_FIELD, PreAnalyzed(vector=True))
         writer = IndexWriter(w)
         try:
             yield writer
@@ -199,7 +242,9 @@ class IndexWriter:
 
     def add(self, doc: IndexDoc, update: bool = True) -> None:
         values: dict[str, Any] = {"docid": str(doc.docid), "url": doc.url, "host": doc.host}
-        values.update(doc.fields)
+        words = merge_fields(doc.fields)
+        if words:
+            values[WORDS_FIELD] = words
         if update:
             self._w.update_document(**values)
         else:

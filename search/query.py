@@ -35,6 +35,13 @@ class ParsedQuery:
     excluded_phrases: list[list[str]] = field(default_factory=list)
     sites: list[str] = field(default_factory=list)
     require_all: bool = False
+    #: Every searched word's stem in query order, repeats included (for query-term
+    #: frequency: a word typed twice weighs twice).
+    occurrences: list[str] = field(default_factory=list)
+
+    @property
+    def all_stems(self) -> list[str]:
+        return self.occurrences or self.stems
 
     @property
     def stems(self) -> list[str]:
@@ -57,6 +64,7 @@ def parse_query(text: str, require_all: bool = False, language: str | None = Non
         stems = []
         for token in analyzer.tokens(chunk):
             stems.append(token.stem)
+            q.occurrences.append(token.stem)
             if token.stem not in seen:
                 seen.add(token.stem)
                 q.terms.append(QueryTerm(token.stem, token.surface, len(q.terms)))

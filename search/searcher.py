@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import html
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -17,11 +18,11 @@ from sqlalchemy import Engine, select
 from whoosh import query as wq
 from whoosh import scoring
 
+from search import ranking
 from search.analysis import get_analyzer
-from search.index import TEXT_FIELDS, Index
+from search.index import WORDS_FIELD, Index, IndexMissing
 from search.models import Document
 from search.query import ParsedQuery
-from search.ranking import position_weight
 
 _SNIPPET_WORDS = 30
 _SCAN_LIMIT = 40_000
@@ -43,6 +44,7 @@ class Hit:
     description: str | None
     content_type: str | None
     snippet: list[Segment] = field(default_factory=list)
+    explanation: Explanation | None = None
 
     def snippet_text(self, mark: tuple[str, str] = ("[", "]")) -> str:
         return "".join(f"{mark[0]}{s.text}{mark[1]}" if s.match else s.text for s in self.snippet)
@@ -56,6 +58,8 @@ class Hit:
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("snippet")
+        if self.explanation is None:
+            data.pop("explanation")
         data["snippet"] = self.snippet_text(("", ""))
         data["snippet_html"] = self.snippet_html()
         data["matches"] = [s.text for s in self.snippet if s.match]
@@ -70,11 +74,14 @@ class ResultPage:
     per_page: int
     seconds: float
     hits: list[Hit]
+    #: False when ``total`` is an estimate (big indexes).
+    total_exact: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "query": self.query,
             "total": self.total,
+            "total_exact": self.total_exact,
             "page": self.page,
             "per_page": self.per_page,
             "seconds": round(self.seconds, 4),
@@ -82,9 +89,46 @@ class ResultPage:
         }
 
 
+class _BM25Scorer(scoring.WeightLengthScorer):
+    """BM25 of one stem in the merged ``words`` field (formula: :mod:`search.ranking`)."""
+
+    def __init__(self, searcher: Any, fieldname: str, text: bytes, b: float, k1: float) -> None:
+        parent = searcher.get_parent()
+        self.idf = ranking.idf(parent.doc_count_all(), parent.doc_frequency(fieldname, text))
+        self.avgfl = parent.avg_field_length(fieldname) or 1.0
+        self.b, self.k1 = b, k1
+        self.setup(searcher, fieldname, text)
+
+    def _score(self, weight: float, length: float) -> float:
+        return ranking.bm25(self.idf, weight, length, self.avgfl, self.b, self.k1)
+
+
+class BM25(scoring.WeightingModel):
+    """Whoosh weighting model of :mod:`search.ranking` (block-max skipping supported)."""
+
+    def __init__(self, b: float | None = None, k1: float | None = None) -> None:
+        self.b = ranking.B if b is None else b
+        self.k1 = ranking.K1 if k1 is None else k1
+
+    def supports_block_quality(self) -> bool:
+        return True
+
+    def scorer(self, searcher: Any, fieldname: str, text: bytes, qf: int = 1) -> Any:
+        if not searcher.schema[fieldname].scorable:
+            return scoring.WeightScorer.for_(searcher, fieldname, text)
+        return _BM25Scorer(searcher, fieldname, text, self.b, self.k1)
+
+
 def term_query(stem: str, boost: float = 1.0) -> wq.Query:
-    """One analyzed word, in any section."""
-    return wq.Or([wq.Term(f, stem) for f in TEXT_FIELDS], boost=boost)
+    """One analyzed word, in any section (the merged ``words`` field)."""
+    return wq.Term(WORDS_FIELD, stem, boost=boost)
+
+
+def weighted_query(weights: dict[str, float], require_all: bool = False) -> wq.Query:
+    clauses = [term_query(stem, w) for stem, w in weights.items()]
+    if len(clauses) == 1:
+        return clauses[0]
+    return wq.And(clauses) if require_all else wq.Or(clauses)
 
 
 @dataclass(slots=True)
@@ -94,16 +138,17 @@ class WhooshQuery:
     scored: wq.Query
     filter: wq.Query | None = None
     mask: wq.Query | None = None
+    weights: dict[str, float] = field(default_factory=dict)
 
 
 def build_query(q: ParsedQuery) -> WhooshQuery:
-    """The Whoosh query of a parsed query (scoring: BM25F × position weights).
+    """The Whoosh query of a parsed query (BM25F, query words weighted by qw(t)).
 
     Phrase words and ``site:`` restrictions become a filter and exclusions a mask, so they
     select documents without changing scores.
     """
-    clauses = [term_query(t.stem, position_weight(t.position)) for t in q.terms]
-    scored: wq.Query = wq.And(clauses) if q.require_all else wq.Or(clauses)
+    weights = ranking.query_weights(q.all_stems)
+    scored = weighted_query(weights, q.require_all)
     required: list[wq.Query] = [term_query(s) for phrase in q.phrases for s in phrase]
     if q.sites:
         required.append(
@@ -115,7 +160,233 @@ def build_query(q: ParsedQuery) -> WhooshQuery:
         scored,
         wq.And(required) if required else None,
         wq.Or(excluded) if excluded else None,
+        weights,
     )
+
+
+@dataclass(slots=True)
+class Ranked:
+    """One ranked document, before the database is read."""
+
+    score: float
+    docid: int
+    url: str
+    docnum: int
+
+
+@dataclass(slots=True)
+class TermExplanation:
+    stem: str
+    query_weight: float
+    idf: float
+    tf: float
+    counts: dict[str, int]
+    contribution: float
+
+
+@dataclass(slots=True)
+class Explanation:
+    """Why a document scored what it did: the terms of the formula of :mod:`search.ranking`."""
+
+    score: float
+    length: float
+    avg_length: float
+    k1: float
+    b: float
+    terms: list[TermExplanation]
+    expanded: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def lines(self) -> list[str]:
+        out = [
+            f"score {self.score:.4f} = Σ qw · idf · (k1+1)·tf' / (k1+tf'),  "
+            f"tf' = tf / (1 − b + b·len/avglen);  len {self.length:.0f}, "
+            f"avglen {self.avg_length:.1f}, k1 {self.k1}, b {self.b}"
+        ]
+        for t in self.terms:
+            where = ", ".join(f"{k} {v}" for k, v in t.counts.items() if v) or "-"
+            out.append(
+                f"  {t.contribution:8.4f}  {t.stem:<16} qw {t.query_weight:.3f}  "
+                f"idf {t.idf:.3f}  tf {t.tf:g} ({where})"
+            )
+        return out
+
+
+#: A stem in more than this share of the documents is "frequent": its posting list is
+#: long and its idf low, so it is left out of the first pass of a query and added exactly
+#: to the best candidates of the other words only (see :meth:`SearchSession.rank`).
+FREQUENT_SHARE = 0.05
+#: Candidates rescored with the frequent stems: this many times the results asked for.
+CANDIDATE_FACTOR = 10
+#: Index size from which the number of hits is estimated instead of counted.
+EXACT_TOTAL_MAX_DOCS = 20_000
+
+
+class SearchSession:
+    """One open Whoosh searcher: rank, expand, explain (reuse it for many queries)."""
+
+    def __init__(self, searcher: Any) -> None:
+        self.s = searcher
+        if WORDS_FIELD not in searcher.schema:
+            raise IndexOutdated(
+                "the search index was built by an older version: rebuild it with "
+                "python -m search reindex"
+            )
+        self.n = int(searcher.doc_count_all())
+        self.avglen = float(searcher.avg_field_length(WORDS_FIELD) or 1.0)
+        self._df: dict[str, int] = {}
+
+    def df(self, stem: str) -> int:
+        n = self._df.get(stem)
+        if n is None:
+            n = self._df[stem] = int(self.s.doc_frequency(WORDS_FIELD, stem))
+        return n
+
+    def idf(self, stem: str) -> float:
+        return ranking.idf(self.n, self.df(stem))
+
+    # -- ranking ---------------------------------------------------------------------
+
+    def rank(
+        self,
+        q: ParsedQuery,
+        limit: int,
+        expand: bool = True,
+        wquery: WhooshQuery | None = None,
+    ) -> list[Ranked]:
+        """The best *limit* documents for *q* (with query expansion unless told not to)."""
+        wquery = wquery or build_query(q)
+        weights = wquery.weights
+        if q.require_all:
+            return self._search(wquery.scored, limit, wquery)
+        expand = expand and self.expands(weights)
+        hits = self.top(weights, limit if not expand else max(limit, ranking.FEEDBACK_DOCS), wquery)
+        if expand and hits:
+            expanded = self.expand(weights, hits[: ranking.FEEDBACK_DOCS])
+            if expanded != weights:
+                hits = self.top(expanded, limit, wquery)
+        return hits[:limit]
+
+    def expanded_weights(self, q: ParsedQuery) -> dict[str, float]:
+        """The query weights after expansion (for explanations)."""
+        wquery = build_query(q)
+        if q.require_all or not self.expands(wquery.weights):
+            return wquery.weights
+        hits = self.top(wquery.weights, ranking.FEEDBACK_DOCS, wquery)
+        return self.expand(wquery.weights, hits)
+
+    def expands(self, weights: dict[str, float]) -> bool:
+        """Whether a query is expanded (see :mod:`search.ranking`)."""
+        return len(weights) >= ranking.FEEDBACK_MIN_WORDS and self.n >= ranking.FEEDBACK_MIN_DOCS
+
+    def expand(self, weights: dict[str, float], feedback: list[Ranked]) -> dict[str, float]:
+        """Pseudo-relevance feedback (:func:`search.ranking.feedback_terms`)."""
+        vectors = []
+        for hit in feedback:
+            length = self.s.doc_field_length(hit.docnum, WORDS_FIELD, 1)
+            vector: dict[str, float] = {}
+            for stem, tf in self.s.vector_as("weight", hit.docnum, WORDS_FIELD):
+                vector[stem] = ranking.bm25(self.idf(stem), tf, length, self.avglen)
+            vectors.append(vector)
+        return ranking.feedback_terms(vectors, weights)
+
+    def top(self, weights: dict[str, float], limit: int, wquery: WhooshQuery) -> list[Ranked]:
+        """The best *limit* documents for a weighted OR query.
+
+        The stems found in more than :data:`FREQUENT_SHARE` of the documents are left out of
+        a first pass over the others (Whoosh's block-max skipping prunes that pass); the
+        best ``CANDIDATE_FACTOR × limit`` candidates then get the frequent stems' exact
+        scores.  A document left out can still belong in the results only if its first-pass
+        score plus the most the frequent stems can add (Σ qw · idf · (k1 + 1)) beats the
+        last result: then the query runs whole.
+        """
+        present = {s: w for s, w in weights.items() if self.df(s)}
+        if not present:
+            return []
+        cutoff = FREQUENT_SHARE * self.n
+        rare = {s: w for s, w in present.items() if self.df(s) <= cutoff}
+        frequent = {s: w for s, w in present.items() if self.df(s) > cutoff}
+        if not rare or not frequent:
+            return self._search(weighted_query(present), limit, wquery)
+        wanted = max(limit * CANDIDATE_FACTOR, 100)
+        first = self._search(weighted_query(rare), wanted, wquery)
+        bound = sum(w * ranking.bm25_upper_bound(self.idf(s)) for s, w in frequent.items())
+        # The most a document outside the candidates can score: the weakest candidate's
+        # first-pass score (or 0, when every document with a rare stem is a candidate) + bound.
+        outside = (first[-1].score if len(first) >= wanted else 0.0) + bound
+        by_docnum = sorted(first, key=lambda h: h.docnum)
+        for stem, w in frequent.items():
+            m = term_query(stem, w).matcher(self.s, self.s.context())
+            for hit in by_docnum:
+                if not m.is_active():
+                    break
+                if m.id() < hit.docnum:
+                    m.skip_to(hit.docnum)
+                    if not m.is_active():
+                        break
+                if m.id() == hit.docnum:
+                    hit.score += m.score()
+        ranked = sorted(first, key=lambda h: (-h.score, h.docnum))
+        if len(ranked) >= limit and ranked[limit - 1].score > outside:
+            return ranked[:limit]
+        return self._search(weighted_query(present), limit, wquery)
+
+    def _search(self, query: wq.Query, limit: int, wquery: WhooshQuery) -> list[Ranked]:
+        results = self.s.search(query, filter=wquery.filter, mask=wquery.mask, limit=limit)
+        out = []
+        for score, docnum in results.top_n:
+            fields = self.s.stored_fields(docnum)
+            out.append(Ranked(float(score), int(fields["docid"]), fields["url"], docnum))
+        return out
+
+    def count(self, q: ParsedQuery, wquery: WhooshQuery) -> tuple[int, bool]:
+        """Documents matching *q*: (number, exact?).  Estimated on big indexes."""
+        results = self.s.search(wquery.scored, filter=wquery.filter, mask=wquery.mask, limit=1)
+        if self.n <= EXACT_TOTAL_MAX_DOCS or wquery.filter is not None:
+            return len(results), True
+        return min(self.n, int(results.estimated_length())), False
+
+    # -- explanations ------------------------------------------------------------------
+
+    def explain(
+        self,
+        docnum: int,
+        weights: dict[str, float],
+        counts: dict[str, dict[str, int]] | None = None,
+        expanded: bool = False,
+    ) -> Explanation:
+        """The score of document *docnum* for query *weights*, term by term.
+
+        *counts* gives, per stem, the counts per section (from the database) for display.
+        """
+        length = float(self.s.doc_field_length(docnum, WORDS_FIELD, 1))
+        tfs = dict(self.s.vector_as("weight", docnum, WORDS_FIELD))
+        terms = []
+        for stem, qw in weights.items():
+            tf = float(tfs.get(stem, 0.0))
+            if not tf:
+                continue
+            idf_value = self.idf(stem)
+            part = qw * ranking.bm25(idf_value, tf, length, self.avglen)
+            terms.append(
+                TermExplanation(stem, qw, idf_value, tf, (counts or {}).get(stem, {}), part)
+            )
+        terms.sort(key=lambda t: -t.contribution)
+        return Explanation(
+            sum(t.contribution for t in terms),
+            length,
+            self.avglen,
+            ranking.K1,
+            ranking.B,
+            terms,
+            expanded,
+        )
+
+
+class IndexOutdated(IndexMissing):
+    """The index has an older schema and must be rebuilt."""
 
 
 def _stems_of(
@@ -182,75 +453,124 @@ def make_snippet(
 
 
 class Searcher:
-    """Search one index, show results from one database."""
+    """Search one index, show results from one database.
 
-    def __init__(self, engine: Engine, index: Index) -> None:
+    The Whoosh reader is opened once and kept (refreshed when the index has changed), so
+    a long-lived Searcher (the web application, a benchmark) does not reopen it per query.
+    """
+
+    def __init__(self, engine: Engine | None, index: Index) -> None:
         self.engine = engine
         self.index = index
+        self._searcher: Any = None
 
-    def search(self, q: ParsedQuery, page: int = 1, per_page: int = 10) -> ResultPage:
+    def close(self) -> None:
+        if self._searcher is not None:
+            self._searcher.close()
+            self._searcher = None
+
+    @contextmanager
+    def session(self) -> Iterator[SearchSession]:
+        """A :class:`SearchSession` on the current index (the reader is kept open)."""
+        if self._searcher is None:
+            self._searcher = self.index.open().searcher(weighting=BM25())
+        elif not self._searcher.up_to_date():
+            self._searcher = self._searcher.refresh()
+        yield SearchSession(self._searcher)
+
+    def search(
+        self,
+        q: ParsedQuery,
+        page: int = 1,
+        per_page: int = 10,
+        expand: bool = True,
+        explain: bool = False,
+    ) -> ResultPage:
         if page < 1 or per_page < 1:
             raise ValueError("page and number of results must be ≥ 1")
         started = time.perf_counter()
-        ix = self.index.open()
         wquery = build_query(q)
         offset = (page - 1) * per_page
         query_stems = set(q.stems)
-        with ix.searcher(weighting=scoring.BM25F()) as s:
+        words_of: dict[int, list[tuple[int, int, str]]] = {}
+        with self.session() as session:
             if q.phrases:
                 # Phrases are checked on the stored text: rank, then filter candidates.
-                results = s.search(
-                    wquery.scored,
-                    filter=wquery.filter,
-                    mask=wquery.mask,
-                    limit=max(200, 10 * (offset + per_page)),
+                ranked = session.rank(
+                    q, max(200, 10 * (offset + per_page)), expand=expand, wquery=wquery
                 )
-                candidates = [(hit.score, int(hit["docid"])) for hit in results]
-                docs = self._documents([d for _, d in candidates], with_text=True)
+                docs = self._documents([r.docid for r in ranked], with_text=True)
                 kept = []
-                words_of: dict[int, list[tuple[int, int, str]]] = {}
-                for score, docid in candidates:
-                    doc = docs.get(docid)
+                for r in ranked:
+                    doc = docs.get(r.docid)
                     if doc is None:
                         continue
                     words = _stems_of(doc.text or "", doc.language)
                     if all(contains_phrase(words, p) for p in q.phrases):
-                        kept.append((score, docid))
-                        words_of[docid] = words
-                total = len(kept)
+                        kept.append(r)
+                        words_of[r.docid] = words
+                total, exact = len(kept), True
                 chosen = kept[offset : offset + per_page]
             else:
-                results = s.search(
-                    wquery.scored, filter=wquery.filter, mask=wquery.mask, limit=offset + per_page
-                )
-                total = len(results)
-                chosen = [(hit.score, int(hit["docid"])) for hit in results[offset:]]
-                docs = self._documents([d for _, d in chosen], with_text=True)
-                words_of = {}
+                ranked = session.rank(q, offset + per_page, expand=expand, wquery=wquery)
+                chosen = ranked[offset:]
+                total, exact = session.count(q, wquery)
+                total = max(total, len(ranked))
+                docs = self._documents([r.docid for r in chosen], with_text=True)
+            explanations: dict[int, Explanation] = {}
+            if explain and chosen:
+                weights = session.expanded_weights(q) if expand else wquery.weights
+                counts = self._section_counts([r.docid for r in chosen], list(weights))
+                for r in chosen:
+                    explanations[r.docid] = session.explain(
+                        r.docnum, weights, counts.get(r.docid), expanded=weights != wquery.weights
+                    )
         hits = []
-        for rank, (score, docid) in enumerate(chosen, offset + 1):
-            doc = docs.get(docid)
+        for rank, r in enumerate(chosen, offset + 1):
+            doc = docs.get(r.docid)
             if doc is None:  # in the index but no longer in the database
                 continue
             snippet = make_snippet(
-                doc.text or doc.description or "", query_stems, doc.language, words_of.get(docid)
+                doc.text or doc.description or "", query_stems, doc.language, words_of.get(r.docid)
             )
             hits.append(
                 Hit(
                     rank,
-                    float(score),
-                    docid,
+                    r.score,
+                    r.docid,
                     doc.url,
                     doc.title,
                     doc.description,
                     doc.content_type,
                     snippet,
+                    explanations.get(r.docid),
                 )
             )
-        return ResultPage(q.text, total, page, per_page, time.perf_counter() - started, hits)
+        return ResultPage(q.text, total, page, per_page, time.perf_counter() - started, hits, exact)
+
+    def _section_counts(
+        self, ids: Sequence[int], stems: Sequence[str]
+    ) -> dict[int, dict[str, dict[str, int]]]:
+        """docid -> stem -> section -> count, from the stored postings."""
+        if self.engine is None or not ids or not stems:
+            return {}
+        from search.analysis import SECTIONS
+        from search.models import Posting, Word
+
+        columns = [getattr(Posting, f"{s}_count") for s in SECTIONS]
+        out: dict[int, dict[str, dict[str, int]]] = {}
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(Posting.document_id, Word.stem, *columns)
+                .join(Word, Word.id == Posting.word_id)
+                .where(Posting.document_id.in_(list(ids)), Word.stem.in_(list(stems)))
+            )
+            for row in rows:
+                out.setdefault(row[0], {})[row[1]] = dict(zip(SECTIONS, row[2:], strict=True))
+        return out
 
     def _documents(self, ids: Sequence[int], with_text: bool) -> dict[int, Any]:
-        if not ids:
+        if not ids or self.engine is None:
             return {}
         cols = [
             Document.id,

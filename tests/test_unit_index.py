@@ -12,6 +12,7 @@ from search.analysis import SECTIONS, WordRecord, analyze_document
 from search.index import (
     FIELD_OF_SECTION,
     TEXT_FIELDS,
+    WORDS_FIELD,
     Index,
     IndexDoc,
     IndexError_,
@@ -34,7 +35,8 @@ def test_text_fields_follow_sections() -> None:
     assert TEXT_FIELDS == ("body", "title", "urlwords", "desc", "keywords")
     assert FIELD_OF_SECTION["url"] == "urlwords"
     schema = make_schema()
-    assert set(schema.names()) == {"docid", "url", "host", *TEXT_FIELDS}
+    # The sections are merged into one scored field (BM25F, see search.ranking).
+    assert set(schema.names()) == {"docid", "url", "host", WORDS_FIELD}
 
 
 def test_from_records_fields_per_section_with_count_times_weight() -> None:
@@ -147,15 +149,14 @@ def test_add_and_search(index: Index) -> None:
     assert index.exists()
     assert index.doc_count() == 3
     assert index.docids() == {1, 2, 3}
-    assert search(index, "body", "vacuum") == [1]
-    assert search(index, "title", "vacuum") == [1, 3]
-    assert search(index, "body", "tabl") == [1, 2]
-    assert search(index, "body", "nothing") == []
+    assert search(index, "words", "vacuum") == [1, 3]
+    assert search(index, "words", "tabl") == [1, 2]
+    assert search(index, "words", "nothing") == []
 
 
 def test_stored_fields(index: Index) -> None:
     with index.open().searcher() as s:
-        hit = s.search(Term("body", "tabl"), limit=None)
+        hit = s.search(Term("words", "tabl"), limit=None)
         stored = {int(h["docid"]): h["url"] for h in hit}
     assert stored == {1: "http://a.example/1", 2: "http://b.example/2"}
 
@@ -166,9 +167,14 @@ def test_host_field_is_searchable(index: Index) -> None:
 
 def test_postings_carry_count_and_weight(index: Index) -> None:
     with index.open().searcher() as s:
-        # frequency() sums the stored weights of a term in a field (2.0 + 3.0 for "tabl").
-        assert s.frequency("body", "tabl") == pytest.approx(4.0)
-        assert s.doc_frequency("title", "vacuum") == 2
+        # The weight is Σ count × section weight: doc 1 has vacuum 2×1 + 1×4 = 6, tabl 1.
+        assert s.frequency("words", "tabl") == pytest.approx(4.0)  # 1 + 3
+        assert s.frequency("words", "vacuum") == pytest.approx(10.0)  # 6 + 4
+        assert s.doc_frequency("words", "vacuum") == 2
+        # Field lengths are weighted too: doc 1 = round(6) + round(1) = 7 (Whoosh stores
+        # lengths in one byte, exact for small ones).
+        assert s.doc_field_length(0, "words") == 7
+        assert dict(s.vector_as("weight", 0, "words")) == {"tabl": 1.0, "vacuum": 6.0}
 
 
 def test_update_replaces_same_docid(index: Index) -> None:
@@ -176,11 +182,10 @@ def test_update_replaces_same_docid(index: Index) -> None:
         w.add(IndexDoc(1, "http://a.example/new", "a.example", {"body": {"analyz": (1, 1.0)}}))
     assert index.doc_count() == 3
     assert index.docids() == {1, 2, 3}
-    assert search(index, "body", "vacuum") == []
-    assert search(index, "title", "vacuum") == [3]
-    assert search(index, "body", "analyz") == [1]
+    assert search(index, "words", "vacuum") == [3]
+    assert search(index, "words", "analyz") == [1]
     with index.open().searcher() as s:
-        assert [h["url"] for h in s.search(Term("body", "analyz"))] == ["http://a.example/new"]
+        assert [h["url"] for h in s.search(Term("words", "analyz"))] == ["http://a.example/new"]
 
 
 def test_add_without_update_duplicates(index: Index) -> None:
@@ -198,7 +203,7 @@ def test_delete(index: Index) -> None:
         w.delete(2)
     assert index.docids() == {1, 3}
     assert index.doc_count() == 2
-    assert search(index, "body", "tabl") == [1]
+    assert search(index, "words", "tabl") == [1]
 
 
 def test_delete_missing_docid_is_harmless(index: Index) -> None:
@@ -224,8 +229,8 @@ def test_clear_writer_replaces_everything(index: Index) -> None:
     with index.writer(clear=True) as w:
         w.add(IndexDoc(8, "u", "h", {"body": {"x": (1, 1.0)}}))
     assert index.docids() == {8}
-    assert search(index, "body", "x") == [8]
-    assert search(index, "body", "tabl") == []
+    assert search(index, "words", "x") == [8]
+    assert search(index, "words", "tabl") == []
 
 
 def test_clear_removes_folder(index: Index) -> None:
@@ -239,6 +244,6 @@ def test_plain_string_field_value(tmp_path: Path) -> None:
     ix = Index(tmp_path / "ix")
     with ix.writer() as w:
         w.add(IndexDoc(1, "u", "h", {"body": "alpha beta alpha"}))  # type: ignore[dict-item]
-    assert search(ix, "body", "alpha") == [1]
+    assert search(ix, "words", "alpha") == [1]
     with ix.open().searcher() as s:
-        assert s.frequency("body", "alpha") == pytest.approx(2.0)
+        assert s.frequency("words", "alpha") == pytest.approx(2.0)

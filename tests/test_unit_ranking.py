@@ -10,7 +10,7 @@ from search.ranking import K1, POSITION_DECAY, B, bm25, idf, position_weight
 
 
 def test_constants() -> None:
-    assert (POSITION_DECAY, K1, B) == (0.25, 1.2, 0.75)
+    assert (POSITION_DECAY, K1, B) == (0.25, 2.0, 0.75)
 
 
 @pytest.mark.parametrize(
@@ -62,12 +62,12 @@ def test_bm25_by_hand() -> None:
     # idf = 1, tf = 2, field length 10, average 5, b = 0.75, k1 = 1.2:
     #   norm = 2 / (0.25 + 0.75 × 10/5) = 2 / 1.75 = 8/7
     #   bm25 = 1 × (2.2 × 8/7) / (1.2 + 8/7) = (17.6/7) / (16.4/7) = 17.6 / 16.4 = 44/41
-    assert bm25(1.0, 2, 10, 5) == pytest.approx(44 / 41)
+    assert bm25(1.0, 2, 10, 5, k1=1.2) == pytest.approx(44 / 41)
 
 
 def test_bm25_average_length_document() -> None:
     # field_length == avg: norm = tf = 3; bm25 = 2 × (2.2 × 3) / (1.2 + 3) = 13.2 / 4.2 = 22/7
-    assert bm25(2.0, 3, 7, 7) == pytest.approx(22 / 7)
+    assert bm25(2.0, 3, 7, 7, k1=1.2) == pytest.approx(22 / 7)
 
 
 def test_bm25_custom_b_and_k1() -> None:
@@ -78,8 +78,8 @@ def test_bm25_custom_b_and_k1() -> None:
 def test_bm25_zero_average_length_counts_as_one() -> None:
     # avg 0 -> 1: norm = 1 / (0.25 + 0.75 × 2/1) = 1 / 1.75 = 4/7
     #   bm25 = (2.2 × 4/7) / (1.2 + 4/7) = (8.8/7) / (12.4/7) = 8.8 / 12.4 = 22/31
-    assert bm25(1.0, 1, 2, 0) == pytest.approx(22 / 31)
-    assert bm25(1.0, 1, 2, -5) == pytest.approx(22 / 31)
+    assert bm25(1.0, 1, 2, 0, k1=1.2) == pytest.approx(22 / 31)
+    assert bm25(1.0, 1, 2, -5, k1=1.2) == pytest.approx(22 / 31)
 
 
 def test_bm25_zero_tf() -> None:

@@ -32,6 +32,17 @@ def add_parser(sub: Any, common: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print JSON for machines")
     p.add_argument(
+        "--explain",
+        action="store_true",
+        help="show each hit's score, term by term (the formula of README 'Ranking')",
+    )
+    p.add_argument(
+        "--no-expand",
+        dest="expand",
+        action="store_false",
+        help="no query expansion (pseudo-relevance feedback) for long queries",
+    )
+    p.add_argument(
         "--language",
         metavar="LANG",
         help="language of the query words for stemming (default: English)",
@@ -59,7 +70,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             f"(scrapy crawl site -a seeds=URL) or rebuild it (python -m search reindex)"
         )
     engine = open_engine(args, upgrade=False)
-    result = Searcher(engine, index).search(parsed, page=args.page, per_page=args.limit)
+    result = Searcher(engine, index).search(
+        parsed, page=args.page, per_page=args.limit, expand=args.expand, explain=args.explain
+    )
     if args.json:
         json.dump(result.as_dict(), out, ensure_ascii=False, indent=2)
         out.write("\n")
@@ -71,9 +84,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     first = result.hits[0].rank
     last = result.hits[-1].rank
+    total = f"{result.total}" if result.total_exact else f"about {result.total}"
     out.write(
-        f"Results {first}-{last} of {result.total} for {text!r} "
-        f"({result.seconds * 1000:.0f} ms)\n\n"
+        f"Results {first}-{last} of {total} for {text!r} ({result.seconds * 1000:.0f} ms)\n\n"
     )
     for hit in result.hits:
         out.write(f"{hit.rank:>3}. {hit.title or '(no title)'}  [score {hit.score:.3f}]\n")
@@ -81,5 +94,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         snippet = hit.snippet_text(mark)
         if snippet:
             out.write(f"     {snippet}\n")
+        if hit.explanation is not None:
+            for line in hit.explanation.lines():
+                out.write(f"     {line}\n")
         out.write("\n")
     return 0
