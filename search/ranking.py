@@ -26,7 +26,8 @@ Query expansion (pseudo-relevance feedback, Rocchio's method over BM25 weights):
 :data:`FEEDBACK_DOCS` best documents of the first ranking are taken as relevant; each of
 their stems is weighed by its mean BM25 weight over them, and the :data:`FEEDBACK_TERMS`
 heaviest are added to the query with query weight
-``FEEDBACK_BETA · max qw · weight / heaviest weight``.  The query is then ranked again.
+``FEEDBACK_BETA · max qw · weight / heaviest weight`` (a term must occur in at least
+:data:`FEEDBACK_MIN_SHARED` of those documents).  The query is then ranked again.
 Only queries of :data:`FEEDBACK_MIN_WORDS` distinct words or more are expanded (keyword
 queries mean exactly their words), on indexes of :data:`FEEDBACK_MIN_DOCS` or more.
 """
@@ -51,6 +52,8 @@ B = 0.75
 FEEDBACK_DOCS = 10
 FEEDBACK_TERMS = 20
 FEEDBACK_BETA = 0.5
+#: A feedback term must occur in this many feedback documents.
+FEEDBACK_MIN_SHARED = 2
 #: Expansion applies to queries of at least this many distinct words (descriptions,
 #: questions: where the user's words alone miss the vocabulary of relevant pages) ...
 FEEDBACK_MIN_WORDS = 4
@@ -134,10 +137,16 @@ def feedback_terms(
     if not vectors or not query or terms <= 0 or beta <= 0:
         return dict(query)
     mean: dict[str, float] = {}
+    seen: dict[str, int] = {}
     for vector in vectors:
         for stem, w in vector.items():
             mean[stem] = mean.get(stem, 0.0) + w / len(vectors)
-    best = sorted(mean.items(), key=lambda kv: (-kv[1], kv[0]))[:terms]
+            seen[stem] = seen.get(stem, 0) + 1
+    # A word of one feedback document only (a name, a number) says nothing of the topic.
+    least = min(FEEDBACK_MIN_SHARED, len(vectors))
+    best = sorted(
+        ((s, w) for s, w in mean.items() if seen[s] >= least), key=lambda kv: (-kv[1], kv[0])
+    )[:terms]
     if not best or best[0][1] <= 0:
         return dict(query)
     scale = beta * max(query.values()) / best[0][1]
