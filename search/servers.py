@@ -48,6 +48,8 @@ DEFAULTS: dict[str, Any] = {
     "proxy": None,
     "basic_auth": None,
     "period": 7 * 24 * 3600,
+    "min_period": 3600,
+    "max_period": 90 * 24 * 3600,
     "max_net_errors": 16,
     "read_timeout": 30.0,
     "maxhops": 256,
@@ -124,6 +126,8 @@ class ServerConfig:
     proxy: str | None = None
     basic_auth: str | None = None
     period: int = DEFAULTS["period"]
+    min_period: int = DEFAULTS["min_period"]
+    max_period: int = DEFAULTS["max_period"]
     max_net_errors: int = DEFAULTS["max_net_errors"]
     read_timeout: float = DEFAULTS["read_timeout"]
     maxhops: int = DEFAULTS["maxhops"]
@@ -223,7 +227,7 @@ def _validate_field(name: str, value: Any) -> Any:
         return _integer(value, 0)
     if name == "concurrency":
         return _integer(value, 1)
-    if name == "period":
+    if name in ("period", "min_period", "max_period"):
         return parse_duration(value)
     if name == "userobots":
         if not isinstance(value, bool):

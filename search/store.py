@@ -69,6 +69,30 @@ class StoredDocument:
     row: DocumentRow
 
 
+@dataclass(slots=True)
+class RevisitRow:
+    """A stored page found unchanged: only its schedule moves."""
+
+    doc_id: int
+    time: datetime
+    interval: int
+
+
+@dataclass(slots=True)
+class GoneRow:
+    """A stored page that answered 404/410 or moved: marked, and out of the index."""
+
+    doc_id: int
+    status: int
+    time: datetime
+
+
+@dataclass(slots=True)
+class BatchResult:
+    documents: list[StoredDocument] = field(default_factory=list)
+    deleted: list[int] = field(default_factory=list)
+
+
 class DocumentStore:
     """Writes batches of documents; keeps small caches of server and stem ids."""
 
@@ -89,6 +113,12 @@ class DocumentStore:
                 {"spider": spider, "args": args, "started_at": started_at, "stats": {}},
             ).scalar_one()
         return self.crawl_id
+
+    def set_log_file(self, path: str) -> None:
+        if self.crawl_id is None:
+            return
+        with self.engine.begin() as conn:
+            conn.execute(update(Crawl).where(Crawl.id == self.crawl_id).values(log_file=path))
 
     def finish_crawl(self, reason: str, stats: dict[str, Any], finished_at: datetime) -> None:
         if self.crawl_id is None:
@@ -173,18 +203,39 @@ class DocumentStore:
         self,
         docs: Sequence[DocumentRow],
         errors: Sequence[ErrorRow] = (),
-        now: datetime | None = None,
-    ) -> list[StoredDocument]:
-        """Store documents and errors in one transaction; return the documents' ids."""
+        revisits: Sequence[RevisitRow] = (),
+        gone: Sequence[GoneRow] = (),
+    ) -> BatchResult:
+        """Store one batch in one transaction: documents (upserted by URL, their postings
+        and links replaced), failures, re-visits that found a page unchanged (only its
+        index times move), and pages gone (404/410) or moved (they leave the index)."""
         # The last version of a URL in the batch wins (one upsert per row and statement).
         unique: dict[str, DocumentRow] = {}
         for doc in docs:
             unique[doc.url] = doc
         rows = list(unique.values())
-        stored: list[StoredDocument] = []
+        result = BatchResult()
         with self.engine.begin() as conn:
             if rows:
-                stored = self._write_documents(conn, rows)
+                result.documents = self._write_documents(conn, rows)
+            for r in revisits:
+                conn.execute(
+                    update(Document)
+                    .where(Document.id == r.doc_id)
+                    .values(
+                        last_index_time=r.time,
+                        next_index_time=r.time + timedelta(seconds=r.interval),
+                        change_interval=r.interval,
+                        crawled_at=r.time,
+                    )
+                )
+            for g in gone:
+                conn.execute(
+                    update(Document)
+                    .where(Document.id == g.doc_id)
+                    .values(status=g.status, gone_at=g.time, indexed=False, crawled_at=g.time)
+                )
+                result.deleted.append(g.doc_id)
             if errors:
                 conn.execute(
                     insert(CrawlError),
@@ -200,7 +251,7 @@ class DocumentStore:
                         for e in errors
                     ],
                 )
-        return stored
+        return result
 
     def _write_documents(self, conn: Any, rows: list[DocumentRow]) -> list[StoredDocument]:
         values = []
@@ -213,6 +264,7 @@ class DocumentStore:
                 v.setdefault("last_index_time", crawled)
                 v.setdefault("next_index_time", crawled + timedelta(seconds=row.period))
             v["indexed"] = False
+            v["gone_at"] = None
             values.append(v)
         columns = set().union(*(v.keys() for v in values))
         for v in values:  # executemany needs the same keys in every row

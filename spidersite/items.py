@@ -47,6 +47,30 @@ class PageItem:
     word_count: int = 0
     #: Section weights of the page's server (filled by the spider).
     weights: dict[str, float] = field(default_factory=dict)
+    #: Seconds until the next visit (adaptive re-crawl schedule); None = the server's period.
+    interval: int | None = None
+
+
+@dataclass(slots=True)
+class RevisitItem:
+    """A re-visit that found a stored page unchanged (304, or the same checksum)."""
+
+    url: str
+    doc_id: int
+    status: int
+    interval: int
+    crawled_at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(slots=True)
+class GoneItem:
+    """A stored page that answered 404 or 410, or that now redirects elsewhere."""
+
+    url: str
+    doc_id: int
+    status: int
+    moved_to: str | None = None
+    crawled_at: datetime = field(default_factory=utcnow)
 
 
 @dataclass(slots=True)

@@ -16,18 +16,29 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.exceptions import CloseSpider, NotConfigured
+from sqlalchemy.exc import InterfaceError, OperationalError
 
-from search import config, db
+from search import db
 from search.analysis import analyze_document
 from search.index import Index, IndexDoc
 from search.indexer import Batch, IndexerProcess
-from search.store import DocumentRow, DocumentStore, ErrorRow, StoredDocument
+from search.store import (
+    BatchResult,
+    DocumentRow,
+    DocumentStore,
+    ErrorRow,
+    GoneRow,
+    RevisitRow,
+    StoredDocument,
+)
 from spidersite import signals as our_signals
-from spidersite.items import ErrorItem, PageItem
+from spidersite import storage
+from spidersite.items import ErrorItem, GoneItem, PageItem, RevisitItem
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -36,14 +47,6 @@ logger = logging.getLogger(__name__)
 
 #: Sent by the store after each committed batch; args: ``documents`` (list of StoredDocument).
 store_flushed = object()
-
-
-def data_dir(crawler: Crawler) -> str:
-    return str(config.data_dir(crawler.settings.get("SPIDERSITE_DATA_DIR")))
-
-
-def database_url(crawler: Crawler) -> str:
-    return config.database_url(crawler.settings.get("STORE_DATABASE_URL"), data_dir(crawler))
 
 
 class AnalyzePipeline:
@@ -104,12 +107,16 @@ class StorePipeline:
             raise NotConfigured("STORE_ENABLED is off")
         self.crawler = crawler
         self.stats = crawler.stats
-        self.url = database_url(crawler)
+        self.url = storage.database_url(crawler.settings)
         self.batch_size = max(1, settings.getint("STORE_BATCH_SIZE", 100))
         self.max_pending = 2
+        self.retry_times = settings.getint("STORE_RETRY_TIMES", 10)
         self.docs: list[DocumentRow] = []
         self.errors: list[ErrorRow] = []
-        self.pending: list[asyncio.Future[list[StoredDocument]]] = []
+        self.revisits: list[RevisitRow] = []
+        self.gone: list[GoneRow] = []
+        self.log_file: Any = None
+        self.pending: list[asyncio.Future[BatchResult]] = []
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store")
         self.store: DocumentStore | None = None
         crawler.signals.connect(self.server_disabled, signal=our_signals.server_disabled)
@@ -131,9 +138,14 @@ class StorePipeline:
         args = {
             k: v
             for k, v in vars(spider).items()
-            if k in ("seeds_arg", "seeds_file", "sites") and v is not None
+            if k in ("seeds_arg", "seeds_file", "sites", "recrawl", "topic") and v is not None
         }
-        self.store.start_crawl(spider.name, args, now)
+        crawl_id = self.store.start_crawl(spider.name, args, now)
+        logs = Path(storage.data_dir(self.crawler.settings)) / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        path = logs / f"crawl-{crawl_id}.log"
+        self.log_file = path.open("a", encoding="utf-8")
+        self.store.set_log_file(str(path))
         registry = getattr(spider, "servers", None)
         if registry is not None:
             self.store.upsert_servers(((s.url, s.as_dict()) for s in registry), now)
@@ -150,11 +162,29 @@ class StorePipeline:
             self.docs.append(self._row(item))
         elif isinstance(item, ErrorItem):
             self.errors.append(ErrorRow(item.url, item.server, item.kind, item.message, item.time))
+            self._log_error(item)
+        elif isinstance(item, RevisitItem):
+            self.revisits.append(RevisitRow(item.doc_id, item.crawled_at, item.interval))
+        elif isinstance(item, GoneItem):
+            self.gone.append(GoneRow(item.doc_id, item.status, item.crawled_at))
         else:
             return item
-        if len(self.docs) + len(self.errors) >= self.batch_size:
+        if self._buffered() >= self.batch_size:
             await self._flush()
         return item
+
+    def _buffered(self) -> int:
+        return len(self.docs) + len(self.errors) + len(self.revisits) + len(self.gone)
+
+    def _log_error(self, item: ErrorItem) -> None:
+        """One line per failure in the crawl's log file (the design documents' crawl.log)."""
+        if self.log_file is None:
+            return
+        message = " ".join(item.message.split())
+        self.log_file.write(
+            f"{item.time.isoformat(timespec='seconds')}\t{item.kind}\t{item.url}\t{message}\n"
+        )
+        self.log_file.flush()
 
     def _row(self, item: PageItem) -> DocumentRow:
         registry = getattr(self.crawler.spider, "servers", None)
@@ -179,6 +209,7 @@ class StorePipeline:
             "etag": item.etag,
             "checksum": item.checksum,
             "crawled_at": item.crawled_at,
+            "change_interval": item.interval,
         }
         return DocumentRow(
             url=item.url,
@@ -186,38 +217,63 @@ class StorePipeline:
             values=values,
             words=item.words,
             links=[(link.url, link.anchor, link.nofollow) for link in item.links],
-            period=server.period if server else 7 * 86400,
+            period=item.interval or (server.period if server else 7 * 86400),
             weights=item.weights,
         )
 
     async def _flush(self) -> None:
-        if not (self.docs or self.errors) or self.store is None:
+        if not self._buffered() or self.store is None:
             return
-        docs, errors = self.docs, self.errors
-        self.docs, self.errors = [], []
+        batch = (self.docs, self.errors, self.revisits, self.gone)
+        self.docs, self.errors, self.revisits, self.gone = [], [], [], []
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self.executor, self.store.write_batch, docs, errors)
+        future = loop.run_in_executor(self.executor, self._write, *batch)
         future.add_done_callback(self._written)
         self.pending.append(future)
-        self.stats.inc_value("store/errors", len(errors))
+        self.stats.inc_value("store/errors", len(batch[1]))
+        self.stats.inc_value("store/revisits", len(batch[2]))
+        self.stats.inc_value("store/gone", len(batch[3]))
         # Back-pressure: at most max_pending batches in flight.
         while len(self.pending) > self.max_pending:
             await asyncio.wait([self.pending[0]])
 
-    def _written(self, future: asyncio.Future[list[StoredDocument]]) -> None:
+    def _write(self, *batch: Any) -> BatchResult:
+        """Write one batch (in the store thread), retrying with back-off while the database
+        is unreachable (a restarted PostgreSQL), so no page is lost."""
+        assert self.store is not None
+        delay = 0.5
+        for attempt in range(self.retry_times + 1):
+            try:
+                return self.store.write_batch(*batch)
+            except (OperationalError, InterfaceError) as exc:
+                if attempt >= self.retry_times:
+                    raise
+                self.stats.inc_value("store/retries")
+                logger.warning(
+                    "Database unavailable (%s); retrying the batch in %.1f s",
+                    str(exc).splitlines()[0][:200],
+                    delay,
+                )
+                time.sleep(delay)
+                delay = min(delay * 2, 30.0)
+        raise AssertionError("unreachable")
+
+    def _written(self, future: asyncio.Future[BatchResult]) -> None:
         self.pending.remove(future)
         try:
-            stored = future.result()
+            result = future.result()
         except Exception:
             logger.exception("A batch could not be stored")
             self.stats.inc_value("store/failed_batches")
             return
         self.stats.inc_value("store/batches")
-        self.stats.inc_value("store/documents", len(stored))
-        for doc in stored:
+        self.stats.inc_value("store/documents", len(result.documents))
+        for doc in result.documents:
             self.stats.inc_value(f"store/{doc.row.values['kind']}s")
         self.stats.set_value("store/flushed_at_last", time.time())
-        self.crawler.signals.send_catch_log(store_flushed, documents=stored)
+        self.crawler.signals.send_catch_log(
+            store_flushed, documents=result.documents, deleted=result.deleted
+        )
 
     async def close_spider(self) -> None:
         await self._flush()
@@ -225,6 +281,8 @@ class StorePipeline:
             await asyncio.wait(list(self.pending))
         self.crawler.signals.send_catch_log(store_closed)
         self.executor.shutdown(wait=True)
+        if self.log_file is not None:
+            self.log_file.close()
 
     def finish(self, reason: str) -> None:
         """Record the crawl's stats (called by the index pipeline or on spider_closed)."""
@@ -280,7 +338,7 @@ class IndexPipeline:
             )
         self.crawler = crawler
         self.stats = crawler.stats
-        self.index_dir = str(config.index_dir(settings.get("INDEX_DIR"), data_dir(crawler)))
+        self.index_dir = storage.index_dir(settings)
         self.batch_size = max(1, settings.getint("INDEX_BATCH_SIZE", 1000))
         self.max_terms = settings.getint("INDEX_MAX_TERMS", 20_000) or None
         self.limitmb = settings.getint("INDEX_LIMITMB", 256)
@@ -301,18 +359,21 @@ class IndexPipeline:
             logger.error("Cannot open the search index at %s: %s", self.index_dir, exc)
             raise CloseSpider("index_unusable") from None
         self.worker = IndexerProcess(
-            self.index_dir, database_url(self.crawler), self.batch_size, self.limitmb
+            self.index_dir,
+            storage.database_url(self.crawler.settings),
+            self.batch_size,
+            self.limitmb,
         )
         self.worker.start()
 
     def process_item(self, item: Any) -> Any:
         return item
 
-    def stored(self, documents: list[StoredDocument]) -> None:
+    def stored(self, documents: list[StoredDocument], deleted: list[int] = ()) -> None:  # type: ignore[assignment]
         if self.worker is None:
             return
         docs: list[IndexDoc] = []
-        deletes: list[int] = []
+        deletes: list[int] = list(deleted)
         for doc in documents:
             row = doc.row
             if row.values["kind"] != "page":

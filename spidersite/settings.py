@@ -50,6 +50,9 @@ DOWNLOADER_MIDDLEWARES = {
     "spidersite.middlewares.crawldelay.CrawlDelayMiddleware": 110,
     # 560: between RetryMiddleware (550) and the downloader, to count every attempt.
     "spidersite.middlewares.neterrors.NetErrorMiddleware": 560,
+    # 570: re-visits send If-None-Match / If-Modified-Since; any place before the
+    # downloader works, after the retry middleware keeps retries conditional too.
+    "spidersite.middlewares.conditional.ConditionalGetMiddleware": 570,
 }
 
 SPIDER_MIDDLEWARES = {
@@ -79,6 +82,7 @@ SERVERS_ENABLED = True
 CRAWLDELAY_ENABLED = True
 CRAWLDELAY_MAX = 60.0
 NETERRORS_ENABLED = True
+CONDITIONAL_ENABLED = True
 MAXHOPS_ENABLED = True
 
 ANALYZE_ENABLED = True
@@ -87,6 +91,7 @@ ANALYZE_MAX_WORDS = 50_000
 STORE_ENABLED = True
 STORE_DATABASE_URL = None  # env DATABASE_URL, else sqlite:///<data dir>/spidersite.db
 STORE_BATCH_SIZE = 100
+STORE_RETRY_TIMES = 10  # a batch is retried this many times (back-off up to 30 s)
 
 INDEX_ENABLED = True
 INDEX_DIR = None  # env SPIDERSITE_INDEX_DIR, else <data dir>/index

@@ -138,6 +138,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 )
                 return
         body = route.body.encode("utf-8") if isinstance(route.body, str) else route.body
+        etag = route.headers.get("ETag")
+        if route.status == 200 and etag and self.headers.get("If-None-Match") == etag:
+            self._send(304, b"", route.content_type, {"ETag": etag}, False)
+            return
         if route.reset:
             self.send_response(route.status)
             self.send_header("Content-Type", route.content_type)

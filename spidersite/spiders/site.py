@@ -24,6 +24,7 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
 from w3lib.url import canonicalize_url
 
+from search.schedule import next_interval
 from search.servers import (
     ConfigError,
     ServerConfig,
@@ -31,9 +32,9 @@ from search.servers import (
     parse_seeds,
     read_seeds_file,
 )
-from spidersite import errors
+from spidersite import errors, storage
 from spidersite.extract import extract_html, is_file_url, parse_http_date
-from spidersite.items import ErrorItem, PageItem
+from spidersite.items import ErrorItem, GoneItem, PageItem, RevisitItem
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +47,12 @@ def build_registry(
     seeds: str | None = None,
     seeds_file: str | None = None,
     sites: str | None = None,
+    require_seeds: bool = True,
 ) -> tuple[ServerRegistry, list[str]]:
-    """Servers and seed URLs of a crawl, validated; raise ConfigError listing every problem."""
+    """Servers and seed URLs of a crawl, validated; raise ConfigError listing every problem.
+
+    A re-crawl (*require_seeds* false) may have no seed: it starts from stored documents.
+    """
     registry = ServerRegistry(settings.getdict("SERVER_DEFAULTS"))
     sites = sites or settings.get("SITES_FILE")
     if sites:
@@ -62,7 +67,7 @@ def build_registry(
         good.extend(server.seeds or [server.url])
     if bad and not good:
         raise ConfigError("\n".join([*bad, "no valid seed URL: the crawl cannot start"]))
-    if not good:
+    if not good and require_seeds:
         raise ConfigError(
             "no seed URL: give -a seeds=URL[,URL...], -a seeds_file=PATH "
             "or a sites file with [[server]] tables"
@@ -73,6 +78,18 @@ def build_registry(
         registry.ensure(url)
     # Seeds first seen in the sites file come after the explicit ones; keep order, no repeats.
     return registry, list(dict.fromkeys(good))
+
+
+RECRAWL_MODES = ("due", "all")
+
+
+def parse_recrawl(value: str | None) -> str | None:
+    if value is None or value == "":
+        return None
+    mode = str(value).strip().lower()
+    if mode not in RECRAWL_MODES:
+        raise ConfigError(f"recrawl: {value!r} is not one of: {', '.join(RECRAWL_MODES)}")
+    return mode
 
 
 #: Default score a page needs against the topic to be kept (A = 4·B + C > threshold).
@@ -101,6 +118,7 @@ class SiteSpider(Spider):
         sites: str | None = None,
         topic: str | None = None,
         topic_threshold: str | float | None = None,
+        recrawl: str | None = None,
         *args: Any,
         **kwargs: Any,
     ) -> None:
@@ -111,6 +129,9 @@ class SiteSpider(Spider):
         #: Topic of a focused crawl (read by the topic middleware), and its threshold.
         self.topic = topic or None
         self.topic_threshold = parse_threshold(topic_threshold)
+        #: "due" or "all": re-visit stored documents (conditional GET), else None.
+        self.recrawl = parse_recrawl(recrawl)
+        self.database_url: str | None = None
         self.servers = ServerRegistry()
         self.seed_urls: list[str] = []
         self._canonical: dict[str, str] = {}
@@ -121,22 +142,34 @@ class SiteSpider(Spider):
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> SiteSpider:
         spider: SiteSpider = super().from_crawler(crawler, *args, **kwargs)
         spider.servers, spider.seed_urls = build_registry(
-            crawler.settings, spider.seeds_arg, spider.seeds_file, spider.sites
+            crawler.settings,
+            spider.seeds_arg,
+            spider.seeds_file,
+            spider.sites,
+            require_seeds=spider.recrawl is None,
         )
+        spider.database_url = storage.database_url(crawler.settings)
         spider.max_seen = crawler.settings.getint("SITE_SEEN_CACHE", 2_000_000)
         return spider
 
     @classmethod
     def check_arguments(cls, settings: BaseSettings, spargs: dict[str, Any]) -> None:
         """Validate spider arguments before Scrapy starts (used by our ``crawl`` command)."""
-        known = {"seeds", "seeds_file", "sites", "topic", "topic_threshold"}
+        known = {"seeds", "seeds_file", "sites", "topic", "topic_threshold", "recrawl"}
         unknown = sorted(set(spargs) - known)
         if unknown:
             raise ConfigError(
                 f"unknown spider argument(s): {', '.join(unknown)} "
                 f"(the site spider takes: {', '.join(sorted(known))})"
             )
-        build_registry(settings, spargs.get("seeds"), spargs.get("seeds_file"), spargs.get("sites"))
+        recrawl = parse_recrawl(spargs.get("recrawl"))
+        build_registry(
+            settings,
+            spargs.get("seeds"),
+            spargs.get("seeds_file"),
+            spargs.get("sites"),
+            require_seeds=recrawl is None,
+        )
         parse_threshold(spargs.get("topic_threshold"))
         if "topic" in spargs and not str(spargs["topic"]).strip():
             raise ConfigError('topic: give one or more words (-a topic="vacuum autovacuum")')
@@ -175,6 +208,8 @@ class SiteSpider(Spider):
         )
 
     async def start(self) -> AsyncIterator[Any]:
+        if self.recrawl:
+            self._load_stored_urls()
         for url in self.seed_urls:
             canon = self.canonical(url)
             if canon in self._seen:
@@ -188,6 +223,97 @@ class SiteSpider(Spider):
                 meta={"hops": 0},
                 dont_filter=True,
             )
+        if self.recrawl:
+            for request in self._stored_requests():
+                yield request
+
+    def _engine(self) -> Any:
+        from search import db
+
+        assert self.database_url is not None
+        if not hasattr(self, "_db_engine"):
+            self._db_engine = db.connect(self.database_url)
+        return self._db_engine
+
+    def _load_stored_urls(self) -> None:
+        """Every stored URL counts as seen: found as a link, it is not fetched again
+        (a due one is re-visited from the database instead)."""
+        from sqlalchemy import select
+
+        from search.models import Document
+
+        with self._engine().connect() as conn:
+            self._seen.update(conn.scalars(select(Document.url)))
+
+    def _stored_requests(self) -> Iterator[Request]:
+        """Conditional requests for the stored documents to re-visit, 1000 rows a query."""
+        from datetime import UTC, datetime
+
+        from sqlalchemy import or_, select
+
+        from search.models import Document
+
+        now = datetime.now(UTC)
+        last_id = 0
+        count = 0
+        while True:
+            q = (
+                select(
+                    Document.id,
+                    Document.url,
+                    Document.hops,
+                    Document.kind,
+                    Document.etag,
+                    Document.last_modified,
+                    Document.checksum,
+                    Document.change_interval,
+                )
+                .where(Document.gone_at.is_(None), Document.id > last_id)
+                .order_by(Document.id)
+                .limit(1000)
+            )
+            if self.recrawl == "due":
+                q = q.where(
+                    or_(Document.next_index_time <= now, Document.next_index_time.is_(None))
+                )
+            with self._engine().connect() as conn:
+                rows = conn.execute(q).all()
+            if not rows:
+                break
+            last_id = rows[-1].id
+            for row in rows:
+                server = self.server_of(row.url)
+                if not server.allows(row.url):
+                    continue
+                count += 1
+                meta = {
+                    "hops": row.hops,
+                    "stored": {
+                        "id": row.id,
+                        "etag": row.etag,
+                        "last_modified": row.last_modified,
+                        "checksum": row.checksum,
+                        "change_interval": row.change_interval,
+                    },
+                    "handle_httpstatus_list": [304, 404, 410],
+                }
+                callback = self.parse_file if row.kind == "file" else self.parse
+                yield Request(
+                    row.url,
+                    method="HEAD" if row.kind == "file" else "GET",
+                    callback=callback,
+                    errback=self.on_error,
+                    meta=meta,
+                    priority=-row.hops,
+                    dont_filter=True,
+                )
+        self.crawler.stats.set_value("recrawl/scheduled", count)
+        logger.info(
+            "Re-crawl (%s): %d stored documents to re-visit",
+            self.recrawl,
+            count,
+            extra={"spider": self},
+        )
 
     def follow(self, response: Response, links: list[Any], hops: int) -> Iterator[Request]:
         """New requests for the followable links of a page, each URL once per crawl."""
@@ -234,10 +360,47 @@ class SiteSpider(Spider):
             etag=etag.decode("latin-1")[:255] if etag else None,
             weights=server.weights,
             language=server.language,
+            interval=server.period,
         )
+
+    def _revisit(self, response: Response, stored: dict[str, Any], changed: bool) -> int:
+        server = self.server_of(response.url)
+        return next_interval(
+            stored.get("change_interval"),
+            changed,
+            server.period,
+            server.min_period,
+            server.max_period,
+        )
+
+    def _revisit_outcome(self, response: Response, stored: dict[str, Any]) -> Any:
+        """The item for a re-visit that needs no parsing (304, gone, moved), else None."""
+        stats = self.crawler.stats
+        original = stored_url = response.request.url if response.request else response.url
+        if response.status == 304:
+            stats.inc_value("recrawl/not_modified")
+            return RevisitItem(
+                stored_url, stored["id"], 200, self._revisit(response, stored, changed=False)
+            )
+        if response.status in (404, 410):
+            stats.inc_value("recrawl/gone")
+            return GoneItem(original, stored["id"], response.status)
+        redirects = response.meta.get("redirect_urls") or []
+        if redirects and self.canonical(response.url) != self.canonical(redirects[0]):
+            stats.inc_value("recrawl/moved")
+            return GoneItem(redirects[0], stored["id"], 301, moved_to=self.canonical(response.url))
+        return None
 
     def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
         hops = response.meta.get("hops", 0)
+        stored = response.meta.get("stored")
+        if stored:
+            outcome = self._revisit_outcome(response, stored)
+            if outcome is not None:
+                yield outcome
+                if not isinstance(outcome, GoneItem) or outcome.moved_to is None:
+                    return
+                stored = None  # moved: the new URL is parsed as a page of its own
         ctype = (response.headers.get(b"Content-Type") or b"").decode("latin-1").lower()
         is_html = any(t in ctype for t in HTML_TYPES) or (
             not ctype
@@ -251,6 +414,17 @@ class SiteSpider(Spider):
         item = self._base_item(response, "page")
         item.size = len(response.body)
         item.checksum = hashlib.sha1(response.body).hexdigest()
+        if stored:
+            changed = item.checksum != stored.get("checksum")
+            interval = self._revisit(response, stored, changed)
+            if not changed:  # for servers that ignore conditional requests
+                self.crawler.stats.inc_value("recrawl/unchanged")
+                yield RevisitItem(item.url, stored["id"], response.status, interval)
+                return
+            self.crawler.stats.inc_value("recrawl/changed")
+            item.interval = interval
+        elif self.recrawl:
+            self.crawler.stats.inc_value("recrawl/new")
         encoding = response.encoding if isinstance(response, TextResponse) else "utf-8"
         item.charset = encoding
         if is_html:
@@ -289,6 +463,13 @@ class SiteSpider(Spider):
         return item
 
     def parse_file(self, response: Response, **kwargs: Any) -> Iterator[Any]:
+        stored = response.meta.get("stored")
+        if stored:
+            outcome = self._revisit_outcome(response, stored)
+            if outcome is not None:
+                yield outcome
+                if not isinstance(outcome, GoneItem) or outcome.moved_to is None:
+                    return
         yield self._file_item(response)
 
     def on_error(self, failure: Failure) -> Iterator[ErrorItem]:

@@ -1,0 +1,176 @@
+"""Re-crawls: conditional GET, unchanged / changed / gone / moved pages, the adaptive
+schedule, `recrawl=due`, and the crawl log."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from tests.conftest import CrawlResult, Site
+
+LM = "Wed, 01 Jan 2025 00:00:00 GMT"
+
+
+def build(site: Site, etags: bool = True) -> None:
+    """A small site; with etags, pages carry ETag and Last-Modified (conditional GET)."""
+    pages = {
+        "/": ("Home", "walrus colony", ["/a.html", "/b.html", "/c.html"]),
+        "/a.html": ("Alpha", "aardvark burrow", ["/"]),
+        "/b.html": ("Beta", "badger sett", ["/"]),
+        "/c.html": ("Gamma", "cormorant nest", ["/"]),
+    }
+    for path, (title, body, links) in pages.items():
+        headers = {"ETag": f'"{path}-v1"', "Last-Modified": LM} if etags else {}
+        site.page(path, title, body, links, headers=headers)
+
+
+def urls_hits(result: CrawlResult, word: str) -> list[str]:
+    proc = result.search(word, "--json")
+    assert proc.returncode == 0, proc.stderr
+    return [h["url"] for h in json.loads(proc.stdout)["hits"]]
+
+
+def sql(result: CrawlResult, statement: str, **params: object) -> None:
+    engine = create_engine(result.database_url)
+    with engine.begin() as conn:
+        conn.execute(text(statement), params)
+    engine.dispose()
+
+
+def test_unchanged_site_answers_304_and_only_times_move(site: Site, crawl, db_url: str) -> None:
+    build(site)
+    first = crawl("-a", f"seeds={site.url}", database_url=db_url)
+    assert first.returncode == 0, first.stderr
+    before = dict(first.rows("SELECT url, next_index_time FROM documents"))
+    site.hits.clear()
+    again = crawl("-a", "recrawl=all", database_url=db_url)
+    assert again.returncode == 0, again.stderr
+    stats = again.stats
+    assert stats["recrawl/scheduled"] == 4
+    assert stats["recrawl/not_modified"] == 4
+    assert stats.get("recrawl/changed", 0) == 0
+    assert stats["conditional/not_modified"] == 4
+    assert all(h.headers.get("If-None-Match") for h in site.hits if h.path != "/robots.txt")
+    rows = again.rows("SELECT url, next_index_time, change_interval, indexed FROM documents")
+    for url, next_time, interval, indexed in rows:
+        assert indexed
+        assert interval == int(7 * 86400 * 1.5)  # unchanged: the interval grows
+        old = before[url]
+        if isinstance(old, str):  # SQLite returns text
+            assert next_time > old
+        else:
+            assert next_time > old
+    assert urls_hits(again, "badger") == [site.url + "b.html"]
+
+
+def test_changed_gone_and_moved_pages(site: Site, crawl, tmp_path: Path) -> None:
+    build(site, etags=False)  # a server that ignores conditional requests
+    first = crawl("-a", f"seeds={site.url}")
+    assert first.returncode == 0, first.stderr
+    ids = dict(first.rows("SELECT url, id FROM documents"))
+    # b changes, c disappears, a moves to a2
+    site.page("/b.html", "Beta", "badger hedgehog", ["/"])
+    site.add("/c.html", "gone", status=404, content_type="text/plain")
+    site.add("/a.html", "", status=301, headers={"Location": "/a2.html"})
+    site.page("/a2.html", "Alpha two", "aardvark tunnel", ["/"])
+    again = crawl("-a", "recrawl=all")
+    assert again.returncode == 0, again.stderr
+    stats = again.stats
+    assert stats["recrawl/unchanged"] == 1  # the home page: same checksum, no 304
+    assert stats["recrawl/changed"] == 1
+    assert stats["recrawl/gone"] == 1
+    assert stats["recrawl/moved"] == 1
+    assert urls_hits(again, "hedgehog") == [site.url + "b.html"]
+    assert urls_hits(again, "cormorant") == []  # gone: out of the index
+    assert urls_hits(again, "tunnel") == [site.url + "a2.html"]
+    assert site.url + "a.html" not in urls_hits(again, "aardvark")
+    gone = dict(
+        (r[0], r[1:])
+        for r in again.rows("SELECT url, status, gone_at IS NOT NULL, indexed FROM documents")
+    )
+    assert gone[site.url + "c.html"][0] == 404 and gone[site.url + "c.html"][1]
+    assert gone[site.url + "a.html"][0] == 301 and gone[site.url + "a.html"][1]
+    # the changed page kept its id, got a shorter interval; its old words are gone
+    b = again.rows(
+        "SELECT id, change_interval FROM documents WHERE url = :u", u=site.url + "b.html"
+    )[0]
+    assert b[0] == ids[site.url + "b.html"] and b[1] == 7 * 86400 // 2
+    words = {
+        r[0]
+        for r in again.rows(
+            "SELECT w.stem FROM postings p JOIN words w ON w.id = p.word_id "
+            "WHERE p.document_id = :d",
+            d=b[0],
+        )
+    }
+    assert "hedgehog" in words and "sett" not in words
+    assert again.scalar("SELECT count(*) FROM documents WHERE url = :u", u=site.url + "b.html") == 1
+
+
+def test_recrawl_due_visits_only_due_pages_and_new_links(site: Site, crawl) -> None:
+    build(site)
+    first = crawl("-a", f"seeds={site.url}")
+    assert first.returncode == 0, first.stderr
+    # Only b is due; b now links to a new page d.
+    sql(
+        first,
+        "UPDATE documents SET next_index_time = :t WHERE url = :u",
+        t=datetime.now(UTC) - timedelta(hours=1),
+        u=site.url + "b.html",
+    )
+    site.page(
+        "/b.html",
+        "Beta",
+        "badger sett",
+        ["/", "/d.html"],
+        headers={"ETag": '"b-v2"', "Last-Modified": LM},
+    )
+    site.page("/d.html", "Delta", "dolphin pod", ["/"])
+    site.hits.clear()
+    again = crawl("-a", "recrawl=due")
+    assert again.returncode == 0, again.stderr
+    fetched = sorted(p for p in site.paths() if p != "/robots.txt")
+    assert fetched == ["/b.html", "/d.html"]  # not /, a or c: not due; / is seen
+    assert again.stats["recrawl/scheduled"] == 1
+    assert again.stats["recrawl/new"] == 1
+    assert urls_hits(again, "dolphin") == [site.url + "d.html"]
+
+
+def test_recrawl_argument_is_checked(crawl) -> None:
+    result = crawl("-a", "recrawl=sometimes")
+    assert result.returncode == 2
+    assert "recrawl: 'sometimes' is not one of: due, all" in result.stderr
+
+
+def test_crawl_log_file_and_errors_command(site: Site, crawl) -> None:
+    site.page("/", "Home", "root", ["/missing.html", "/broken.html"])
+    site.add("/broken.html", "oops", status=500, content_type="text/plain")
+    result = crawl("-a", f"seeds={site.url}", settings={"RETRY_TIMES": 0})
+    assert result.returncode == 0, result.stderr
+    log_file = result.scalar("SELECT log_file FROM crawls")
+    lines = Path(log_file).read_text().splitlines()
+    assert Path(log_file).parent == result.data_dir / "logs"
+    kinds = sorted(line.split("\t")[1] for line in lines)
+    assert kinds == ["http", "http"]
+    assert any(line.endswith("\tHTTP 404") and "/missing.html" in line for line in lines)
+    from tests.conftest import run_search
+
+    proc = run_search("errors", "--json", data_dir=result.data_dir)
+    assert proc.returncode == 0, proc.stderr
+    errors = json.loads(proc.stdout)["errors"]
+    assert {e["url"] for e in errors} == {site.url + "missing.html", site.url + "broken.html"}
+    filtered = run_search("errors", "--kind", "robots", "--json", data_dir=result.data_dir)
+    assert json.loads(filtered.stdout)["errors"] == []
+    by_server = run_search("errors", "--server", site.url, data_dir=result.data_dir)
+    assert "missing.html" in by_server.stdout and "HTTP 500" in by_server.stdout
+
+
+@pytest.mark.parametrize("mode", ["all"])
+def test_recrawl_without_documents_is_harmless(crawl, mode: str) -> None:
+    result = crawl("-a", f"recrawl={mode}")
+    assert result.returncode == 0, result.stderr
+    assert result.stats["recrawl/scheduled"] == 0
