@@ -1,0 +1,65 @@
+"""``python -m search serve``: the web application (search page, document pages, admin)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+from typing import Any, TextIO
+
+from search.cli import EXIT_USAGE, CLIError
+
+NAME = "serve"
+
+
+def add_parser(sub: Any, common: Any) -> None:
+    p = sub.add_parser(
+        NAME,
+        help="run the web application (search page and crawl admin)",
+        description="Serve the search page, document pages and the crawl admin over HTTP. "
+        "The admin needs SPIDERSITE_ADMIN_PASSWORD or SPIDERSITE_ADMIN_PASSWORD_FILE.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
+    p.add_argument(
+        "--hash-password",
+        action="store_true",
+        help="read a password on stdin, print its hash for SPIDERSITE_ADMIN_PASSWORD_FILE, exit",
+    )
+    common(p)
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    from search.web.settings import SettingsError, WebSettings, hash_password
+
+    if args.hash_password:
+        password = getpass.getpass("Admin password: ")
+        if not password:
+            raise CLIError("empty password", EXIT_USAGE)
+        out.write(hash_password(password) + "\n")
+        return 0
+    if not 0 < args.port < 65536:
+        raise CLIError(f"--port must be between 1 and 65535, not {args.port}", EXIT_USAGE)
+    from search import db
+    from search.web import create_app
+
+    try:
+        settings = WebSettings.from_env(args.data_dir, args.database_url, args.index_dir)
+        engine = db.connect(settings.database_url)
+    except (SettingsError, db.DatabaseError) as exc:
+        raise CLIError(str(exc)) from None
+    app = create_app(settings, engine)
+    from werkzeug.serving import make_server
+
+    try:
+        server = make_server(args.host, args.port, app, threaded=True)
+    except OSError as exc:
+        raise CLIError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
+    admin = "admin enabled" if settings.admin_password_hash else "admin disabled (no password)"
+    runner = f"Scrapyd at {settings.scrapyd_url}" if settings.scrapyd_url else "local scrapy"
+    out.write(f"Serving on http://{args.host}:{server.server_port}/ ({admin}; crawls: {runner})\n")
+    out.flush()
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+    return 0

@@ -1,0 +1,62 @@
+"""The web application: search page, document pages and the crawl admin (Flask + Jinja2).
+
+    python -m search serve [--host 127.0.0.1] [--port 8000]
+
+:func:`create_app` builds it from :class:`~search.web.settings.WebSettings`; it reads the
+same database and index as the command line.  This package never imports Scrapy: crawls
+run as ``scrapy crawl`` subprocesses or as Scrapyd jobs (:mod:`search.web.jobs`).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from flask import Flask, render_template
+
+from search import db
+from search.index import Index
+from search.web import security
+from search.web.settings import WebSettings
+
+
+def create_app(settings: WebSettings, engine: Any = None) -> Flask:
+    app = Flask(__name__)
+    app.config.update(
+        SECRET_KEY=settings.secret_key,
+        SPIDERSITE=settings,
+        SESSION_COOKIE_NAME="spidersite_session",
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=settings.cookie_secure,
+        PERMANENT_SESSION_LIFETIME=timedelta(hours=12),
+        MAX_CONTENT_LENGTH=1 << 20,
+        JSON_SORT_KEYS=False,
+    )
+    app.extensions["spidersite.engine"] = engine or db.connect(settings.database_url)
+    app.extensions["spidersite.index"] = Index(settings.index_dir)
+
+    from search.web import admin, jobs, views
+
+    app.extensions["spidersite.runner"] = jobs.make_runner(settings)
+    app.register_blueprint(views.bp)
+    app.register_blueprint(admin.bp)
+    app.before_request(security.check_csrf)
+    app.after_request(security.security_headers)
+    app.jinja_env.globals.update(
+        csrf_token=security.csrf_token,
+        logged_in=security.logged_in,
+        admin_enabled=lambda: bool(settings.admin_password_hash),
+    )
+    app.jinja_env.filters["when"] = views.format_time
+    app.jinja_env.filters["size"] = views.format_size
+
+    def error(exc: Any) -> Any:
+        code = getattr(exc, "code", 500) or 500
+        name = getattr(exc, "name", "Error")
+        text = getattr(exc, "description", "")
+        return render_template("error.html", code=code, name=name, text=text), code
+
+    for code in (400, 403, 404, 405, 413):
+        app.register_error_handler(code, error)
+    return app

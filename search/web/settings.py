@@ -1,0 +1,129 @@
+"""Settings of the web application, read once from options and the environment.
+
+| variable | meaning |
+|---|---|
+| ``SPIDERSITE_ADMIN_PASSWORD`` | the admin password (hashed at start; the clear text is not kept) |
+| ``SPIDERSITE_ADMIN_PASSWORD_FILE`` | a file holding the password, or its hash |
+| ``SPIDERSITE_SECRET_KEY`` / ``SPIDERSITE_SECRET_KEY_FILE`` | key that signs session cookies |
+| ``SPIDERSITE_SCRAPYD_URL`` | run crawls as Scrapyd jobs there (else as local processes) |
+| ``SPIDERSITE_SCRAPYD_USERNAME`` / ``SPIDERSITE_SCRAPYD_PASSWORD`` | Scrapyd's credentials |
+| ``SPIDERSITE_SCRAPYD_PROJECT`` | Scrapyd project name (default ``spidersite``) |
+| ``SPIDERSITE_COOKIE_SECURE`` | ``1``: session cookie only over HTTPS |
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from werkzeug.security import generate_password_hash
+
+from search import config
+
+#: Prefixes of the hashes ``werkzeug.security.generate_password_hash`` produces.
+HASH_PREFIXES = ("scrypt:", "pbkdf2:")
+
+
+class SettingsError(ValueError):
+    """A setting cannot be used (the message is meant for users)."""
+
+
+def hash_password(password: str) -> str:
+    return generate_password_hash(password)
+
+
+def _read(path: str, what: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise SettingsError(f"cannot read the {what} file {path}: {exc.strerror}") from None
+
+
+def admin_password_hash(env: Mapping[str, str]) -> str | None:
+    """The hash of the admin password, or None when no password is configured."""
+    password = env.get("SPIDERSITE_ADMIN_PASSWORD")
+    path = env.get("SPIDERSITE_ADMIN_PASSWORD_FILE")
+    if not password and path:
+        password = _read(path, "admin password")
+        if not password:
+            raise SettingsError(f"the admin password file {path} is empty")
+    if not password:
+        return None
+    if password.startswith(HASH_PREFIXES) and "$" in password:
+        return password  # already hashed (python -m search serve --hash-password)
+    return hash_password(password)
+
+
+def secret_key(env: Mapping[str, str], data_dir: Path) -> str:
+    """The session signing key: from the environment, else kept in ``<data dir>/web-secret-key``."""
+    key = env.get("SPIDERSITE_SECRET_KEY")
+    if key:
+        return key
+    path = env.get("SPIDERSITE_SECRET_KEY_FILE")
+    if path:
+        key = _read(path, "secret key")
+        if not key:
+            raise SettingsError(f"the secret key file {path} is empty")
+        return key
+    stored = data_dir / "web-secret-key"
+    if stored.exists():
+        return stored.read_text(encoding="utf-8").strip()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(48)
+    fd = os.open(stored, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(key + "\n")
+    return key
+
+
+@dataclass(slots=True)
+class WebSettings:
+    database_url: str
+    index_dir: Path
+    data_dir: Path
+    secret_key: str
+    admin_password_hash: str | None = None
+    scrapyd_url: str | None = None
+    scrapyd_username: str | None = None
+    scrapyd_password: str | None = None
+    scrapyd_project: str = "spidersite"
+    cookie_secure: bool = False
+    per_page: int = 10
+
+    @classmethod
+    def from_env(
+        cls,
+        data_dir: str | None = None,
+        database_url: str | None = None,
+        index_dir: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> WebSettings:
+        env = os.environ if env is None else env
+        data = config.data_dir(data_dir or env.get("SPIDERSITE_DATA_DIR")).resolve()
+        url = database_url or env.get("DATABASE_URL") or config.database_url(None, data)
+        if url.startswith(("postgresql://", "postgres://")):
+            url = "postgresql+psycopg://" + url.split("://", 1)[1]
+        if index_dir:
+            index = Path(index_dir)
+        elif env.get("SPIDERSITE_INDEX_DIR"):
+            index = Path(env["SPIDERSITE_INDEX_DIR"])
+        else:
+            index = data / "index"
+        scrapyd = (env.get("SPIDERSITE_SCRAPYD_URL") or "").strip() or None
+        if scrapyd and not scrapyd.startswith(("http://", "https://")):
+            raise SettingsError(f"SPIDERSITE_SCRAPYD_URL {scrapyd!r} is not an http(s) URL")
+        return cls(
+            database_url=url,
+            index_dir=index.resolve(),
+            data_dir=data,
+            secret_key=secret_key(env, data),
+            admin_password_hash=admin_password_hash(env),
+            scrapyd_url=scrapyd.rstrip("/") + "/" if scrapyd else None,
+            scrapyd_username=env.get("SPIDERSITE_SCRAPYD_USERNAME") or None,
+            scrapyd_password=env.get("SPIDERSITE_SCRAPYD_PASSWORD") or None,
+            scrapyd_project=env.get("SPIDERSITE_SCRAPYD_PROJECT") or "spidersite",
+            cookie_secure=env.get("SPIDERSITE_COOKIE_SECURE", "") in ("1", "true", "yes"),
+        )

@@ -1,0 +1,228 @@
+"""The web application: search page, JSON endpoint, document pages (Flask test client)."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, CrawlResult, Site, _env, run_crawl
+
+PAGES = {
+    "/": (
+        "Animals of the savanna",
+        "The savanna is home to lions, zebras and giraffes.",
+        ["/lion.html", "/zebra.html", "/giraffe.html", "/mix.html", "/xss.html"],
+    ),
+    "/lion.html": ("Lion", "The lion hunts zebras at night. Lions sleep all day.", ["/"]),
+    "/zebra.html": ("Zebra", "A zebra has black and white stripes. Zebras eat grass.", ["/"]),
+    "/giraffe.html": ("Giraffe", "The giraffe eats leaves from tall trees.", []),
+    "/mix.html": ("Mixed", "Black stripes and white stripes; zebras and stripes.", []),
+}
+XSS = (
+    "<html><head><title>&lt;script&gt;alert(1)&lt;/script&gt;</title></head>"
+    "<body>zebras and a script <img src=x onerror=alert(2)> injection</body></html>"
+)
+
+
+@pytest.fixture(scope="module")
+def crawled(tmp_path_factory: pytest.TempPathFactory) -> CrawlResult:
+    from tests.conftest import _serve_site
+
+    gen = _serve_site()
+    site: Site = next(gen)
+    for path, (title, body, links) in PAGES.items():
+        site.page(path, title, body, links)
+    site.add("/xss.html", XSS)
+    result = run_crawl(tmp_path_factory.mktemp("web"), "-a", f"seeds={site.url}")
+    assert result.returncode == 0, result.stderr
+    result.base = site.url  # type: ignore[attr-defined]
+    gen.close()
+    return result
+
+
+def make_app(data_dir: Path, database_url: str | None = None, **env: str) -> Any:
+    from search.web import create_app
+    from search.web.settings import WebSettings
+
+    settings = WebSettings.from_env(str(data_dir), database_url, env=env)
+    return create_app(settings)
+
+
+@pytest.fixture(scope="module")
+def client(crawled: CrawlResult) -> Any:
+    app = make_app(crawled.data_dir, crawled.database_url)
+    return app.test_client()
+
+
+def text(resp: Any) -> str:
+    return str(resp.get_data(as_text=True))
+
+
+def test_search_page_lists_hits_with_marked_snippets(client: Any) -> None:
+    resp = client.get("/?q=zebras")
+    assert resp.status_code == 200
+    html = text(resp)
+    assert re.search(r"Results 1–\d+ of \d+ for <q>zebras</q> \(\d+ ms\)", html)
+    assert "<mark>zebras</mark>" in html or "<mark>Zebras</mark>" in html
+    assert 'class="score">score ' in html
+    assert "/zebra.html" in html
+    assert html.count('class="hit"') >= 4
+
+
+def test_search_pagination_and_modes(client: Any) -> None:
+    first = text(client.get("/?q=zebras&n=2"))
+    assert "Results 1–2 of" in first
+    assert 'rel="next" href="/?q=zebras&amp;page=2&amp;n=2"' in first
+    second = text(client.get("/?q=zebras&n=2&page=2"))
+    assert "Results 3–4 of" in second
+    assert 'rel="prev"' in second
+    # all words: only pages with both words
+    data = client.get("/api/search?q=black+giraffe&mode=all").get_json()
+    assert data["total"] == 0 and data["mode"] == "all"
+    data = client.get("/api/search?q=black+giraffe").get_json()
+    assert data["total"] >= 2
+    urls = [h["url"] for h in client.get('/api/search?q="white+stripes"').get_json()["hits"]]
+    assert urls and all(u.endswith(("zebra.html", "mix.html")) for u in urls)
+    urls = [h["url"] for h in client.get("/api/search?q=zebras+-stripes").get_json()["hits"]]
+    assert urls and not any(u.endswith(("zebra.html", "mix.html")) for u in urls)
+    assert client.get("/api/search?q=zebras+site:127.0.0.1").get_json()["total"] >= 4
+
+
+def test_json_endpoint(client: Any, crawled: CrawlResult) -> None:
+    resp = client.get("/api/search?q=lion&n=1")
+    assert resp.status_code == 200
+    data = resp.get_json()
+    assert set(data) >= {"query", "total", "page", "per_page", "seconds", "hits", "mode"}
+    hit = data["hits"][0]
+    assert hit["rank"] == 1 and hit["url"].endswith("/lion.html")
+    assert set(hit) >= {"score", "docid", "title", "snippet", "snippet_html", "document"}
+    assert hit["document"].endswith(f"/doc/{hit['docid']}")
+    assert client.get("/api/search?q=").status_code == 400
+    assert "error" in client.get("/api/search?q=the").get_json()
+    assert client.get("/api/search?q=lion&n=0").status_code == 400
+    assert client.get("/api/search?q=lion&page=x").status_code == 400
+    assert client.get("/api/search?q=lion&mode=some").status_code == 400
+    spec = client.get("/api/openapi.json").get_json()
+    assert "/api/search" in spec["paths"]
+
+
+def test_search_page_errors_are_shown(client: Any) -> None:
+    resp = client.get("/?q=the+and")
+    assert resp.status_code == 200
+    assert "only stop words" in text(resp)
+    assert client.get("/?q=lion&n=abc").status_code == 400
+    assert "No results for" in text(client.get("/?q=quagga"))
+    assert text(client.get("/")).count('class="hit"') == 0
+
+
+def test_xss_title_is_escaped(client: Any) -> None:
+    html = text(client.get("/?q=injection"))
+    assert "<script>alert(1)</script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "onerror=alert(2)>" not in html
+    docid = client.get("/api/search?q=injection").get_json()["hits"][0]["docid"]
+    page = text(client.get(f"/doc/{docid}"))
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    stored = text(client.get(f"/doc/{docid}/text"))
+    assert "<img" not in stored
+    resp = client.get("/")
+    assert "script-src 'self'" in resp.headers["Content-Security-Policy"]
+
+
+def test_document_page(client: Any, crawled: CrawlResult) -> None:
+    base = crawled.base  # type: ignore[attr-defined]
+    docid = crawled.scalar("SELECT id FROM documents WHERE url = :u", u=base + "lion.html")
+    home = crawled.scalar("SELECT id FROM documents WHERE url = :u", u=base)
+    resp = client.get(f"/doc/{docid}")
+    assert resp.status_code == 200
+    html = text(resp)
+    for label in (
+        "Status",
+        "Content type",
+        "Charset",
+        "Size",
+        "Keywords",
+        "Description",
+        "Hops",
+        "Last modified",
+        "Last index time",
+        "Next index time",
+        "Server",
+    ):
+        assert f"<th>{label}</th>" in html
+    assert f'href="{base}lion.html"' in html  # the original
+    assert base in html  # its server
+    # top words with counts and weights: "lion" is in the title, URL and body
+    row = re.search(r"<tr><td>lion</td><td>\w+</td>((?:<td>[\d.]+</td>){6})</tr>", html)
+    assert row, html
+    counts = re.findall(r"<td>([\d.]+)</td>", row.group(1))
+    assert int(counts[0]) >= 1 and int(counts[1]) == 1 and float(counts[5]) > 4
+    # outgoing (to the home page, a stored document) and incoming links
+    outgoing = html.split('id="outgoing"')[1].split("</ul>")[0]
+    assert f'href="/doc/{home}"' in outgoing
+    incoming = html.split('id="incoming"')[1].split("</ul>")[0]
+    assert f'href="/doc/{home}"' in incoming and "Animals of the savanna" in incoming
+    stored = text(client.get(f"/doc/{docid}/text"))
+    assert "The lion hunts zebras at night" in stored
+    assert client.get("/doc/999999").status_code == 404
+    assert client.get("/doc/999999/text").status_code == 404
+
+
+def test_no_index_yet(tmp_path: Path) -> None:
+    client = make_app(tmp_path / "empty").test_client()
+    html = text(client.get("/?q=lion"))
+    assert "there is no search index yet" in html
+    assert client.get("/api/search?q=lion").status_code == 503
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serve_command(crawled: CrawlResult) -> None:
+    port = _free_port()
+    env = _env(crawled.data_dir, crawled.database_url)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "search", "serve", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/?q=lion", timeout=5) as r:
+                    body = r.read().decode()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.2)
+        assert "lion.html" in body
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=10)
+    assert f"Serving on http://127.0.0.1:{port}/" in out
+    bad = subprocess.run(
+        [sys.executable, "-m", "search", "serve", "--port", "0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "--port" in bad.stderr
