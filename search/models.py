@@ -52,6 +52,9 @@ class Server(Base):
     disabled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     disabled_reason: Mapped[str | None] = mapped_column(Text)
     updated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    #: The fields entered in the web admin (the crawler never writes them); None for a
+    #: server the admin does not manage.  The admin writes its sites file from these.
+    admin_config: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class Document(Base):
