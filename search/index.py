@@ -26,7 +26,6 @@ from whoosh.fields import ID, STORED, FieldType, Schema
 from whoosh.formats import Frequency
 from whoosh.index import LockError
 from whoosh.system import pack_uint
-from whoosh.util.varints import varint
 from whoosh.writing import CLEAR, SegmentWriter
 
 from search.analysis import SECTIONS, WordRecord
@@ -88,7 +87,9 @@ class PreAnalyzed(FieldType):
 
     def index(self, value: Any, **kwargs: Any) -> Iterator[tuple[bytes, int, float, bytes]]:
         for stem, (count, weight) in _pre_analyzed(value).items():
-            yield stem.encode("utf-8"), count, weight, varint(count)
+            # Frequency postings are fixed-size: the value must be pack_uint, as Whoosh
+            # writes it (a varint breaks segment merges).
+            yield stem.encode("utf-8"), count, weight, pack_uint(count)
 
     def process_text(self, qstring: str, mode: str = "", **kwargs: Any) -> Iterator[str]:
         # Query terms are analyzed by search.analysis before they reach Whoosh.

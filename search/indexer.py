@@ -12,19 +12,21 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import queue
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, and_, func, not_, select, update
 
 from search import db
 from search.analysis import SECTIONS
-from search.index import FIELD_OF_SECTION, Index, IndexDoc
+from search.index import FIELD_OF_SECTION, Index, IndexDoc, IndexError_
 from search.models import Document, Posting, Server, Word
-from search.store import DocumentStore
+from search.store import DocumentStore, chunks
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +53,36 @@ def _apply(writer: Any, batch: Batch) -> list[int]:
     for doc in batch.docs:
         writer.add(doc)
     return [d.docid for d in batch.docs]
+
+
+#: Seconds the indexer process waits for the index lock (held by a reindex, or by the
+#: indexer of a crawl that was killed and has not noticed yet).
+LOCK_WAIT = 120.0
+
+
+@contextmanager
+def _writer_when_free(
+    index: Index, limitmb: int, clear: bool = False, wait: float = LOCK_WAIT
+) -> Iterator[Any]:
+    """``index.writer()``, waiting up to *wait* seconds for another writer to finish."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            cm = index.writer(limitmb=limitmb, clear=clear)
+            writer = cm.__enter__()
+        except IndexError_:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
+            continue
+        break
+    try:
+        yield writer
+    except BaseException:
+        if not cm.__exit__(*sys.exc_info()):
+            raise
+    else:
+        cm.__exit__(None, None, None)
 
 
 def _worker(
@@ -87,14 +119,16 @@ def _worker(
 
     try:
         # Only documents stored before this crawl: the crawl sends its own.
-        caught_up = reindex(engine, index, full=False, limitmb=limitmb, before=started)
+        caught_up = reindex(
+            engine, index, full=False, limitmb=limitmb, before=started, wait=LOCK_WAIT
+        )
         if caught_up:
             logger.info("Indexed %d documents left unindexed by an earlier crawl", caught_up)
         while not finished:
             msg = first_message()
             if msg is None:
                 break
-            with index.writer(limitmb=limitmb) as writer:
+            with _writer_when_free(index, limitmb) as writer:
                 pending = _apply(writer, msg)
                 while len(pending) < batch_size:
                     try:
@@ -217,8 +251,19 @@ def server_weights(engine: Engine) -> dict[int, dict[str, float]]:
     return out
 
 
+#: What makes a stored document belong in the index.
+INDEXABLE = (
+    Document.kind == "page",
+    Document.noindex.is_(False),
+    Document.status < 400,
+    Document.gone_at.is_(None),
+    Document.clone_of_id.is_(None),
+)
+
+
 def indexable(stmt: Any) -> Any:
-    return stmt.where(Document.kind == "page", Document.noindex.is_(False), Document.status < 400)
+    """Restrict a query to the documents that belong in the index."""
+    return stmt.where(*INDEXABLE)
 
 
 def iter_index_docs(
@@ -226,6 +271,7 @@ def iter_index_docs(
     only_unindexed: bool = False,
     chunk: int = 200,
     before: datetime | None = None,
+    ids: Sequence[int] | None = None,
 ) -> Iterator[IndexDoc]:
     """Rebuild IndexDocs from the stored postings, *chunk* documents per query."""
     from search.analysis import DEFAULT_WEIGHTS
@@ -241,6 +287,8 @@ def iter_index_docs(
                 q = q.where(Document.indexed.is_(False))
             if before is not None:
                 q = q.where(Document.crawled_at < before)
+            if ids is not None:
+                q = q.where(Document.id.in_(list(ids)))
             docs = conn.execute(
                 q.where(Document.id > last_id).order_by(Document.id).limit(chunk)
             ).all()
@@ -290,6 +338,7 @@ def reindex(
     limitmb: int = 256,
     progress: Callable[[int], None] | None = None,
     before: datetime | None = None,
+    wait: float = 0.0,
 ) -> int:
     """Rebuild the index from the database (``full``) or add the documents not indexed yet.
 
@@ -301,7 +350,7 @@ def reindex(
         return 0
     store = DocumentStore(engine)
     done: list[int] = []
-    with index.writer(limitmb=limitmb, clear=full) as writer:
+    with _writer_when_free(index, limitmb, clear=full, wait=wait) as writer:
         for doc in iter_index_docs(engine, only_unindexed=not full, before=before):
             writer.add(doc, update=not full)
             done.append(doc.docid)
@@ -321,3 +370,50 @@ def searchable_ids(index: Index) -> set[int]:
 def indexed_ids(engine: Engine) -> Sequence[int]:
     with engine.connect() as conn:
         return list(conn.scalars(indexable(select(Document.id))))
+
+
+@dataclass(slots=True)
+class CheckResult:
+    """How the index compares with the database."""
+
+    in_database: int
+    in_index: int
+    missing: list[int]  # indexable in the database, not in the index
+    extra: list[int]  # in the index, not (or no longer) indexable in the database
+    repaired: bool = False
+
+    @property
+    def consistent(self) -> bool:
+        return not self.missing and not self.extra
+
+
+def check(engine: Engine, index: Index, repair: bool = True, limitmb: int = 256) -> CheckResult:
+    """Compare the index with the database; with *repair*, make the index agree.
+
+    Missing documents are (re)indexed from their stored postings, extra ones deleted, and
+    the ``indexed`` flags set to what the index then holds.
+    """
+    wanted = set(indexed_ids(engine))
+    present = searchable_ids(index)
+    result = CheckResult(
+        len(wanted), len(present), sorted(wanted - present), sorted(present - wanted)
+    )
+    if not repair:
+        return result
+    store = DocumentStore(engine)
+    if not result.consistent:
+        with index.writer(limitmb=limitmb) as writer:
+            for docid in result.extra:
+                writer.delete(docid)
+            for part in chunks(result.missing, 500):
+                for doc in iter_index_docs(engine, ids=part):
+                    writer.add(doc)
+        result.repaired = True
+    store.mark_indexed(result.missing)
+    with engine.begin() as conn:
+        conn.execute(
+            update(Document)
+            .where(Document.indexed.is_(True), not_(and_(*INDEXABLE)))
+            .values(indexed=False)
+        )
+    return result

@@ -67,6 +67,8 @@ class ErrorRow:
 class StoredDocument:
     id: int
     row: DocumentRow
+    #: The document this one is an exact duplicate of (then it is not indexed).
+    clone_of: int | None = None
 
 
 @dataclass(slots=True)
@@ -265,6 +267,7 @@ class DocumentStore:
                 v.setdefault("next_index_time", crawled + timedelta(seconds=row.period))
             v["indexed"] = False
             v["gone_at"] = None
+            v["clone_of_id"] = None
             values.append(v)
         columns = set().union(*(v.keys() for v in values))
         for v in values:  # executemany needs the same keys in every row
@@ -316,7 +319,43 @@ class DocumentStore:
             self._bulk_insert(conn, "postings", _POSTING_COLUMNS, postings)
         if links:
             self._bulk_insert(conn, "links", ("from_id", "to_url", "anchor", "nofollow"), links)
-        return [StoredDocument(ids[r.url], r) for r in rows]
+        clones = self._mark_clones(conn, rows, ids)
+        return [StoredDocument(ids[r.url], r, clones.get(ids[r.url])) for r in rows]
+
+    def _mark_clones(
+        self, conn: Any, rows: list[DocumentRow], ids: dict[str, int]
+    ) -> dict[int, int]:
+        """Exact duplicates: a page whose content checksum equals an earlier page's is
+        recorded as a clone of it (``clone_of_id``) and kept out of the index."""
+        sums = {
+            r.values["checksum"]
+            for r in rows
+            if r.values.get("checksum") and r.values.get("kind") == "page"
+        }
+        if not sums:
+            return {}
+        first: dict[str, int] = {}
+        for part in chunks(sorted(sums)):
+            for did, checksum in conn.execute(
+                select(Document.id, Document.checksum)
+                .where(
+                    Document.checksum.in_(part),
+                    Document.kind == "page",
+                    Document.gone_at.is_(None),
+                    Document.clone_of_id.is_(None),
+                )
+                .order_by(Document.id)
+            ):
+                first.setdefault(checksum, did)
+        clones: dict[int, int] = {}
+        for r in rows:
+            did = ids[r.url]
+            original = first.get(r.values.get("checksum") or "")
+            if original is not None and original != did:
+                clones[did] = original
+        for did, original in clones.items():
+            conn.execute(update(Document).where(Document.id == did).values(clone_of_id=original))
+        return clones
 
     def _bulk_insert(
         self, conn: Any, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]

@@ -135,11 +135,8 @@ class StorePipeline:
         spider = self.crawler.spider
         assert spider is not None
         now = datetime.now(UTC)
-        args = {
-            k: v
-            for k, v in vars(spider).items()
-            if k in ("seeds_arg", "seeds_file", "sites", "recrawl", "topic") and v is not None
-        }
+        crawl_args = getattr(spider, "crawl_args", None)
+        args = crawl_args() if crawl_args is not None else {}
         crawl_id = self.store.start_crawl(spider.name, args, now)
         logs = Path(storage.data_dir(self.crawler.settings)) / "logs"
         logs.mkdir(parents=True, exist_ok=True)
@@ -270,6 +267,8 @@ class StorePipeline:
         self.stats.inc_value("store/documents", len(result.documents))
         for doc in result.documents:
             self.stats.inc_value(f"store/{doc.row.values['kind']}s")
+            if doc.clone_of is not None:
+                self.stats.inc_value("store/clones")
         self.stats.set_value("store/flushed_at_last", time.time())
         self.crawler.signals.send_catch_log(
             store_flushed, documents=result.documents, deleted=result.deleted
@@ -377,6 +376,9 @@ class IndexPipeline:
         for doc in documents:
             row = doc.row
             if row.values["kind"] != "page":
+                continue
+            if doc.clone_of is not None:  # an exact duplicate is not indexed twice
+                deletes.append(doc.id)
                 continue
             if row.words is None:  # noindex: make sure it is not searchable
                 deletes.append(doc.id)

@@ -247,3 +247,22 @@ def test_plain_string_field_value(tmp_path: Path) -> None:
     assert search(ix, "words", "alpha") == [1]
     with ix.open().searcher() as s:
         assert s.frequency("words", "alpha") == pytest.approx(2.0)
+
+
+def test_many_small_commits_merge(tmp_path: Path) -> None:
+    """Segments written by separate commits merge (posting values must be Whoosh's own
+    fixed-size encoding, or the merge fails reading them)."""
+    from search.analysis import DEFAULT_WEIGHTS, analyze_document
+
+    index = Index(tmp_path / "merge")
+    for commit in range(12):
+        with index.writer() as writer:
+            for i in range(3):
+                n = commit * 3 + i
+                records = analyze_document({"body": f"word{n} shared text, more text {n}"})
+                writer.add(
+                    IndexDoc.from_records(
+                        n, f"http://x/{n}", "x", records.values(), DEFAULT_WEIGHTS
+                    )
+                )
+    assert index.docids() == set(range(36))

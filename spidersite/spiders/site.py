@@ -132,6 +132,8 @@ class SiteSpider(Spider):
         #: "due" or "all": re-visit stored documents (conditional GET), else None.
         self.recrawl = parse_recrawl(recrawl)
         self.database_url: str | None = None
+        #: True when the last crawl with the same arguments was killed: pick it up.
+        self.resuming = False
         self.servers = ServerRegistry()
         self.seed_urls: list[str] = []
         self._canonical: dict[str, str] = {}
@@ -149,8 +151,51 @@ class SiteSpider(Spider):
             require_seeds=spider.recrawl is None,
         )
         spider.database_url = storage.database_url(crawler.settings)
+        spider.resuming = (
+            spider.recrawl is None
+            and crawler.settings.getbool("SITE_RESUME", True)
+            and spider._previous_crawl_unfinished()
+        )
         spider.max_seen = crawler.settings.getint("SITE_SEEN_CACHE", 2_000_000)
         return spider
+
+    def crawl_args(self) -> dict[str, Any]:
+        """The arguments that identify this crawl (stored in ``crawls.args``)."""
+        args = {
+            "seeds": self.seeds_arg,
+            "seeds_file": self.seeds_file,
+            "sites": self.sites,
+            "recrawl": self.recrawl,
+            "topic": self.topic,
+        }
+        return {k: v for k, v in args.items() if v is not None}
+
+    def _previous_crawl_unfinished(self) -> bool:
+        """Whether the last crawl with the same arguments never finished (it was killed)."""
+        from sqlalchemy import select
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from search import db
+        from search.models import Crawl
+
+        assert self.database_url is not None
+        try:
+            engine = db.create(self.database_url)
+            with engine.connect() as conn:
+                rows = conn.execute(
+                    select(Crawl.args, Crawl.finished_at)
+                    .where(Crawl.spider == self.name)
+                    .order_by(Crawl.id.desc())
+                    .limit(50)
+                ).all()
+            engine.dispose()
+        except SQLAlchemyError:  # no database or no tables yet: nothing to resume
+            return False
+        mine = self.crawl_args()
+        for args, finished_at in rows:
+            if (args or {}) == mine:
+                return finished_at is None
+        return False
 
     @classmethod
     def check_arguments(cls, settings: BaseSettings, spargs: dict[str, Any]) -> None:
@@ -208,8 +253,11 @@ class SiteSpider(Spider):
         )
 
     async def start(self) -> AsyncIterator[Any]:
-        if self.recrawl:
+        if self.recrawl or self.resuming:
             self._load_stored_urls()
+        if self.resuming:
+            for request in self._resume_requests():
+                yield request
         for url in self.seed_urls:
             canon = self.canonical(url)
             if canon in self._seen:
@@ -244,6 +292,49 @@ class SiteSpider(Spider):
 
         with self._engine().connect() as conn:
             self._seen.update(conn.scalars(select(Document.url)))
+
+    def _resume_requests(self) -> Iterator[Request]:
+        """Pick up a crawl that was killed: the links of stored pages that were never
+        stored themselves are the frontier it had (the database knows what is done)."""
+        from sqlalchemy import select
+
+        from search.models import Document, Link
+
+        count = 0
+        last_id = 0
+        while True:
+            q = (
+                select(Link.id, Link.to_url, Document.hops)
+                .join(Document, Document.id == Link.from_id)
+                .where(
+                    Link.id > last_id,
+                    Link.nofollow.is_(False),
+                    Document.nofollow.is_(False),
+                )
+                .order_by(Link.id)
+                .limit(5000)
+            )
+            with self._engine().connect() as conn:
+                rows = conn.execute(q).all()
+            if not rows:
+                break
+            last_id = rows[-1].id
+            for row in rows:
+                url = row.to_url
+                if url in self._seen:
+                    continue
+                self._seen.add(url)
+                server = self.servers.get(url)
+                if server is None or not server.allows(url):
+                    continue
+                if row.hops + 1 > server.maxhops:
+                    continue
+                count += 1
+                yield self.make_request(url, row.hops + 1)
+        self.crawler.stats.set_value("resume/requests", count)
+        logger.info(
+            "Resuming an unfinished crawl: %d URLs left to fetch", count, extra={"spider": self}
+        )
 
     def _stored_requests(self) -> Iterator[Request]:
         """Conditional requests for the stored documents to re-visit, 1000 rows a query."""

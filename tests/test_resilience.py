@@ -1,0 +1,155 @@
+"""Crashes and consistency: a crawl killed with SIGKILL resumes where it was; the index
+and the database agree afterwards (`python -m search check`); exact duplicates are
+recorded once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+
+from tests.conftest import ROOT, Site, _env, run_search
+
+N_PAGES = 40
+
+
+def build_slow_site(site: Site) -> None:
+    """A tree of pages, each a little slow, so a crawl can be killed half way."""
+    for i in range(N_PAGES):
+        children = [f"/p{c}.html" for c in (2 * i + 1, 2 * i + 2) if c < N_PAGES]
+        site.page(f"/p{i}.html", f"Page {i}", f"page number{i} marmot", children, delay=0.15)
+
+
+def count_documents(db: Path) -> int:
+    if not db.exists():
+        return 0
+    engine = create_engine(f"sqlite:///{db}")
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(text("SELECT count(*) FROM documents")).scalar_one())
+    except Exception:
+        return 0
+    finally:
+        engine.dispose()
+
+
+def crawl_cmd(site: Site, data: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "scrapy",
+        "crawl",
+        "site",
+        "-a",
+        f"seeds={site.url}p0.html",
+        "-s",
+        "CONCURRENT_REQUESTS=2",
+        "-s",
+        "STORE_BATCH_SIZE=3",
+        "-s",
+        "INDEX_BATCH_SIZE=3",
+        "-s",
+        f"LOG_FILE={data / 'crawl.log'}",
+    ]
+
+
+def test_killed_crawl_resumes_and_index_agrees(site: Site, tmp_path: Path) -> None:
+    build_slow_site(site)
+    data = tmp_path / "data"
+    data.mkdir()
+    db = data / "spidersite.db"
+    proc = subprocess.Popen(
+        crawl_cmd(site, data),
+        cwd=ROOT,
+        env=_env(data, None),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while count_documents(db) < 12 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    stored_before = count_documents(db)
+    assert 12 <= stored_before < N_PAGES, "the crawl was killed half way"
+    fetched_before = len(site.hits)
+
+    again = subprocess.run(
+        crawl_cmd(site, data),
+        cwd=ROOT,
+        env=_env(data, None),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    engine = create_engine(f"sqlite:///{db}")
+    with engine.connect() as conn:
+        urls = [r[0] for r in conn.execute(text("SELECT url FROM documents"))]
+        stats = json.loads(
+            conn.execute(text("SELECT stats FROM crawls ORDER BY id DESC LIMIT 1")).scalar_one()
+        )
+    engine.dispose()
+    assert sorted(urls) == sorted(f"{site.url}p{i}.html" for i in range(N_PAGES))
+    assert len(urls) == len(set(urls))
+    assert stats["resume/requests"] > 0
+    # Pages stored before the kill were not fetched again.
+    refetched = len(site.hits) - fetched_before
+    assert refetched <= N_PAGES - stored_before + 4  # + robots.txt and in-flight pages
+    check = run_search("check", "--dry-run", "--json", data_dir=data)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert json.loads(check.stdout)["in_index"] == N_PAGES
+    found = run_search("number17", "--json", data_dir=data)
+    assert [h["url"] for h in json.loads(found.stdout)["hits"]] == [f"{site.url}p17.html"]
+
+
+def test_check_repairs_the_index(site: Site, crawl) -> None:
+    for i in range(5):
+        site.page(f"/d{i}.html", f"Doc {i}", f"ocelot{i}", [f"/d{i + 1}.html"])
+    result = crawl("-a", f"seeds={site.url}d0.html")
+    assert result.returncode == 0, result.stderr
+    from search.index import Index
+
+    index = Index(result.data_dir / "index")
+    with index.writer() as w:  # lose two documents from the index
+        for docid in sorted(index.docids())[:2]:
+            w.delete(docid)
+    dry = run_search("check", "--dry-run", "--json", data_dir=result.data_dir)
+    assert dry.returncode == 1
+    report = json.loads(dry.stdout)
+    assert len(report["missing"]) == 2 and report["extra"] == []
+    fixed = run_search("check", data_dir=result.data_dir)
+    assert fixed.returncode == 0, fixed.stderr
+    assert "Repaired" in fixed.stdout
+    assert len(index.docids()) == 5
+    again = run_search("check", "--dry-run", data_dir=result.data_dir)
+    assert again.returncode == 0 and "agrees" in again.stdout
+
+
+def test_exact_duplicates_are_recorded_and_indexed_once(site: Site, crawl) -> None:
+    same = "<html><head><title>Twin</title></head><body>identical okapi text</body></html>"
+    site.page("/", "Home", "home", ["/one.html", "/two.html", "/three.html"])
+    site.add("/one.html", same)
+    site.add("/two.html", same)
+    site.page("/three.html", "Other", "different okapi text")
+    result = crawl("-a", f"seeds={site.url}")
+    assert result.returncode == 0, result.stderr
+    rows = dict(
+        (r[0], r[1:]) for r in result.rows("SELECT url, id, clone_of_id, indexed FROM documents")
+    )
+    one, two = rows[site.url + "one.html"], rows[site.url + "two.html"]
+    original, clone = (one, two) if one[0] < two[0] else (two, one)
+    assert clone[1] == original[0] and original[1] is None
+    assert not clone[2] and original[2]
+    proc = result.search("okapi", "--json")
+    urls = [h["url"] for h in json.loads(proc.stdout)["hits"]]
+    assert len(urls) == 2  # the original and the different page, not the clone
+    assert result.stats["store/clones"] == 1
