@@ -49,6 +49,8 @@ class PageItem:
     weights: dict[str, float] = field(default_factory=dict)
     #: Seconds until the next visit (adaptive re-crawl schedule); None = the server's period.
     interval: int | None = None
+    #: Score against the crawl's topic (A = 4·B + C), set by the topic middleware.
+    topic_score: float | None = None
 
 
 @dataclass(slots=True)

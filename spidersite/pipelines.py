@@ -207,6 +207,7 @@ class StorePipeline:
             "checksum": item.checksum,
             "crawled_at": item.crawled_at,
             "change_interval": item.interval,
+            "topic_score": item.topic_score,
         }
         return DocumentRow(
             url=item.url,
