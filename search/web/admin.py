@@ -283,8 +283,8 @@ def seed_add(server_id: int) -> Any:
                 error = f"invalid seed: {url} is not on the server {server.url}"
         if error is None:
             try:
-                with s.begin():
-                    s.add(Seed(url=url, server_id=server_id, created_at=datetime.now(UTC)))
+                with Session(engine()) as writer, writer.begin():
+                    writer.add(Seed(url=url, server_id=server_id, created_at=datetime.now(UTC)))
             except IntegrityError:
                 error = f"{url} is a seed already"
         if error is None:

@@ -218,6 +218,11 @@ class LocalRunner:
         # SIGINT: Scrapy's graceful shutdown (a second one forces it).
         os.kill(pid, signal.SIGINT)
 
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for the crawls this runner started to exit (tests, shutdown)."""
+        for proc in list(self.processes.values()):
+            proc.wait(timeout)
+
     def log(self, crawl: Crawl, limit: int = 512 * 1024) -> str:
         if not crawl.log_file:
             raise JobError("this crawl has no log file")

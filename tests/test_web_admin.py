@@ -1,0 +1,428 @@
+"""The web admin: login, CSRF, servers, seeds, the crawl log, the overview, local crawls."""
+
+from __future__ import annotations
+
+import html as html_lib
+import re
+import time
+import tomllib
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from search.models import Crawl, CrawlError, Seed, Server
+from search.servers import ServerRegistry
+from search.web import jobs
+from tests.conftest import Site
+
+PASSWORD = "correct horse battery staple"
+
+
+def make_app(data_dir: Path, database_url: str | None = None, **env: str) -> Any:
+    from search.web import create_app
+    from search.web.settings import WebSettings
+
+    env.setdefault("SPIDERSITE_ADMIN_PASSWORD", PASSWORD)
+    settings = WebSettings.from_env(str(data_dir), database_url, env=env)
+    return create_app(settings)
+
+
+def token(html: str) -> str:
+    m = re.search(r'name="csrf_token" value="([^"]+)"', html)
+    assert m, html
+    return m.group(1)
+
+
+def login(client: Any) -> str:
+    html = client.get("/admin/login").get_data(as_text=True)
+    resp = client.post("/admin/login", data={"password": PASSWORD, "csrf_token": token(html)})
+    assert resp.status_code == 302, resp.get_data(as_text=True)
+    return token(client.get("/admin/servers").get_data(as_text=True))
+
+
+@pytest.fixture
+def app(tmp_path: Path, db_url: str) -> Iterator[Any]:
+    app = make_app(tmp_path / "data", db_url)
+    yield app
+    app.extensions["spidersite.engine"].dispose()
+
+
+@pytest.fixture
+def admin(app: Any) -> tuple[Any, str]:
+    client = app.test_client()
+    return client, login(client)
+
+
+def engine_of(app: Any) -> Any:
+    return app.extensions["spidersite.engine"]
+
+
+ADMIN_GETS = [
+    "/admin/",
+    "/admin/servers",
+    "/admin/servers/new",
+    "/admin/servers/1",
+    "/admin/crawls",
+    "/admin/crawls/1",
+    "/admin/crawls/1/log",
+    "/admin/log",
+]
+
+
+def test_admin_pages_redirect_to_login(tmp_path: Path) -> None:
+    client = make_app(tmp_path / "data").test_client()
+    for path in ADMIN_GETS:
+        resp = client.get(path)
+        assert resp.status_code == 302, path
+        assert resp.headers["Location"].startswith("/admin/login?next="), path
+    # state-changing requests: no token → refused before anything else
+    for path in ("/admin/servers/new", "/admin/crawls/start", "/admin/seeds/1/delete"):
+        assert client.post(path, data={"url": "http://x.example/"}).status_code == 400
+
+
+def test_login_password_csrf_and_logout(tmp_path: Path) -> None:
+    client = make_app(tmp_path / "data").test_client()
+    html = client.get("/admin/login?next=/admin/log").get_data(as_text=True)
+    csrf = token(html)
+    # no CSRF token, or a wrong one: refused even with the right password
+    assert client.post("/admin/login", data={"password": PASSWORD}).status_code == 400
+    bad = {"password": PASSWORD, "csrf_token": csrf + "x"}
+    assert client.post("/admin/login", data=bad).status_code == 400
+    wrong = client.post("/admin/login", data={"password": "guess", "csrf_token": csrf})
+    assert wrong.status_code == 401 and "Wrong password" in wrong.get_data(as_text=True)
+    assert client.get("/admin/").status_code == 302
+    ok = client.post(
+        "/admin/login", data={"password": PASSWORD, "csrf_token": csrf, "next": "/admin/log"}
+    )
+    assert ok.status_code == 302 and ok.headers["Location"] == "/admin/log"
+    cookie = ok.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Lax" in cookie
+    assert client.get("/admin/").status_code == 200
+    # the session's token changed at login
+    new = token(client.get("/admin/").get_data(as_text=True))
+    assert new != csrf
+    assert client.post("/admin/logout", data={"csrf_token": csrf}).status_code == 400
+    assert client.post("/admin/logout", data={"csrf_token": new}).status_code == 302
+    assert client.get("/admin/").status_code == 302
+    # an open redirect is not followed
+    csrf = token(client.get("/admin/login").get_data(as_text=True))
+    evil = {"password": PASSWORD, "csrf_token": csrf, "next": "//evil.example/"}
+    assert client.post("/admin/login", data=evil).headers["Location"] == "/admin/"
+
+
+def test_admin_disabled_without_password(tmp_path: Path) -> None:
+    client = make_app(tmp_path / "data", SPIDERSITE_ADMIN_PASSWORD="").test_client()
+    html = client.get("/admin/login").get_data(as_text=True)
+    assert "The admin is disabled" in html
+    csrf = token(client.get("/").get_data(as_text=True) + html) if "csrf_token" in html else ""
+    resp = client.post("/admin/login", data={"password": "", "csrf_token": csrf})
+    assert resp.status_code in (400, 403)
+
+
+def test_password_file_with_hash_and_secret_key_file(tmp_path: Path) -> None:
+    from search.web.settings import WebSettings, hash_password
+
+    pw = tmp_path / "pw"
+    pw.write_text(hash_password("s3cret") + "\n")
+    settings = WebSettings.from_env(
+        str(tmp_path / "data"), env={"SPIDERSITE_ADMIN_PASSWORD_FILE": str(pw)}
+    )
+    assert settings.admin_password_hash and "s3cret" not in settings.admin_password_hash
+    key = tmp_path / "data" / "web-secret-key"
+    assert key.stat().st_mode & 0o777 == 0o600
+    again = WebSettings.from_env(str(tmp_path / "data"), env={})
+    assert again.secret_key == settings.secret_key and again.admin_password_hash is None
+    client = make_app(
+        tmp_path / "data", SPIDERSITE_ADMIN_PASSWORD_FILE=str(pw), SPIDERSITE_ADMIN_PASSWORD=""
+    ).test_client()
+    csrf = token(client.get("/admin/login").get_data(as_text=True))
+    resp = client.post("/admin/login", data={"password": "s3cret", "csrf_token": csrf})
+    assert resp.status_code == 302
+
+
+def server_form(**values: Any) -> dict[str, Any]:
+    form = {"url": "http://docs.example/", "userobots": "on"}
+    form.update(values)
+    return form
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("url", "", "empty URL"),
+        ("url", "notaurl", "is not an http, https or ftp URL"),
+        ("maxhops", "-1", "must be ≥ 0"),
+        ("maxhops", "2.5", "must be a whole number"),
+        ("titleweight", "heavy", "must be a number"),
+        ("bodyweight", "-0.5", "must be ≥ 0"),
+        ("read_timeout", "0", "must be > 0"),
+        ("period", "soon", "is not a duration"),
+        ("proxy", "nohostport", 'is not "host:port"'),
+        ("basic_auth", "nocolon", 'must be "user:password"'),
+        ("language", "klingon", "is not a language"),
+        ("allow", "([unclosed", "is not a valid regular expression"),
+        ("concurrency", "0", "must be ≥ 1"),
+    ],
+)
+def test_bad_server_field_is_named_and_not_stored(
+    tmp_path: Path, field: str, value: str, message: str
+) -> None:
+    app = make_app(tmp_path / "data")
+    client = app.test_client()
+    csrf = login(client)
+    resp = client.post(
+        "/admin/servers/new", data={**server_form(**{field: value}), "csrf_token": csrf}
+    )
+    assert resp.status_code == 400
+    html = resp.get_data(as_text=True)
+    assert f"field '{field}'" in html
+    error = re.search(rf'id="error-{field}">([^<]*)<', html)
+    assert error and message in html_lib.unescape(error.group(1)), html
+    with Session(engine_of(app)) as s:
+        assert s.scalars(select(Server)).all() == []
+
+
+def test_add_fix_edit_server_and_seeds(admin: tuple[Any, str], app: Any) -> None:
+    client, csrf = admin
+    bad = client.post("/admin/servers/new", data={**server_form(maxhops="-3"), "csrf_token": csrf})
+    assert bad.status_code == 400
+    # the form keeps what was typed
+    assert 'value="-3"' in bad.get_data(as_text=True)
+    good = client.post(
+        "/admin/servers/new",
+        data={
+            **server_form(maxhops="3", period="12h", titleweight="5.5", basic_auth="me:pw"),
+            "allow": "^http://docs\\.example/manual/\n\n/guide/",
+            "csrf_token": csrf,
+        },
+    )
+    assert good.status_code == 302
+    with Session(engine_of(app)) as s:
+        server = s.scalars(select(Server)).one()
+        assert server.url == "http://docs.example/"
+        config = server.admin_config
+    assert config["maxhops"] == 3 and config["period"] == 43200
+    assert config["titleweight"] == 5.5 and config["userobots"] is True
+    assert config["allow"] == ["^http://docs\\.example/manual/", "/guide/"]
+    page = client.get(good.headers["Location"]).get_data(as_text=True)
+    assert "me:pw" not in page  # the password is never shown
+    # edit: a bad value keeps the stored one
+    edit = client.post(
+        good.headers["Location"],
+        data={**server_form(maxhops="x"), "csrf_token": csrf},
+    )
+    assert edit.status_code == 400
+    with Session(engine_of(app)) as s:
+        assert s.scalars(select(Server)).one().admin_config["maxhops"] == 3
+    edit = client.post(
+        good.headers["Location"],
+        data={**server_form(maxhops="5"), "csrf_token": csrf},
+    )
+    assert edit.status_code == 302
+    with Session(engine_of(app)) as s:
+        server = s.scalars(select(Server)).one()
+        assert server.admin_config["maxhops"] == 5
+        assert server.admin_config["basic_auth"] == "me:pw"  # kept when left empty
+        assert "allow" not in server.admin_config
+        server_id = server.id
+    # a second server with the same URL is refused
+    dup = client.post("/admin/servers/new", data={**server_form(), "csrf_token": csrf})
+    assert dup.status_code == 400 and "exists already" in dup.get_data(as_text=True)
+
+    seeds = f"/admin/servers/{server_id}/seeds"
+    assert client.post(seeds, data={"url": "http://docs.example/a.html"}).status_code == 400
+    for bad_seed, message in [
+        ("nope", "is not an http, https or ftp URL"),
+        ("http://other.example/", "is not on the server"),
+    ]:
+        resp = client.post(seeds, data={"url": bad_seed, "csrf_token": csrf})
+        assert resp.status_code == 400 and message in resp.get_data(as_text=True)
+    assert (
+        client.post(
+            seeds, data={"url": "http://docs.example/a.html", "csrf_token": csrf}
+        ).status_code
+        == 302
+    )
+    again = client.post(seeds, data={"url": "http://docs.example/a.html", "csrf_token": csrf})
+    assert again.status_code == 400 and "is a seed already" in again.get_data(as_text=True)
+    with Session(engine_of(app)) as s:
+        seed = s.scalars(select(Seed)).one()
+        assert seed.server_id == server_id
+    assert "http://docs.example/a.html" in client.get(f"/admin/servers/{server_id}").get_data(
+        as_text=True
+    )
+
+    # the sites file the admin writes validates, and carries every field
+    path = app.config["SPIDERSITE"].data_dir / "admin" / "test-sites.toml"
+    jobs.write_sites_file(engine_of(app), path)
+    data = tomllib.loads(path.read_text())
+    server = data["server"][0]
+    assert server["seeds"] == ["http://docs.example/a.html"]
+    assert server["maxhops"] == 5 and server["basic_auth"] == "me:pw"
+    registry = ServerRegistry()
+    registry.load_file(path)
+    assert [s.url for s in registry] == ["http://docs.example/"]
+
+    resp = client.post(f"/admin/seeds/{seed.id}/delete", data={"csrf_token": csrf})
+    assert resp.status_code == 302
+    with Session(engine_of(app)) as s:
+        assert s.scalars(select(Seed)).all() == []
+    assert client.get("/admin/servers").status_code == 200
+
+
+def test_sites_toml_escapes_strings(tmp_path: Path) -> None:
+    text = jobs.sites_toml(
+        [
+            (
+                "http://x.example/",
+                {
+                    "allow": ['^http://x\\.example/"quoted"/', "é\t€"],
+                    "titleweight": 2.5,
+                    "userobots": False,
+                    "language": None,
+                },
+                ["http://x.example/ä?q=1"],
+            )
+        ]
+    )
+    data = tomllib.loads(text)["server"][0]
+    assert data["allow"] == ['^http://x\\.example/"quoted"/', "é\t€"]
+    assert data["titleweight"] == 2.5 and data["userobots"] is False and "language" not in data
+
+
+def test_crawl_log_overview_and_crawl_pages(admin: tuple[Any, str], app: Any) -> None:
+    client, _ = admin
+    now = datetime.now(UTC)
+    with Session(engine_of(app)) as s, s.begin():
+        a = Server(url="http://a.example/", settings={}, net_errors=0, disabled=False)
+        b = Server(url="http://b.example/", settings={}, net_errors=0, disabled=False)
+        s.add_all([a, b])
+        s.flush()
+        crawl = Crawl(
+            spider="site",
+            args={},
+            started_at=now,
+            finished_at=now,
+            finish_reason="finished",
+            stats={"site/pages": 7},
+        )
+        s.add(crawl)
+        s.flush()
+        s.add_all(
+            [
+                CrawlError(
+                    server_id=a.id,
+                    crawl_id=crawl.id,
+                    url="http://a.example/x",
+                    time=now,
+                    kind="http",
+                    message="HTTP 404",
+                ),
+                CrawlError(
+                    server_id=a.id,
+                    url="http://a.example/<script>",
+                    time=now,
+                    kind="timeout",
+                    message="<b>slow</b>",
+                ),
+                CrawlError(
+                    server_id=b.id,
+                    url="http://b.example/y",
+                    time=now,
+                    kind="http",
+                    message="HTTP 500",
+                ),
+            ]
+        )
+        a_id = a.id
+        crawl_id = crawl.id
+    html = client.get("/admin/log").get_data(as_text=True)
+    assert "3 errors" in html and "<b>slow</b>" not in html and "&lt;b&gt;slow" in html
+    html = client.get(f"/admin/log?server={a_id}").get_data(as_text=True)
+    assert "2 errors" in html and "b.example/y" not in html
+    html = client.get(f"/admin/log?server={a_id}&kind=http").get_data(as_text=True)
+    assert "1 errors" in html and "HTTP 404" in html
+    assert "HTTP 500" in client.get("/admin/log?kind=http").get_data(as_text=True)
+    assert client.get("/admin/log?server=x' OR 1=1 --&kind=';DROP").status_code == 200
+    html = client.get("/admin/").get_data(as_text=True)
+    assert "http://a.example/" in html and 'id="by-status"' in html
+    html = client.get("/admin/crawls").get_data(as_text=True)
+    assert f"#{crawl_id}" in html and "finished" in html
+    html = client.get(f"/admin/crawls/{crawl_id}").get_data(as_text=True)
+    assert "site/pages" in html and "7" in html
+    html = client.get(f"/admin/crawls/{crawl_id}/log").get_data(as_text=True)
+    assert "not started from the admin" in html
+    assert client.get("/admin/crawls/99999").status_code == 404
+
+
+def test_start_topic_needs_words_and_server(admin: tuple[Any, str]) -> None:
+    client, csrf = admin
+    resp = client.post(
+        "/admin/crawls/start", data={"mode": "normal", "csrf_token": csrf}, follow_redirects=True
+    )
+    assert "no server to crawl" in resp.get_data(as_text=True)
+    resp = client.post(
+        "/admin/crawls/start", data={"mode": "topic", "csrf_token": csrf}, follow_redirects=True
+    )
+    assert "give one or more words" in resp.get_data(as_text=True)
+    resp = client.post(
+        "/admin/crawls/start",
+        data={"mode": "topic", "topic": "x", "topic_threshold": "-1", "csrf_token": csrf},
+        follow_redirects=True,
+    )
+    assert "topic_threshold: must be a number ≥ 0" in resp.get_data(as_text=True)
+
+
+def wait_finished(client: Any, timeout: float = 90) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        html = client.get("/admin/crawls").get_data(as_text=True)
+        running = html.split('id="running"')[1].split("</table>")[0]
+        if "No crawl running." in running:
+            return html
+        time.sleep(0.5)
+    raise AssertionError("the crawl did not finish")
+
+
+def test_local_crawl_from_the_admin(tmp_path: Path, site: Site) -> None:
+    site.page("/", "Start page", "about quokkas", ["/q.html", "/out.html"])
+    site.page("/q.html", "Quokka", "The quokka smiles at tourists", [])
+    site.page("/out.html", "Out", "beyond the hop limit", ["/far.html"])
+    site.page("/far.html", "Far", "never reached wombat", [])
+    app = make_app(tmp_path / "data")
+    client = app.test_client()
+    csrf = login(client)
+    resp = client.post(
+        "/admin/servers/new",
+        data={"url": site.url, "maxhops": "1", "userobots": "on", "csrf_token": csrf},
+    )
+    assert resp.status_code == 302
+    server_id = int(resp.headers["Location"].rsplit("/", 1)[1])
+    resp = client.post(
+        f"/admin/servers/{server_id}/seeds", data={"url": site.url, "csrf_token": csrf}
+    )
+    assert resp.status_code == 302
+    resp = client.post(
+        "/admin/crawls/start",
+        data={"mode": "normal", "server": str(server_id), "csrf_token": csrf},
+        follow_redirects=True,
+    )
+    assert "Crawl started" in resp.get_data(as_text=True)
+    html = wait_finished(client)
+    finished = html.split('id="finished"')[1]
+    assert "finished" in finished
+    with Session(engine_of(app)) as s:
+        crawl = s.scalars(select(Crawl)).one()  # the placeholder was merged into it
+    assert crawl.job_id and crawl.finish_reason == "finished", crawl.finish_reason
+    assert crawl.stats.get("site/pages") == 3
+    log = client.get(f"/admin/crawls/{crawl.id}/log").get_data(as_text=True)
+    assert "Spider closed (finished)" in log
+    data = client.get("/api/search?q=quokka").get_json()
+    assert [h["url"] for h in data["hits"]][:1] == [site.url + "q.html"]
+    assert client.get("/api/search?q=wombat").get_json()["total"] == 0
+    app.extensions["spidersite.runner"].wait(60)
