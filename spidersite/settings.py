@@ -53,6 +53,10 @@ DOWNLOADER_MIDDLEWARES = {
     # 570: re-visits send If-None-Match / If-Modified-Since; any place before the
     # downloader works, after the retry middleware keeps retries conditional too.
     "spidersite.middlewares.conditional.ConditionalGetMiddleware": 570,
+    # 585: process_response runs from high numbers to low, so this sees the body after
+    # HttpCompressionMiddleware (590) decompressed it, and fixes the encoding before
+    # MetaRefreshMiddleware (580) and the spider read response.text.
+    "spidersite.middlewares.charset.CharsetMiddleware": 585,
 }
 
 SPIDER_MIDDLEWARES = {
@@ -84,6 +88,8 @@ CRAWLDELAY_MAX = 60.0
 NETERRORS_ENABLED = True
 CONDITIONAL_ENABLED = True
 MAXHOPS_ENABLED = True
+CHARSET_ENABLED = True
+CHARSET_DETECT_MAX_BYTES = 262_144  # bytes of a body the charset detector reads
 
 ANALYZE_ENABLED = True
 ANALYZE_MAX_WORDS = 50_000
