@@ -68,12 +68,38 @@ def migrate(engine: Engine) -> None:
     from alembic.config import Config
 
     cfg = Config()
-    cfg.set_main_option("script_location", "search:migrations")
     cfg.attributes["engine"] = engine
+    with _migrations_folder() as folder:
+        cfg.set_main_option("script_location", folder)
+        try:
+            command.upgrade(cfg, "head")
+        except OperationalError as exc:
+            raise DatabaseError(f"cannot open database {engine.url!r}: {exc.orig}") from None
+
+
+@contextmanager
+def _migrations_folder() -> Iterator[str]:
+    """Alembic's script location: the package folder, or a copy when the project runs from
+    a zipped egg (as Scrapyd runs it), where Alembic cannot list the migrations."""
+    import importlib.resources
+    import shutil
+    import tempfile
+
+    package = importlib.resources.files("search.migrations")
+    if isinstance(package, Path) or Path(str(package)).is_dir():
+        yield "search:migrations"
+        return
+    tmp = tempfile.mkdtemp(prefix="spidersite-migrations-")
     try:
-        command.upgrade(cfg, "head")
-    except OperationalError as exc:
-        raise DatabaseError(f"cannot open database {engine.url!r}: {exc.orig}") from None
+        target = Path(tmp) / "migrations"
+        for folder, dest in ((package, target), (package / "versions", target / "versions")):
+            dest.mkdir(parents=True, exist_ok=True)
+            for entry in folder.iterdir():
+                if entry.is_file() and entry.name.endswith((".py", ".mako")):
+                    (dest / entry.name).write_bytes(entry.read_bytes())
+        yield str(target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def connect(url: str | None = None, *, upgrade: bool = True, **kwargs: Any) -> Engine:
