@@ -62,6 +62,9 @@ DOWNLOADER_MIDDLEWARES = {
 SPIDER_MIDDLEWARES = {
     # 900: where Scrapy's DepthMiddleware sits; filters outgoing requests by hops.
     "spidersite.middlewares.hops.MaxHopsMiddleware": 900,
+    # 950: output runs from high numbers to low, so the topic gate sees the spider's output
+    # first; the requests of an off-topic page never reach the hops filter or the scheduler.
+    "spidersite.middlewares.topic.TopicMiddleware": 950,
 }
 
 ITEM_PIPELINES = {
@@ -90,6 +93,8 @@ CONDITIONAL_ENABLED = True
 MAXHOPS_ENABLED = True
 CHARSET_ENABLED = True
 CHARSET_DETECT_MAX_BYTES = 262_144  # bytes of a body the charset detector reads
+TOPIC_ENABLED = True  # acts only when the spider has a topic (-a topic=...)
+TOPIC_FOLLOW_HOPS = 0  # links of pages this close to a seed are followed even off topic
 
 ANALYZE_ENABLED = True
 ANALYZE_MAX_WORDS = 50_000
