@@ -92,7 +92,7 @@ def chart(points: list[tuple[str, int]], width: int = 640, height: int = 160) ->
     """Bar geometry for an inline SVG: documents crawled per period, and the running total."""
     top = max((n for _, n in points), default=0) or 1
     n = max(len(points), 1)
-    slot = width / n
+    slot = min(width / n, 48.0)
     bars = []
     total = 0
     line = []
