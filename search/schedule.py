@@ -15,8 +15,9 @@ SLOWER = 1.5
 FASTER = 2.0
 
 
-def next_interval(previous: int | None, changed: bool, period: int, min_period: int,
-                  max_period: int) -> int:
+def next_interval(
+    previous: int | None, changed: bool, period: int, min_period: int, max_period: int
+) -> int:
     """Seconds until the next visit of a page, after a visit that found it *changed* or not.
 
     *previous* is the page's current interval (None for a page seen for the first time,

@@ -61,6 +61,8 @@ DEFAULTS: dict[str, Any] = {
     "keywordweight": 2.0,
     "crawl_delay": 0.0,
     "concurrency": 8,
+    "max_size": 32 * 1024 * 1024,
+    "max_pages": 0,
     "language": None,
     "allow": (),
     "deny": (),
@@ -84,6 +86,26 @@ def parse_duration(value: Any) -> int:
     if not math.isfinite(seconds) or seconds < 1:
         raise ValueError(f"{value!r} is not a duration of at least 1 second")
     return int(seconds)
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?i?b?)\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def parse_size(value: Any) -> int:
+    """Bytes from a number or a string such as ``"512KB"``, ``"10MB"``, ``"1GiB"``."""
+    if isinstance(value, bool):
+        raise ValueError("must be a size such as 1048576 or \"10MB\"")
+    if isinstance(value, int | float):
+        size = float(value)
+    else:
+        m = _SIZE_RE.match(str(value))
+        if not m:
+            raise ValueError(f"{value!r} is not a size such as 1048576 or \"10MB\"")
+        size = float(m.group(1)) * _SIZE_UNITS[m.group(2)[:1].lower()]
+    if not math.isfinite(size) or size < 1:
+        raise ValueError(f"{value!r} is not a size of at least 1 byte")
+    return int(size)
 
 
 def origin(url: str) -> str:
@@ -139,6 +161,8 @@ class ServerConfig:
     keywordweight: float = 2.0
     crawl_delay: float = 0.0
     concurrency: int = DEFAULTS["concurrency"]
+    max_size: int = DEFAULTS["max_size"]
+    max_pages: int = 0
     language: str | None = None
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
@@ -227,6 +251,10 @@ def _validate_field(name: str, value: Any) -> Any:
         return _integer(value, 0)
     if name == "concurrency":
         return _integer(value, 1)
+    if name == "max_size":
+        return parse_size(value)
+    if name == "max_pages":
+        return _integer(value, 0)
     if name in ("period", "min_period", "max_period"):
         return parse_duration(value)
     if name == "userobots":

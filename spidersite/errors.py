@@ -1,8 +1,9 @@
 """Names for the ways a fetch can fail, shared by the spider's errback and the middlewares.
 
 Kinds (the ``kind`` column of ``crawl_errors``): ``dns``, ``refused``, ``timeout``,
-``reset``, ``tls``, ``too_large``, ``http``, ``robots``, ``cut_off``, ``ignored``,
-``parse``, ``other``.
+``reset``, ``tls``, ``too_large``, ``http``, ``robots``, ``robots_txt`` (robots.txt itself
+failed), ``redirect`` (a redirect loop), ``cut_off``, ``page_cap``, ``ignored``, ``parse``,
+``other``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ class RobotsDenied(IgnoreRequest):
     """robots.txt forbids the URL."""
 
 
+class PageCapReached(IgnoreRequest):
+    """The request's server reached its ``max_pages`` for this crawl."""
+
+
 #: Exceptions that count as network errors for ``max_net_errors``.
 NETWORK_ERRORS: tuple[type[BaseException], ...] = (
     CannotResolveHostError,
@@ -51,6 +56,7 @@ NETWORK_ERRORS: tuple[type[BaseException], ...] = (
 
 _KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
     ((ServerCutOff,), "cut_off"),
+    ((PageCapReached,), "page_cap"),
     ((RobotsDenied,), "robots"),
     ((HttpError,), "http"),
     ((CannotResolveHostError, twisted_errors.DNSLookupError), "dns"),
@@ -92,6 +98,8 @@ def classify_exception(exc: BaseException) -> str:
     if isinstance(exc, IgnoreRequest):
         if "robots.txt" in str(exc):
             return "robots"
+        if "max redirections" in str(exc) or "redirect loop" in str(exc):
+            return "redirect"
         return "ignored"
     return "other"
 

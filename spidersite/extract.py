@@ -69,6 +69,8 @@ class Extracted:
     links: list[LinkRecord] = field(default_factory=list)
     noindex: bool = False
     nofollow: bool = False
+    #: Link elements on the page, kept or not (see *max_links*).
+    link_total: int = 0
 
 
 def absolute_link(base: str, href: str) -> str | None:
@@ -89,8 +91,14 @@ def absolute_link(base: str, href: str) -> str | None:
     return url
 
 
-def extract_html(url: str, body: bytes, encoding: str | None) -> Extracted:
-    """Parse an HTML page once and pull out everything the crawler keeps."""
+def extract_html(
+    url: str, body: bytes, encoding: str | None, max_links: int | None = None
+) -> Extracted:
+    """Parse an HTML page once and pull out everything the crawler keeps.
+
+    *max_links* keeps only the first that many distinct links (``link_total`` still counts
+    every link element): a page of 100,000 links must not stall the crawl.
+    """
     out = Extracted()
     if not body.strip():
         return out
@@ -137,6 +145,9 @@ def extract_html(url: str, body: bytes, encoding: str | None) -> Extracted:
     for el in root.iter("a", "area", "frame", "iframe"):
         href = el.get("href") if el.tag in ("a", "area") else el.get("src")
         if not href:
+            continue
+        out.link_total += 1
+        if max_links is not None and len(links) >= max_links:
             continue
         target = absolute_link(base, href)
         if target is None:

@@ -36,6 +36,8 @@ class PageItem:
     description: str | None = None
     text: str | None = None
     links: list[LinkRecord] = field(default_factory=list)
+    #: Links on the page, including those beyond SITE_MAX_LINKS (not kept).
+    link_count: int = 0
     noindex: bool = False
     nofollow: bool = False
     last_modified: datetime | None = None

@@ -170,6 +170,14 @@ class StorePipeline:
             await self._flush()
         return item
 
+    def add_error(self, url: str, server: str | None, kind: str, message: str) -> None:
+        """Record a failure found outside the spider (a middleware): it is stored with the
+        next batch and written to the crawl's log file."""
+        item = ErrorItem(url, server, kind, message)
+        self.errors.append(ErrorRow(item.url, item.server, item.kind, item.message, item.time))
+        self._log_error(item)
+        self.crawler.stats.inc_value(f"site/errors/{kind}")
+
     def _buffered(self) -> int:
         return len(self.docs) + len(self.errors) + len(self.revisits) + len(self.gone)
 
@@ -199,7 +207,7 @@ class StorePipeline:
             "description": item.description,
             "text": item.text,
             "word_count": item.word_count,
-            "link_count": len(item.links),
+            "link_count": max(item.link_count, len(item.links)),
             "noindex": item.noindex,
             "nofollow": item.nofollow,
             "last_modified": item.last_modified,

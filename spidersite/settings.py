@@ -43,6 +43,9 @@ DEPTH_LIMIT = 0
 LOG_LEVEL = "INFO"
 
 DOWNLOADER_MIDDLEWARES = {
+    # robots.txt with its failures in the crawl log, in place of Scrapy's (same priority).
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "spidersite.middlewares.robots.RobotsMiddleware": 100,
     # 50: before robots.txt (100), so `userobots = false` and the per-server slot apply
     # to the robots.txt request too.
     "spidersite.middlewares.servers.ServerConfigMiddleware": 50,
@@ -50,6 +53,11 @@ DOWNLOADER_MIDDLEWARES = {
     "spidersite.middlewares.crawldelay.CrawlDelayMiddleware": 110,
     # 560: between RetryMiddleware (550) and the downloader, to count every attempt.
     "spidersite.middlewares.neterrors.NetErrorMiddleware": 560,
+    # 950: the last process_request and the first process_response: holds a per-server
+    # permit exactly while a request is being downloaded (per-server `concurrency`).
+    "spidersite.middlewares.concurrency.ServerConcurrencyMiddleware": 950,
+    # 610: sees 3xx answers just before RedirectMiddleware (600) does; ends loops.
+    "spidersite.middlewares.redirectloop.RedirectLoopMiddleware": 610,
     # 570: re-visits send If-None-Match / If-Modified-Since; any place before the
     # downloader works, after the retry middleware keeps retries conditional too.
     "spidersite.middlewares.conditional.ConditionalGetMiddleware": 570,
@@ -84,12 +92,15 @@ SPIDERSITE_DATA_DIR = None  # env SPIDERSITE_DATA_DIR, else ./data
 SITES_FILE = None  # a TOML sites file; the spider argument `sites` wins
 SERVER_DEFAULTS: dict = {}  # field -> value for every server (below the sites file)
 SITE_SEEN_CACHE = 2_000_000  # URLs whose canonical form is cached
+SITE_MAX_LINKS = 5000  # distinct links kept (stored and followed) per page; 0 = all
 
 SERVERS_ENABLED = True
 CRAWLDELAY_ENABLED = True
 CRAWLDELAY_MAX = 60.0
 NETERRORS_ENABLED = True
 CONDITIONAL_ENABLED = True
+REDIRECTLOOP_ENABLED = True
+CONCURRENCY_ENABLED = True
 MAXHOPS_ENABLED = True
 CHARSET_ENABLED = True
 CHARSET_DETECT_MAX_BYTES = 262_144  # bytes of a body the charset detector reads

@@ -1,4 +1,5 @@
-"""Cut a server off after ``max_net_errors`` network errors (DNS, refused, reset, timeout).
+"""Cut a server off after ``max_net_errors`` network errors (DNS, refused, reset, timeout,
+and HTTP 5xx answers).
 
 Every failed attempt counts, retries included (this middleware sits between the retry
 middleware and the downloader), and so does a failed robots.txt request.  When a server
@@ -25,6 +26,7 @@ from spidersite.middlewares.servers import ServerConfigMiddleware
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
 
 logger = logging.getLogger(__name__)
 
@@ -42,13 +44,23 @@ class NetErrorMiddleware:
     def from_crawler(cls, crawler: Crawler) -> NetErrorMiddleware:
         return cls(crawler)
 
+    def process_response(self, request: Request, response: Response) -> Response:
+        """A server answering 5xx is failing too: each such answer counts."""
+        if response.status >= 500:
+            self._count(request, f"HTTP {response.status}")
+        return response
+
     def process_exception(self, request: Request, exception: Exception) -> None:
         if not isinstance(exception, NETWORK_ERRORS) or isinstance(exception, IgnoreRequest):
             return None
+        self._count(request, classify_exception(exception))
+        return None
+
+    def _count(self, request: Request, what: str) -> None:
         registry = getattr(self.crawler.spider, "servers", None)
         server = registry.get(request.url) if registry is not None else None
         if server is None:
-            return None
+            return
         self.stats.inc_value("neterrors/count")
         self.errors[server.url] += 1
         count = self.errors[server.url]
@@ -56,8 +68,7 @@ class NetErrorMiddleware:
         if limit and count >= limit and server.url not in self.cut_off:
             self.cut_off.add(server.url)
             reason = (
-                f"{count} network errors (max_net_errors = {limit}), "
-                f"last: {classify_exception(exception)} on {request.url}"
+                f"{count} network errors (max_net_errors = {limit}), last: {what} on {request.url}"
             )
             logger.warning(
                 "Cutting off server %s: %s",
@@ -75,4 +86,3 @@ class NetErrorMiddleware:
         if server.url in self.cut_off:
             # No retries for a server that is cut off; the failure keeps its own kind.
             request.meta["dont_retry"] = True
-        return None

@@ -7,12 +7,17 @@ configured server it sets, unless the request already has them:
 - ``proxy`` from ``proxy`` (then Scrapy's ``HttpProxyMiddleware`` does the rest);
 - an ``Authorization: Basic`` header from ``basic_auth`` (only for that server's URLs);
 - ``dont_obey_robotstxt`` when ``userobots = false``;
-- ``download_slot`` = the server, so delay and concurrency are per server (not per host).
+- ``download_slot`` = the server, so delay and concurrency are per server (not per host);
+- ``download_maxsize`` from ``max_size`` (a bigger response is cut off: ``too_large``).
+
+At most ``max_pages`` requests per server and crawl (0 = no cap) pass; the first one over
+the cap is logged as a ``page_cap`` failure and the rest are dropped quietly (a calendar
+trap or an endless URL space ends there).
 
 Requests to a server cut off by ``max_net_errors`` are dropped here.
 
 Stats: ``servers/requests``, ``servers/proxied``, ``servers/authenticated``,
-``servers/cut_off_dropped``.
+``servers/cut_off_dropped``, ``servers/page_cap_dropped``.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ from scrapy.exceptions import NotConfigured
 from w3lib.http import basic_auth_header
 
 from search.servers import origin
-from spidersite.errors import ServerCutOff
+from spidersite.crawllog import record_error
+from spidersite.errors import PageCapReached, ServerCutOff
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -41,6 +47,8 @@ class ServerConfigMiddleware:
         self.stats = crawler.stats
         #: server URL -> reason, for servers cut off by the net-error middleware.
         self.disabled: dict[str, str] = {}
+        #: server URL -> requests let through in this crawl (for ``max_pages``).
+        self.counts: dict[str, int] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ServerConfigMiddleware:
@@ -59,8 +67,26 @@ class ServerConfigMiddleware:
         if server.url in self.disabled and not request.url.endswith("/robots.txt"):
             self.stats.inc_value("servers/cut_off_dropped")
             raise ServerCutOff(f"server {server.url} cut off: {self.disabled[server.url]}")
+        is_robots = request.meta.get("dont_obey_robotstxt") and request.url.endswith("/robots.txt")
+        if server.max_pages and not is_robots and request.meta.get("stored") is None:
+            count = self.counts.get(server.url, 0)
+            if count >= server.max_pages:
+                self.stats.inc_value("servers/page_cap_dropped")
+                if count == server.max_pages:  # one line in the crawl log per server
+                    self.counts[server.url] = count + 1
+                    record_error(
+                        self.crawler,
+                        request.url,
+                        server.url,
+                        "page_cap",
+                        f"max_pages = {server.max_pages} reached; the server's "
+                        f"remaining URLs are dropped",
+                    )
+                raise PageCapReached(f"server {server.url}: max_pages reached")
+            self.counts[server.url] = count + 1
         self.stats.inc_value("servers/requests")
         meta = request.meta
+        meta.setdefault("download_maxsize", server.max_size)
         meta.setdefault("server", server.url)
         meta.setdefault("download_slot", server.url)
         meta.setdefault("download_timeout", server.read_timeout)

@@ -139,6 +139,7 @@ class SiteSpider(Spider):
         self._canonical: dict[str, str] = {}
         self._seen: set[str] = set()
         self.max_seen = 2_000_000
+        self.max_links: int | None = 5000
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> SiteSpider:
@@ -157,6 +158,7 @@ class SiteSpider(Spider):
             and spider._previous_crawl_unfinished()
         )
         spider.max_seen = crawler.settings.getint("SITE_SEEN_CACHE", 2_000_000)
+        spider.max_links = crawler.settings.getint("SITE_MAX_LINKS", 5000) or None
         return spider
 
     def crawl_args(self) -> dict[str, Any]:
@@ -201,7 +203,8 @@ class SiteSpider(Spider):
     def check_arguments(cls, settings: BaseSettings, spargs: dict[str, Any]) -> None:
         """Validate spider arguments before Scrapy starts (used by our ``crawl`` command)."""
         known = {"seeds", "seeds_file", "sites", "topic", "topic_threshold", "recrawl"}
-        unknown = sorted(set(spargs) - known)
+        # Scrapyd passes its job id as the argument _job.
+        unknown = sorted(set(spargs) - known - {"_job"})
         if unknown:
             raise ConfigError(
                 f"unknown spider argument(s): {', '.join(unknown)} "
@@ -502,6 +505,16 @@ class SiteSpider(Spider):
         if not (is_html or is_text):
             yield self._file_item(response)
             return
+        if b"\x00" in response.body[:8192]:  # binary bytes served as text
+            server = self.server_of(response.url)
+            self.crawler.stats.inc_value("site/errors/parse")
+            yield ErrorItem(
+                response.url,
+                server.url,
+                "parse",
+                f"binary content served as {ctype.split(';')[0] or 'text'}",
+            )
+            return
         item = self._base_item(response, "page")
         item.size = len(response.body)
         item.checksum = hashlib.sha1(response.body).hexdigest()
@@ -520,12 +533,14 @@ class SiteSpider(Spider):
         item.charset = encoding
         if is_html:
             try:
-                ex = extract_html(response.url, response.body, encoding)
+                ex = extract_html(response.url, response.body, encoding, self.max_links)
             except Exception as exc:  # lxml raises a handful of types on hostile input
                 yield ErrorItem(response.url, item.server, "parse", f"{type(exc).__name__}: {exc}")
                 return
             item.title, item.keywords, item.description = ex.title, ex.keywords, ex.description
-            item.text, item.links = ex.text, ex.links
+            item.text, item.links, item.link_count = ex.text, ex.links, ex.link_total
+            if ex.link_total > len(ex.links):
+                self.crawler.stats.inc_value("site/links_dropped", ex.link_total - len(ex.links))
             item.noindex, item.nofollow = ex.noindex, ex.nofollow
             if not item.language:
                 item.language = ex.language
@@ -565,7 +580,13 @@ class SiteSpider(Spider):
 
     def on_error(self, failure: Failure) -> Iterator[ErrorItem]:
         request = failure.request  # type: ignore[attr-defined]
+        if failure.check(errors.PageCapReached):
+            return  # logged once per server by the server-config middleware
         kind, message = errors.classify(failure)
+        redirects = request.meta.get("redirect_urls")
+        if redirects:  # log the URL that was followed, and where it led
+            message = f"{message} (redirected from {redirects[0]} to {request.url})"
+            request = request.replace(url=redirects[0])
         server = self.servers.get(request.url)
         self.crawler.stats.inc_value(f"site/errors/{kind}")
         level = logging.DEBUG if failure.check(IgnoreRequest, HttpError) else logging.WARNING
