@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, delete, insert, select, update
+from sqlalchemy import Engine, bindparam, delete, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -220,16 +220,25 @@ class DocumentStore:
         with self.engine.begin() as conn:
             if rows:
                 result.documents = self._write_documents(conn, rows)
-            for r in revisits:
+            if revisits:
                 conn.execute(
                     update(Document)
-                    .where(Document.id == r.doc_id)
+                    .where(Document.id == bindparam("doc_id"))
                     .values(
-                        last_index_time=r.time,
-                        next_index_time=r.time + timedelta(seconds=r.interval),
-                        change_interval=r.interval,
-                        crawled_at=r.time,
-                    )
+                        last_index_time=bindparam("time"),
+                        next_index_time=bindparam("next_time"),
+                        change_interval=bindparam("interval"),
+                        crawled_at=bindparam("time"),
+                    ),
+                    [
+                        {
+                            "doc_id": r.doc_id,
+                            "time": r.time,
+                            "interval": r.interval,
+                            "next_time": r.time + timedelta(seconds=r.interval),
+                        }
+                        for r in revisits
+                    ],
                 )
             for g in gone:
                 conn.execute(
