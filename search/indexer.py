@@ -9,6 +9,7 @@ database.  :func:`reindex` rebuilds the whole index from the database, which is 
 
 from __future__ import annotations
 
+import functools
 import logging
 import multiprocessing
 import queue
@@ -53,6 +54,23 @@ def _apply(writer: Any, batch: Batch) -> list[int]:
     for doc in batch.docs:
         writer.add(doc)
     return [d.docid for d in batch.docs]
+
+
+def _retry(write: Callable[[], None], times: int = 10) -> None:
+    """Run a database write, retrying with back-off while the database is unreachable."""
+    from sqlalchemy.exc import InterfaceError, OperationalError
+
+    delay = 0.5
+    for attempt in range(times + 1):
+        try:
+            write()
+            return
+        except (OperationalError, InterfaceError):
+            if attempt >= times:
+                raise
+            logger.warning("Database unavailable; retrying in %.1f s", delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 30.0)
 
 
 #: Seconds the indexer process waits for the index lock (held by a reindex, or by the
@@ -139,7 +157,7 @@ def _worker(
                         finished = True
                         break
                     pending.extend(_apply(writer, msg))
-            store.mark_indexed(pending)
+            _retry(functools.partial(store.mark_indexed, pending))
             total += len(pending)
             commits += 1
             last_commit_at = time.time()
