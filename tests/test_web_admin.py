@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from search.models import Crawl, CrawlError, Seed, Server
+from search.models import Crawl, CrawlError, Document, Seed, Server
 from search.servers import ServerRegistry
 from search.web import jobs
 from tests.conftest import Site
@@ -339,6 +339,17 @@ def test_crawl_log_overview_and_crawl_pages(admin: tuple[Any, str], app: Any) ->
                 ),
             ]
         )
+        s.add(
+            Document(
+                url="http://a.example/x.html",
+                server_id=a.id,
+                kind="page",
+                status=200,
+                content_type="text/html",
+                size=1234,
+                crawled_at=now,
+            )
+        )
         a_id = a.id
         crawl_id = crawl.id
     html = client.get("/admin/log").get_data(as_text=True)
@@ -351,6 +362,8 @@ def test_crawl_log_overview_and_crawl_pages(admin: tuple[Any, str], app: Any) ->
     assert client.get("/admin/log?server=x' OR 1=1 --&kind=';DROP").status_code == 200
     html = client.get("/admin/").get_data(as_text=True)
     assert "http://a.example/" in html and 'id="by-status"' in html
+    assert "Documents crawled per hour" in html and html.count("<rect ") == 1
+    assert "<td>text/html</td><td>1</td>" in html
     html = client.get("/admin/crawls").get_data(as_text=True)
     assert f"#{crawl_id}" in html and "finished" in html
     html = client.get(f"/admin/crawls/{crawl_id}").get_data(as_text=True)
@@ -425,4 +438,36 @@ def test_local_crawl_from_the_admin(tmp_path: Path, site: Site) -> None:
     data = client.get("/api/search?q=quokka").get_json()
     assert [h["url"] for h in data["hits"]][:1] == [site.url + "q.html"]
     assert client.get("/api/search?q=wombat").get_json()["total"] == 0
+    app.extensions["spidersite.runner"].wait(60)
+
+
+def test_stop_a_local_crawl(tmp_path: Path, site: Site) -> None:
+    links = [f"/p{i}.html" for i in range(10)]
+    site.page("/", "Slow start", "slow pages", links)
+    for link in links:
+        site.page(link, "Slow page", "a slow page", [], delay=0.5)
+    app = make_app(tmp_path / "data")
+    client = app.test_client()
+    csrf = login(client)
+    form = {"url": site.url, "userobots": "on", "concurrency": "1", "csrf_token": csrf}
+    assert client.post("/admin/servers/new", data=form).status_code == 302
+    client.post("/admin/crawls/start", data={"mode": "normal", "csrf_token": csrf})
+    engine = engine_of(app)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait for the spider's own row
+        client.get("/admin/crawls")
+        with Session(engine) as s:
+            crawl = s.scalars(select(Crawl)).one()
+        if not crawl.args.get("placeholder") and len(site.paths()) > 2:
+            break
+        time.sleep(0.3)
+    resp = client.post(
+        f"/admin/crawls/{crawl.id}/stop", data={"csrf_token": csrf}, follow_redirects=True
+    )
+    assert f"Stopping crawl #{crawl.id}" in resp.get_data(as_text=True)
+    wait_finished(client, 60)
+    with Session(engine) as s:
+        crawl = s.get(Crawl, crawl.id)
+        assert crawl is not None
+    assert crawl.finish_reason == "shutdown"
     app.extensions["spidersite.runner"].wait(60)
