@@ -471,3 +471,26 @@ def test_stop_a_local_crawl(tmp_path: Path, site: Site) -> None:
         assert crawl is not None
     assert crawl.finish_reason == "shutdown"
     app.extensions["spidersite.runner"].wait(60)
+
+
+def test_topic_crawl_from_the_admin(tmp_path: Path, site: Site) -> None:
+    site.page("/", "Marsupials", "quokka quokka wallaby", ["/q.html", "/other.html"])
+    site.page("/q.html", "Quokka", "The quokka is a small marsupial; quokka quokka", [])
+    site.page("/other.html", "Cars", "engines and wheels and brakes", [])
+    app = make_app(tmp_path / "data")
+    client = app.test_client()
+    csrf = login(client)
+    form = {"url": site.url, "userobots": "on", "csrf_token": csrf}
+    assert client.post("/admin/servers/new", data=form).status_code == 302
+    start = {"mode": "topic", "topic": "quokka", "topic_threshold": "1", "csrf_token": csrf}
+    resp = client.post("/admin/crawls/start", data=start, follow_redirects=True)
+    assert "Crawl started" in resp.get_data(as_text=True)
+    wait_finished(client)
+    with Session(engine_of(app)) as s:
+        crawl = s.scalars(select(Crawl)).one()
+    assert crawl.finish_reason == "finished"
+    assert crawl.args["topic"] == "quokka" and crawl.args["topic_threshold"] == "1.0"
+    urls = {h["url"] for h in client.get("/api/search?q=quokka").get_json()["hits"]}
+    assert site.url + "q.html" in urls
+    assert client.get("/api/search?q=engines").get_json()["total"] == 0
+    app.extensions["spidersite.runner"].wait(60)

@@ -169,7 +169,6 @@ class LocalRunner:
             SPIDERSITE_DATA_DIR=str(self.settings.data_dir),
             SPIDERSITE_INDEX_DIR=str(self.settings.index_dir),
             DATABASE_URL=self.settings.database_url,
-            SPIDERSITE_JOB=job_id,
         )
         for key in ("SPIDERSITE_ADMIN_PASSWORD", "SPIDERSITE_SECRET_KEY"):
             env.pop(key, None)
