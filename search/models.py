@@ -101,6 +101,11 @@ class Document(Base):
     simhash: Mapped[int | None] = mapped_column(BigInteger)
     #: Score against the crawl's topic (A = 4·B + C), when the crawl had one.
     topic_score: Mapped[float | None] = mapped_column(Float)
+    #: An earlier page whose simhash differs in at most NEAR_DUPLICATE_BITS bits.
+    near_duplicate_of_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    #: Where the page store keeps the fetched response (WARC file and record offset).
+    warc_file: Mapped[str | None] = mapped_column(Text)
+    warc_offset: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class Word(Base):

@@ -22,6 +22,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from search.analysis import SECTIONS, WordRecord
 from search.models import Crawl, CrawlError, Document, Link, Posting, Server, Word
+from search.simhash import SimhashIndex, simhash, to_signed, to_unsigned
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +70,8 @@ class StoredDocument:
     row: DocumentRow
     #: The document this one is an exact duplicate of (then it is not indexed).
     clone_of: int | None = None
+    #: An earlier document this one nearly duplicates (recorded; still indexed).
+    near_duplicate_of: int | None = None
 
 
 @dataclass(slots=True)
@@ -105,6 +108,7 @@ class DocumentStore:
         self.server_ids: dict[str, int] = {}
         self.word_ids: dict[str, int] = {}
         self.crawl_id: int | None = None
+        self._simhashes: SimhashIndex | None = None
 
     # -- crawls and servers ------------------------------------------------------------
 
@@ -329,7 +333,48 @@ class DocumentStore:
         if links:
             self._bulk_insert(conn, "links", ("from_id", "to_url", "anchor", "nofollow"), links)
         clones = self._mark_clones(conn, rows, ids)
-        return [StoredDocument(ids[r.url], r, clones.get(ids[r.url])) for r in rows]
+        near = self._mark_near_duplicates(conn, rows, ids, clones)
+        return [
+            StoredDocument(ids[r.url], r, clones.get(ids[r.url]), near.get(ids[r.url]))
+            for r in rows
+        ]
+
+    def _mark_near_duplicates(
+        self, conn: Any, rows: list[DocumentRow], ids: dict[str, int], clones: dict[int, int]
+    ) -> dict[int, int]:
+        """Fingerprint every page (simhash of its weighted stems) and record the earlier
+        page it nearly duplicates, if any (see :mod:`search.simhash` for the threshold)."""
+        if self._simhashes is None:
+            self._simhashes = SimhashIndex(
+                (did, to_unsigned(value))
+                for did, value in conn.execute(
+                    select(Document.id, Document.simhash).where(
+                        Document.simhash.is_not(None), Document.gone_at.is_(None)
+                    )
+                )
+            )
+        near: dict[int, int] = {}
+        updates = []
+        for r in rows:
+            if not r.words:
+                continue
+            did = ids[r.url]
+            value = simhash({stem: rec.weight for stem, rec in r.words.items()})
+            other = None if did in clones else self._simhashes.nearest(value, exclude=did)
+            if other is not None and other < did:
+                near[did] = other
+            else:
+                other = None
+            self._simhashes.add(did, value)
+            updates.append({"doc_id": did, "simhash": to_signed(value), "near": other})
+        if updates:
+            conn.execute(
+                update(Document)
+                .where(Document.id == bindparam("doc_id"))
+                .values(simhash=bindparam("simhash"), near_duplicate_of_id=bindparam("near")),
+                updates,
+            )
+        return near
 
     def _mark_clones(
         self, conn: Any, rows: list[DocumentRow], ids: dict[str, int]

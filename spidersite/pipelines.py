@@ -278,6 +278,8 @@ class StorePipeline:
             self.stats.inc_value(f"store/{doc.row.values['kind']}s")
             if doc.clone_of is not None:
                 self.stats.inc_value("store/clones")
+            if doc.near_duplicate_of is not None:
+                self.stats.inc_value("store/near_duplicates")
         self.stats.set_value("store/flushed_at_last", time.time())
         self.crawler.signals.send_catch_log(
             store_flushed, documents=result.documents, deleted=result.deleted

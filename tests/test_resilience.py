@@ -153,3 +153,25 @@ def test_exact_duplicates_are_recorded_and_indexed_once(site: Site, crawl) -> No
     urls = [h["url"] for h in json.loads(proc.stdout)["hits"]]
     assert len(urls) == 2  # the original and the different page, not the clone
     assert result.stats["store/clones"] == 1
+
+
+def test_near_duplicates_are_recorded(site: Site, crawl) -> None:
+    words = " ".join(f"term{i} " * (1 + i % 7) for i in range(400))
+    site.page("/", "Home", "home", ["/orig.html", "/near.html", "/other.html"])
+    site.page("/orig.html", "Manual", f"{words} printed edition")
+    site.page("/near.html", "Manual", f"{words} online edition with a footer")
+    site.page("/other.html", "Other", " ".join(f"other{i}" for i in range(400)))
+    result = crawl("-a", f"seeds={site.url}")
+    assert result.returncode == 0, result.stderr
+    rows = {
+        r[0]: r[1:]
+        for r in result.rows(
+            "SELECT url, id, near_duplicate_of_id, clone_of_id, simhash, indexed FROM documents"
+        )
+    }
+    orig, near, other = (rows[site.url + p] for p in ("orig.html", "near.html", "other.html"))
+    first, second = sorted([orig, near], key=lambda r: r[0])
+    assert second[1] == first[0] and first[1] is None
+    assert second[2] is None and second[4]  # recorded, not a clone, still indexed
+    assert other[1] is None and other[3] is not None
+    assert result.stats["store/near_duplicates"] == 1

@@ -35,6 +35,9 @@ class MaxHopsMiddleware(BaseSpiderMiddleware):
         server = registry.get(request.url) if registry is not None else None
         if server is not None and hops > server.maxhops:
             self.stats.inc_value("maxhops/dropped")
+            forget = getattr(self.crawler.spider, "forget", None)
+            if forget is not None:  # reachable again through a shorter path
+                forget(request.url)
             logger.debug(
                 "Dropped %s: %d hops > maxhops %d",
                 request.url,

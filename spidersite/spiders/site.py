@@ -224,6 +224,11 @@ class SiteSpider(Spider):
 
     # -- requests ------------------------------------------------------------------------
 
+    def forget(self, url: str) -> None:
+        """Let *url* be scheduled again when a later page links to it (a middleware that
+        drops a request calls this: the URL was marked seen when the request was made)."""
+        self._seen.discard(url)
+
     def canonical(self, url: str) -> str:
         """Canonical form of an absolute URL, cached (canonicalisation is costly)."""
         canon = self._canonical.get(url)
