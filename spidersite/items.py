@@ -53,6 +53,8 @@ class PageItem:
     interval: int | None = None
     #: Score against the crawl's topic (A = 4·B + C), set by the topic middleware.
     topic_score: float | None = None
+    #: (WARC file, offset) of the stored response, when the page store is on.
+    warc: tuple[str, int] | None = None
 
 
 @dataclass(slots=True)

@@ -216,6 +216,8 @@ class StorePipeline:
             "crawled_at": item.crawled_at,
             "change_interval": item.interval,
             "topic_score": item.topic_score,
+            "warc_file": item.warc[0] if item.warc else None,
+            "warc_offset": item.warc[1] if item.warc else None,
         }
         return DocumentRow(
             url=item.url,

@@ -84,6 +84,8 @@ ITEM_PIPELINES = {
 EXTENSIONS = {
     # Writes the crawl's stats and finish reason into the `crawls` table.
     "spidersite.pipelines.CrawlRecorder": 0,
+    # The page store (WARC files); off unless PAGESTORE_ENABLED.
+    "spidersite.pagestore.PageStore": 0,
 }
 
 # --- spidersite's own settings (defaults; see README "Settings") ---------------------
@@ -109,6 +111,10 @@ TOPIC_FOLLOW_HOPS = 0  # links of pages this close to a seed are followed even o
 
 ANALYZE_ENABLED = True
 ANALYZE_MAX_WORDS = 50_000
+
+PAGESTORE_ENABLED = False
+PAGESTORE_DIR = None  # default <data dir>/warc
+PAGESTORE_MAX_BYTES = 1024**3  # a new WARC file past this size
 
 STORE_ENABLED = True
 STORE_DATABASE_URL = None  # env DATABASE_URL, else sqlite:///<data dir>/spidersite.db

@@ -174,3 +174,29 @@ def test_recrawl_without_documents_is_harmless(crawl, mode: str) -> None:
     result = crawl("-a", f"recrawl={mode}")
     assert result.returncode == 0, result.stderr
     assert result.stats["recrawl/scheduled"] == 0
+
+
+def test_page_store_keeps_fetched_pages(site: Site, crawl) -> None:
+    from warcio.archiveiterator import ArchiveIterator
+
+    from tests.conftest import run_search
+
+    build(site)
+    result = crawl("-a", f"seeds={site.url}", settings={"PAGESTORE_ENABLED": True})
+    assert result.returncode == 0, result.stderr
+    rows = result.rows("SELECT url, warc_file, warc_offset FROM documents")
+    assert all(r[1] and r[2] is not None for r in rows)
+    warc = Path(rows[0][1])
+    assert warc.parent == result.data_dir / "warc"
+    with warc.open("rb") as stream:
+        uris = {
+            r.rec_headers.get_header("WARC-Target-URI")
+            for r in ArchiveIterator(stream)
+            if r.rec_type == "response"
+        }
+    assert uris == {r[0] for r in rows}
+    proc = run_search("cached", site.url + "b.html", data_dir=result.data_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert "badger sett" in proc.stdout and "<title>Beta</title>" in proc.stdout
+    missing = run_search("cached", site.url + "nope.html", data_dir=result.data_dir)
+    assert missing.returncode == 1 and "no stored document" in missing.stderr

@@ -460,6 +460,7 @@ class SiteSpider(Spider):
             weights=server.weights,
             language=server.language,
             interval=server.period,
+            warc=response.meta.get("warc"),
         )
 
     def _revisit(self, response: Response, stored: dict[str, Any], changed: bool) -> int:
