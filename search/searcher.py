@@ -494,6 +494,12 @@ class Searcher:
         query_stems = set(q.stems)
         words_of: dict[int, list[tuple[int, int, str]]] = {}
         with self.session() as session:
+            if (
+                wquery.filter is not None
+                and next(iter(wquery.filter.docs(session.s)), None) is None
+            ):
+                # Whoosh takes a filter that matches nothing for no filter at all.
+                return ResultPage(q.text, 0, page, per_page, time.perf_counter() - started, [])
             if q.phrases:
                 # Phrases are checked on the stored text: rank, then filter candidates.
                 ranked = session.rank(
