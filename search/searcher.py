@@ -141,6 +141,21 @@ class WhooshQuery:
     weights: dict[str, float] = field(default_factory=dict)
 
 
+def _site_query(site: str) -> wq.Query:
+    """``site:host``: the host and its subdomains, on any port (``site:host:port``: that
+    port only)."""
+    if ":" in site:
+        return wq.Or([wq.Term("host", site), wq.Wildcard("host", f"*.{site}")])
+    return wq.Or(
+        [
+            wq.Term("host", site),
+            wq.Wildcard("host", f"*.{site}"),
+            wq.Wildcard("host", f"{site}:*"),
+            wq.Wildcard("host", f"*.{site}:*"),
+        ]
+    )
+
+
 def build_query(q: ParsedQuery) -> WhooshQuery:
     """The Whoosh query of a parsed query (BM25F, query words weighted by qw(t)).
 
@@ -151,9 +166,7 @@ def build_query(q: ParsedQuery) -> WhooshQuery:
     scored = weighted_query(weights, q.require_all)
     required: list[wq.Query] = [term_query(s) for phrase in q.phrases for s in phrase]
     if q.sites:
-        required.append(
-            wq.Or([wq.Or([wq.Term("host", s), wq.Wildcard("host", f"*.{s}")]) for s in q.sites])
-        )
+        required.append(wq.Or([_site_query(s) for s in q.sites]))
     excluded = [term_query(s) for s in q.excluded]
     excluded += [wq.And([term_query(s) for s in p]) for p in q.excluded_phrases]
     return WhooshQuery(
