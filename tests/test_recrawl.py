@@ -200,3 +200,14 @@ def test_page_store_keeps_fetched_pages(site: Site, crawl) -> None:
     assert "badger sett" in proc.stdout and "<title>Beta</title>" in proc.stdout
     missing = run_search("cached", site.url + "nope.html", data_dir=result.data_dir)
     assert missing.returncode == 1 and "no stored document" in missing.stderr
+    # The web app's document page links to the stored copy, served as plain text.
+    from tests.test_web import make_app
+
+    client = make_app(result.data_dir).test_client()
+    doc_id = result.scalar("SELECT id FROM documents WHERE url = :u", u=site.url + "b.html")
+    page = client.get(f"/doc/{doc_id}")
+    assert f"/doc/{doc_id}/cached" in page.get_data(as_text=True)
+    cached = client.get(f"/doc/{doc_id}/cached")
+    assert cached.status_code == 200
+    assert cached.headers["Content-Type"].startswith("text/plain")
+    assert b"<title>Beta</title>" in cached.data

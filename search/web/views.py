@@ -6,7 +6,16 @@ import math
 from datetime import datetime
 from typing import Any
 
-from flask import Blueprint, abort, current_app, jsonify, render_template, request, url_for
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    jsonify,
+    make_response,
+    render_template,
+    request,
+    url_for,
+)
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
@@ -212,6 +221,31 @@ def document_text(doc_id: int) -> Any:
     if row is None:
         abort(404, description=f"No document #{doc_id}.")
     return render_template("document_text.html", doc=row)
+
+
+@bp.get("/doc/<int:doc_id>/cached")
+def document_cached(doc_id: int) -> Any:
+    """The page as it was fetched, from the page store, served as plain text: a stored
+    page is never rendered as HTML here (its scripts would run on this site)."""
+    from search.pagestore import PageStoreError, read_response
+
+    with Session(engine()) as s:
+        row = s.execute(
+            select(Document.warc_file, Document.warc_offset).where(Document.id == doc_id)
+        ).first()
+    if row is None:
+        abort(404, description=f"No document #{doc_id}.")
+    if row.warc_file is None or row.warc_offset is None:
+        abort(404, description=f"Document #{doc_id} has no stored copy.")
+    try:
+        stored = read_response(row.warc_file, row.warc_offset)
+    except PageStoreError as exc:
+        abort(404, description=str(exc))
+    response = make_response(stored.body)
+    response.headers["Content-Type"] = "text/plain; charset=utf-8"
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Content-Disposition"] = "inline"
+    return response
 
 
 @bp.get("/healthz")
