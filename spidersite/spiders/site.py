@@ -491,16 +491,27 @@ class SiteSpider(Spider):
             return GoneItem(redirects[0], stored["id"], 301, moved_to=self.canonical(response.url))
         return None
 
+    def _check_revisit(self, response: Response) -> tuple[Any, bool]:
+        """For a re-visit: (the item to yield first, or None; whether nothing is left to
+        parse).  A page that moved yields its GoneItem and is then parsed as new."""
+        stored = response.meta.get("stored")
+        if not stored:
+            return None, False
+        outcome = self._revisit_outcome(response, stored)
+        if outcome is None:
+            return None, False
+        moved = isinstance(outcome, GoneItem) and outcome.moved_to is not None
+        return outcome, not moved
+
     def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
         hops = response.meta.get("hops", 0)
-        stored = response.meta.get("stored")
-        if stored:
-            outcome = self._revisit_outcome(response, stored)
-            if outcome is not None:
-                yield outcome
-                if not isinstance(outcome, GoneItem) or outcome.moved_to is None:
-                    return
-                stored = None  # moved: the new URL is parsed as a page of its own
+        outcome, done = self._check_revisit(response)
+        if outcome is not None:
+            yield outcome
+        if done:
+            return
+        # A page that moved is parsed as a new page of its own URL.
+        stored = response.meta.get("stored") if outcome is None else None
         ctype = (response.headers.get(b"Content-Type") or b"").decode("latin-1").lower()
         is_html = any(t in ctype for t in HTML_TYPES) or (
             not ctype
@@ -575,14 +586,11 @@ class SiteSpider(Spider):
         return item
 
     def parse_file(self, response: Response, **kwargs: Any) -> Iterator[Any]:
-        stored = response.meta.get("stored")
-        if stored:
-            outcome = self._revisit_outcome(response, stored)
-            if outcome is not None:
-                yield outcome
-                if not isinstance(outcome, GoneItem) or outcome.moved_to is None:
-                    return
-        yield self._file_item(response)
+        outcome, done = self._check_revisit(response)
+        if outcome is not None:
+            yield outcome
+        if not done:
+            yield self._file_item(response)
 
     def on_error(self, failure: Failure) -> Iterator[ErrorItem]:
         request = failure.request  # type: ignore[attr-defined]
