@@ -95,13 +95,13 @@ _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 def parse_size(value: Any) -> int:
     """Bytes from a number or a string such as ``"512KB"``, ``"10MB"``, ``"1GiB"``."""
     if isinstance(value, bool):
-        raise ValueError("must be a size such as 1048576 or \"10MB\"")
+        raise ValueError('must be a size such as 1048576 or "10MB"')
     if isinstance(value, int | float):
         size = float(value)
     else:
         m = _SIZE_RE.match(str(value))
         if not m:
-            raise ValueError(f"{value!r} is not a size such as 1048576 or \"10MB\"")
+            raise ValueError(f'{value!r} is not a size such as 1048576 or "10MB"')
         size = float(m.group(1)) * _SIZE_UNITS[m.group(2)[:1].lower()]
     if not math.isfinite(size) or size < 1:
         raise ValueError(f"{value!r} is not a size of at least 1 byte")

@@ -674,3 +674,38 @@ def test_read_seeds_file_not_utf8(tmp_path: Path) -> None:
     path.write_bytes(b"http://a.example/\xff\n")
     with pytest.raises(ConfigError, match="not UTF-8"):
         read_seeds_file(path)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (1000, 1000),
+        ("1000", 1000),
+        ("512KB", 524288),
+        ("10MB", 10485760),
+        ("1GiB", 1 << 30),
+        ("2 mb", 2 << 20),
+    ],
+)
+def test_parse_size(value: Any, expected: int) -> None:
+    from search.servers import parse_size
+
+    assert parse_size(value) == expected
+
+
+@pytest.mark.parametrize("value", ["", "ten", "5XB", 0, 0.5, True, -3])
+def test_parse_size_rejects(value: Any) -> None:
+    from search.servers import parse_size
+
+    with pytest.raises(ValueError):
+        parse_size(value)
+
+
+def test_max_size_max_pages_and_periods_are_validated() -> None:
+    config = build(
+        {"url": URL, "max_size": "1MB", "max_pages": 10, "min_period": "2h", "max_period": "30d"}
+    )
+    assert (config.max_size, config.max_pages) == (1 << 20, 10)
+    assert (config.min_period, config.max_period) == (7200, 30 * 86400)
+    with pytest.raises(ConfigError, match="max_pages"):
+        build({"url": URL, "max_pages": -1})
