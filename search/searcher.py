@@ -295,12 +295,18 @@ class SearchSession:
         return len(weights) >= ranking.FEEDBACK_MIN_WORDS and self.n >= ranking.FEEDBACK_MIN_DOCS
 
     def expand(self, weights: dict[str, float], feedback: list[Ranked]) -> dict[str, float]:
-        """Pseudo-relevance feedback (:func:`search.ranking.feedback_terms`)."""
+        """Pseudo-relevance feedback (:func:`search.ranking.feedback_terms`), over the stems
+        that are not frequent (see :data:`FREQUENT_SHARE`)."""
+        frequent = FREQUENT_SHARE * self.n
         vectors = []
         for hit in feedback:
             length = self.s.doc_field_length(hit.docnum, WORDS_FIELD, 1)
             vector: dict[str, float] = {}
             for stem, tf in self.s.vector_as("weight", hit.docnum, WORDS_FIELD):
+                if stem not in weights and self.df(stem) > frequent:
+                    # A frequent word says little of the topic, and its long posting list
+                    # would make the expanded query slow.
+                    continue
                 vector[stem] = ranking.bm25(self.idf(stem), tf, length, self.avglen)
             vectors.append(vector)
         return ranking.feedback_terms(vectors, weights)

@@ -44,7 +44,7 @@ class PageStore:
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
         if not settings.getbool("PAGESTORE_ENABLED", False):
-            raise NotConfigured("PAGESTORE_ENABLED is off")
+            raise NotConfigured  # off by default: no warning in every crawl's log
         self.stats = crawler.stats
         self.folder = Path(
             settings.get("PAGESTORE_DIR") or Path(storage.data_dir(settings)) / "warc"
