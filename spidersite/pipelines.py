@@ -96,9 +96,13 @@ class StorePipeline:
 
     Settings: ``STORE_ENABLED`` (True), ``STORE_DATABASE_URL`` (default: ``DATABASE_URL``
     from the environment, else ``sqlite:///<SPIDERSITE_DATA_DIR>/spidersite.db``),
-    ``STORE_BATCH_SIZE`` (documents per transaction, 100).
+    ``STORE_BATCH_SIZE`` (documents per transaction, 100), ``STORE_RETRY_TIMES`` (retries
+    of a batch while the database is unreachable, 10).
+    Failures also go, one line each, to ``<data dir>/logs/crawl-<id>.log``.
     Stats: ``store/documents``, ``store/pages``, ``store/files``, ``store/errors``,
-    ``store/batches``, ``store/flushed_at_last`` (unix time of the last commit).
+    ``store/revisits``, ``store/gone``, ``store/clones``, ``store/near_duplicates``,
+    ``store/batches``, ``store/retries``, ``store/failed_batches``,
+    ``store/flushed_at_last`` (unix time of the last commit).
     """
 
     def __init__(self, crawler: Crawler) -> None:
