@@ -175,3 +175,37 @@ def test_near_duplicates_are_recorded(site: Site, crawl) -> None:
     assert second[2] is None and second[4]  # recorded, not a clone, still indexed
     assert other[1] is None and other[3] is not None
     assert result.stats["store/near_duplicates"] == 1
+
+
+def test_reindex_follow_feeds_the_index_of_crawlers_without_one(site: Site, crawl) -> None:
+    """Scale-out: crawlers run with INDEX_ENABLED=False and write only to the database; one
+    `reindex --follow` process keeps the index in step."""
+    for i in range(4):
+        site.page(f"/f{i}.html", f"Follow {i}", f"narwhal{i} tusk", [f"/f{i + 1}.html"])
+    result = crawl("-a", f"seeds={site.url}f0.html", settings={"INDEX_ENABLED": False})
+    assert result.returncode == 0, result.stderr
+    assert result.search("tusk").returncode == 1  # no index yet
+    proc = run_search(
+        "reindex", "--follow", "--interval", "0.2", "--rounds", "2", data_dir=result.data_dir
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "indexed 4" in proc.stdout
+    found = json.loads(result.search("tusk", "--json").stdout)["hits"]
+    assert len(found) == 4
+    # A page that left the searchable set (gone, noindex, clone) leaves the index.
+    engine = create_engine(result.database_url)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE documents SET gone_at = crawled_at, status = 404, "
+                "indexed = false WHERE url = :u"
+            ),
+            {"u": f"{site.url}f2.html"},
+        )
+    engine.dispose()
+    again = run_search(
+        "reindex", "--follow", "--interval", "0.2", "--rounds", "1", data_dir=result.data_dir
+    )
+    assert again.returncode == 0 and "removed 1" in again.stdout
+    urls = [h["url"] for h in json.loads(result.search("tusk", "--json").stdout)["hits"]]
+    assert f"{site.url}f2.html" not in urls and len(urls) == 3

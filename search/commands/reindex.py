@@ -28,6 +28,27 @@ def add_parser(sub: Any, common: Any) -> None:
         help="documents between progress updates (default: 2000)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep the index in step with the database: every --interval seconds, index "
+        "what crawlers stored (crawlers run with -s INDEX_ENABLED=False) and remove what "
+        "left the database's searchable set; stop with Ctrl-C",
+    )
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="with --follow: seconds between rounds (default: 10)",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --follow: stop after N rounds (default: 0, never)",
+    )
     common(p)
 
 
@@ -38,6 +59,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
     if args.batch_size < 1:
         raise CLIError("--batch-size must be at least 1", 2)
+    if args.follow:
+        return follow(args, out)
     engine = open_engine(args)
     index = open_index(args)
     total = count_indexable(engine, only_unindexed=args.new)
@@ -52,3 +75,39 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         bar.close()
     out.write(f"Indexed {done} documents into {index.path}\n")
     return 0
+
+
+def follow(args: argparse.Namespace, out: TextIO) -> int:
+    """The indexer of a scaled-out setup: crawlers write only to the database, this one
+    process (Whoosh has one writer) keeps the index in step with it."""
+    import time
+
+    from search.indexer import LOCK_WAIT, check, reindex
+
+    if args.interval <= 0:
+        raise CLIError("--interval must be greater than 0", 2)
+    engine = open_engine(args)
+    index = open_index(args)
+    index.open(create=True)
+    rounds = 0
+    try:
+        while True:
+            try:
+                added = reindex(engine, index, full=False, wait=LOCK_WAIT)
+                result = check(engine, index, repair=True)
+            except IndexError_ as exc:
+                raise CLIError(str(exc)) from None
+            removed = len(result.extra)
+            if added or removed or rounds == 0:
+                out.write(
+                    f"{time.strftime('%H:%M:%S')} indexed {added + len(result.missing)}, "
+                    f"removed {removed}; {result.in_database} searchable\n"
+                )
+                out.flush()
+            rounds += 1
+            if args.rounds and rounds >= args.rounds:
+                return 0
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        out.write("stopped\n")
+        return 0
