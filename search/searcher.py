@@ -228,11 +228,8 @@ class Explanation:
 
 
 #: A stem in more than this share of the documents is "frequent": its posting list is
-#: long and its idf low, so it is left out of the first pass of a query and added exactly
-#: to the best candidates of the other words only (see :meth:`SearchSession.rank`).
+#: long and its idf low, so query expansion does not add it (:meth:`SearchSession.expand`).
 FREQUENT_SHARE = 0.05
-#: Candidates rescored with the frequent stems: this many times the results asked for.
-CANDIDATE_FACTOR = 10
 #: Index size from which the number of hits is estimated instead of counted.
 EXACT_TOTAL_MAX_DOCS = 20_000
 
@@ -312,44 +309,16 @@ class SearchSession:
         return ranking.feedback_terms(vectors, weights)
 
     def top(self, weights: dict[str, float], limit: int, wquery: WhooshQuery) -> list[Ranked]:
-        """The best *limit* documents for a weighted OR query.
+        """The best *limit* documents for a weighted OR query, in one Whoosh search (its
+        block-max quality skips the blocks that cannot reach the top *limit*).
 
-        The stems found in more than :data:`FREQUENT_SHARE` of the documents are left out of
-        a first pass over the others (Whoosh's block-max skipping prunes that pass); the
-        best ``CANDIDATE_FACTOR × limit`` candidates then get the frequent stems' exact
-        scores.  A document left out can still belong in the results only if its first-pass
-        score plus the most the frequent stems can add (Σ qw · idf · (k1 + 1)) beats the
-        last result: then the query runs whole.
+        A two-pass variant (frequent stems left out of a first pass and added to its best
+        candidates) was measured slower on 100,000 documents: its fallback to the whole
+        query was frequent (see benchmarks/README.md, "Query latency").
         """
         present = {s: w for s, w in weights.items() if self.df(s)}
         if not present:
             return []
-        cutoff = FREQUENT_SHARE * self.n
-        rare = {s: w for s, w in present.items() if self.df(s) <= cutoff}
-        frequent = {s: w for s, w in present.items() if self.df(s) > cutoff}
-        if not rare or not frequent:
-            return self._search(weighted_query(present), limit, wquery)
-        wanted = max(limit * CANDIDATE_FACTOR, 100)
-        first = self._search(weighted_query(rare), wanted, wquery)
-        bound = sum(w * ranking.bm25_upper_bound(self.idf(s)) for s, w in frequent.items())
-        # The most a document outside the candidates can score: the weakest candidate's
-        # first-pass score (or 0, when every document with a rare stem is a candidate) + bound.
-        outside = (first[-1].score if len(first) >= wanted else 0.0) + bound
-        by_docnum = sorted(first, key=lambda h: h.docnum)
-        for stem, w in frequent.items():
-            m = term_query(stem, w).matcher(self.s, self.s.context())
-            for hit in by_docnum:
-                if not m.is_active():
-                    break
-                if m.id() < hit.docnum:
-                    m.skip_to(hit.docnum)
-                    if not m.is_active():
-                        break
-                if m.id() == hit.docnum:
-                    hit.score += m.score()
-        ranked = sorted(first, key=lambda h: (-h.score, h.docnum))
-        if len(ranked) >= limit and ranked[limit - 1].score > outside:
-            return ranked[:limit]
         return self._search(weighted_query(present), limit, wquery)
 
     def _search(self, query: wq.Query, limit: int, wquery: WhooshQuery) -> list[Ranked]:
