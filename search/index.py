@@ -190,11 +190,16 @@ class Index:
             shutil.rmtree(self.path)
 
     @contextmanager
-    def writer(self, limitmb: int = 256, clear: bool = False) -> Iterator[IndexWriter]:
-        """The one writer: committed on success, cancelled on error."""
+    def writer(
+        self, limitmb: int = 256, clear: bool = False, wait: float = 0.0
+    ) -> Iterator[IndexWriter]:
+        """The one writer: committed on success, cancelled on error.
+
+        *wait* is how many seconds to wait for another writer's lock before giving up.
+        """
         ix = self.open(create=True)
         try:
-            w = ix.writer(limitmb=limitmb)
+            w = ix.writer(limitmb=limitmb, timeout=wait, delay=0.25)
         except LockError:
             raise IndexError_(
                 f"the search index at {self.path} is being written by another process "

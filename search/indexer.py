@@ -13,10 +13,8 @@ import functools
 import logging
 import multiprocessing
 import queue
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -25,7 +23,7 @@ from sqlalchemy import Engine, and_, func, not_, select, update
 
 from search import db
 from search.analysis import SECTIONS
-from search.index import FIELD_OF_SECTION, Index, IndexDoc, IndexError_
+from search.index import FIELD_OF_SECTION, Index, IndexDoc
 from search.models import Document, Posting, Server, Word
 from search.store import DocumentStore, chunks
 
@@ -78,31 +76,6 @@ def _retry(write: Callable[[], None], times: int = 10) -> None:
 LOCK_WAIT = 120.0
 
 
-@contextmanager
-def _writer_when_free(
-    index: Index, limitmb: int, clear: bool = False, wait: float = LOCK_WAIT
-) -> Iterator[Any]:
-    """``index.writer()``, waiting up to *wait* seconds for another writer to finish."""
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            cm = index.writer(limitmb=limitmb, clear=clear)
-            writer = cm.__enter__()
-        except IndexError_:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.5)
-            continue
-        break
-    try:
-        yield writer
-    except BaseException:
-        if not cm.__exit__(*sys.exc_info()):
-            raise
-    else:
-        cm.__exit__(None, None, None)
-
-
 def _worker(
     inbox: Any,
     outbox: Any,
@@ -146,7 +119,7 @@ def _worker(
             msg = first_message()
             if msg is None:
                 break
-            with _writer_when_free(index, limitmb) as writer:
+            with index.writer(limitmb=limitmb, wait=LOCK_WAIT) as writer:
                 pending = _apply(writer, msg)
                 while len(pending) < batch_size:
                     try:
@@ -368,7 +341,7 @@ def reindex(
         return 0
     store = DocumentStore(engine)
     done: list[int] = []
-    with _writer_when_free(index, limitmb, clear=full, wait=wait) as writer:
+    with index.writer(limitmb=limitmb, clear=full, wait=wait) as writer:
         for doc in iter_index_docs(engine, only_unindexed=not full, before=before):
             writer.add(doc, update=not full)
             done.append(doc.docid)
