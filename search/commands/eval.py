@@ -23,6 +23,7 @@ from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from search.cli import EXIT_USAGE, CLIError, open_engine, open_index
+from search.commands.query import add_ranking_options
 
 NAME = "eval"
 
@@ -58,17 +59,7 @@ def add_parser(sub: Any, common: Any) -> None:
         "-k", type=int, default=1000, metavar="K", help="documents ranked per query (default 1000)"
     )
     p.add_argument("--json", action="store_true", help="print JSON for machines")
-    p.add_argument(
-        "--no-expand",
-        dest="expand",
-        action="store_false",
-        help="no query expansion (pseudo-relevance feedback) for long queries",
-    )
-    p.add_argument(
-        "--language",
-        metavar="LANG",
-        help="language of the query words for stemming (default: English)",
-    )
+    add_ranking_options(p)
     common(p)
 
 

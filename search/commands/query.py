@@ -36,6 +36,12 @@ def add_parser(sub: Any, common: Any) -> None:
         action="store_true",
         help="show each hit's score, term by term (the formula of README 'Ranking')",
     )
+    add_ranking_options(p)
+    common(p)
+
+
+def add_ranking_options(p: argparse.ArgumentParser) -> None:
+    """Options of how queries are analyzed and ranked (shared with ``eval``)."""
     p.add_argument(
         "--no-expand",
         dest="expand",
@@ -47,7 +53,6 @@ def add_parser(sub: Any, common: Any) -> None:
         metavar="LANG",
         help="language of the query words for stemming (default: English)",
     )
-    common(p)
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
