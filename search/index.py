@@ -29,6 +29,8 @@ from whoosh.system import pack_uint
 from whoosh.writing import CLEAR, SegmentWriter
 
 from search.analysis import SECTIONS, WordRecord
+from search.arrays import FIELD as _ARRAY_FIELD
+from search.arrays import ArrayCodec
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +45,7 @@ FIELD_OF_SECTION: dict[str, str] = {
 TEXT_FIELDS: tuple[str, ...] = tuple(FIELD_OF_SECTION[s] for s in SECTIONS)
 
 #: The one scored field: every section's stems, weighted.
-WORDS_FIELD = "words"
+WORDS_FIELD = _ARRAY_FIELD
 
 INDEX_NAME = "spidersite"
 
@@ -199,7 +201,7 @@ class Index:
         """
         ix = self.open(create=True)
         try:
-            w = ix.writer(limitmb=limitmb, timeout=wait, delay=0.25)
+            w = ix.writer(limitmb=limitmb, timeout=wait, delay=0.25, codec=ArrayCodec())
         except LockError:
             raise IndexError_(
                 f"the search index at {self.path} is being written by another process "

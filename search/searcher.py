@@ -14,12 +14,14 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
 from sqlalchemy import Engine, select
 from whoosh import query as wq
 from whoosh import scoring
 
 from search import ranking
 from search.analysis import get_analyzer
+from search.arrays import ArrayIndex
 from search.index import WORDS_FIELD, Index, IndexMissing
 from search.models import Document
 from search.query import ParsedQuery
@@ -237,7 +239,7 @@ EXACT_TOTAL_MAX_DOCS = 20_000
 class SearchSession:
     """One open Whoosh searcher: rank, expand, explain (reuse it for many queries)."""
 
-    def __init__(self, searcher: Any) -> None:
+    def __init__(self, searcher: Any, use_arrays: bool = True) -> None:
         self.s = searcher
         if WORDS_FIELD not in searcher.schema:
             raise IndexOutdated(
@@ -247,6 +249,13 @@ class SearchSession:
         self.n = int(searcher.doc_count_all())
         self.avglen = float(searcher.avg_field_length(WORDS_FIELD) or 1.0)
         self._df: dict[str, int] = {}
+        #: The array postings (:mod:`search.arrays`); None: Whoosh's matchers rank (an
+        #: index written before the arrays existed, or *use_arrays* False).
+        self.arrays = ArrayIndex.load(searcher, ranking.K1, ranking.B) if use_arrays else None
+        # The last query's filtered documents, and its scores before expansion (what
+        # count() counts), kept with the query they belong to.
+        self._filtered: tuple[WhooshQuery, np.ndarray | None, np.ndarray | None] | None = None
+        self._first: tuple[WhooshQuery, Any, np.ndarray] | None = None
 
     def df(self, stem: str) -> int:
         n = self._df.get(stem)
@@ -270,6 +279,8 @@ class SearchSession:
         wquery = wquery or build_query(q)
         weights = wquery.weights
         if q.require_all:
+            if self.arrays is not None:
+                return self._top_arrays(weights, limit, wquery, require_all=True)
             return self._search(wquery.scored, limit, wquery)
         expand = expand and self.expands(weights)
         hits = self.top(weights, limit if not expand else max(limit, ranking.FEEDBACK_DOCS), wquery)
@@ -295,6 +306,8 @@ class SearchSession:
         """Pseudo-relevance feedback (:func:`search.ranking.feedback_terms`), over the stems
         that are not frequent (see :data:`FREQUENT_SHARE`)."""
         frequent = FREQUENT_SHARE * self.n
+        if self.arrays is not None:
+            return ranking.feedback_terms(self._vectors_arrays(weights, feedback), weights)
         vectors = []
         for hit in feedback:
             length = self.s.doc_field_length(hit.docnum, WORDS_FIELD, 1)
@@ -316,10 +329,86 @@ class SearchSession:
         candidates) was measured slower on 100,000 documents: its fallback to the whole
         query was frequent (see benchmarks/README.md, "Query latency").
         """
+        if self.arrays is not None:
+            return self._top_arrays(weights, limit, wquery)
         present = {s: w for s, w in weights.items() if self.df(s)}
         if not present:
             return []
         return self._search(weighted_query(present), limit, wquery)
+
+    # -- the array postings (search.arrays) ----------------------------------------------
+
+    def _top_arrays(
+        self, weights: dict[str, float], limit: int, wquery: WhooshQuery, require_all: bool = False
+    ) -> list[Ranked]:
+        """:meth:`top` on the array postings: every matching document scored."""
+        scores = self._scores(weights, wquery, require_all)
+        out = []
+        for score, docnum in self._arrays().best(scores, limit):
+            fields = self.s.stored_fields(docnum)
+            out.append(Ranked(score, int(fields["docid"]), fields["url"], docnum))
+        return out
+
+    def _arrays(self) -> ArrayIndex:
+        assert self.arrays is not None
+        return self.arrays
+
+    def _scores(
+        self, weights: dict[str, float], wquery: WhooshQuery, require_all: bool = False
+    ) -> np.ndarray:
+        """Every document's score (0: not a hit), filter and mask applied.  The scores of
+        the query as typed are kept for :meth:`count`."""
+        key = (tuple(weights.items()), require_all)
+        if self._first is not None and self._first[0] is wquery and self._first[1] == key:
+            return self._first[2]
+        arrays = self._arrays()
+        scores, matched = arrays.accumulate(weights, require_all)
+        if matched is not None:
+            present = sum(1 for s in weights if s in arrays.ids)
+            if present < len(weights):
+                scores[:] = 0.0
+            else:
+                scores[matched < present] = 0.0
+        allowed, masked = self._filter_docs(wquery)
+        if allowed is not None:
+            keep = np.zeros(len(scores), dtype=bool)
+            keep[allowed] = True
+            scores[~keep] = 0.0
+        if masked is not None:
+            scores[masked] = 0.0
+        if weights is wquery.weights:
+            self._first = (wquery, key, scores)
+        return scores
+
+    def _filter_docs(self, wquery: WhooshQuery) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The documents the filter allows and those the mask removes (None: no such
+        query), from Whoosh's matchers (``site:``, phrase words, exclusions)."""
+        if self._filtered is None or self._filtered[0] is not wquery:
+
+            def docs(query: wq.Query | None) -> np.ndarray | None:
+                if query is None:
+                    return None
+                return np.fromiter(query.docs(self.s), dtype=np.int64)
+
+            self._filtered = (wquery, docs(wquery.filter), docs(wquery.mask))
+        return self._filtered[1], self._filtered[2]
+
+    def _vectors_arrays(
+        self, weights: dict[str, float], feedback: list[Ranked]
+    ) -> list[dict[str, float]]:
+        """The feedback documents' ``{stem: BM25 weight}`` from the forward arrays, frequent
+        stems left out (as :meth:`expand` does)."""
+        arrays = self._arrays()
+        frequent = FREQUENT_SHARE * self.n
+        asked = np.array([arrays.ids[s] for s in weights if s in arrays.ids], dtype=np.int64)
+        vectors = []
+        for hit in feedback:
+            gids, tf, length = arrays.vector(hit.docnum)
+            keep = (arrays.df[gids] <= frequent) | np.isin(gids, asked)
+            gids, tf = gids[keep], tf[keep]
+            stems = [arrays.texts[g] for g in gids.tolist()]
+            vectors.append(dict(zip(stems, arrays.bm25(gids, tf, length).tolist(), strict=True)))
+        return vectors
 
     def _search(self, query: wq.Query, limit: int, wquery: WhooshQuery) -> list[Ranked]:
         results = self.s.search(query, filter=wquery.filter, mask=wquery.mask, limit=limit)
@@ -330,7 +419,11 @@ class SearchSession:
         return out
 
     def count(self, q: ParsedQuery, wquery: WhooshQuery) -> tuple[int, bool]:
-        """Documents matching *q*: (number, exact?).  Estimated on big indexes."""
+        """Documents matching *q*: (number, exact?).  Estimated on big indexes when the
+        array postings are missing."""
+        if self.arrays is not None:
+            scores = self._scores(wquery.weights, wquery, q.require_all)
+            return int(np.count_nonzero(scores)), True
         results = self.s.search(wquery.scored, filter=wquery.filter, mask=wquery.mask, limit=1)
         if self.n <= EXACT_TOTAL_MAX_DOCS or wquery.filter is not None:
             return len(results), True

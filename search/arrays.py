@@ -1,0 +1,411 @@
+"""Array postings: the ``words`` field of each Whoosh segment, as flat numpy arrays.
+
+Whoosh keeps a term's postings in pickled, compressed blocks of 128 and its matchers
+walk them one posting at a time in Python; a query of a few words over 100,000 pages
+spends its time there.  The product scores with one formula over one field
+(:mod:`search.ranking`), so the work vectorises: score a whole posting list with a few
+numpy operations, add it into one accumulator per query, take the best with
+``argpartition``.  Every matching document is scored, so the result is exhaustive (no
+pruning to get wrong) and the number of hits is exact.
+
+How the arrays are kept in step with the index: :class:`ArrayCodec` is Whoosh's own codec
+with a field writer that also writes, for every segment it writes (new documents and
+merges alike), one more file of the segment, ``<segment>.wpa``:
+
+- the segment's ``words`` terms, in Whoosh's (sorted) order;
+- their postings: document numbers (``uint32``) and weighted term frequencies
+  (``float32``, the weight Whoosh stores), term after term (``starts`` gives each term's
+  slice);
+- each document's field length, as the byte Whoosh keeps (:func:`length_to_byte`);
+- the same postings by document (a forward index: each document's terms and weights), for
+  query expansion.
+
+The file is named like the segment's other files, so Whoosh packs it into the segment's
+compound file and deletes it with the segment.  It is read through ``numpy.memmap``
+(pages are loaded on demand and shared between processes).  A segment without it (an
+index written before it existed) makes :meth:`ArrayIndex.load` return None, and the
+searcher falls back to Whoosh's matchers; ``python -m search reindex`` rewrites the index
+with the arrays.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from array import array
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from whoosh.codec.whoosh3 import W3Codec, W3FieldWriter
+from whoosh.util.numeric import byte_to_length, length_to_byte
+
+logger = logging.getLogger(__name__)
+
+#: The scored field (search.index.WORDS_FIELD; not imported to keep this module a leaf).
+FIELD = "words"
+EXT = ".wpa"
+MAGIC = b"SPXWPA01"
+_ALIGN = 8
+
+#: Whoosh's field length of each length byte (a byte of 0 reads as 1, as Whoosh's
+#: length scorer asks for a default length of 1).
+LENGTHS = np.array([byte_to_length(b) if b else 1 for b in range(256)], dtype=np.float64)
+
+
+class ArrayCodec(W3Codec):
+    """Whoosh's W3 codec, plus the array file of the ``words`` field of each segment."""
+
+    def field_writer(self, storage: Any, segment: Any) -> W3FieldWriter:
+        return _FieldWriter(self, storage, segment)
+
+
+class _FieldWriter(W3FieldWriter):
+    def __init__(self, codec: Any, storage: Any, segment: Any) -> None:
+        super().__init__(codec, storage, segment)
+        self._in_words = False
+        self._terms: list[bytes] = []
+        self._starts = array("q", [0])
+        self._docs = array("I")
+        self._tfs = array("f")
+        self._lengths = bytearray()
+
+    def start_field(self, fieldname: str, fieldobj: Any) -> None:
+        super().start_field(fieldname, fieldobj)
+        self._in_words = fieldname == FIELD
+
+    def start_term(self, btext: bytes) -> None:
+        super().start_term(btext)
+        if self._in_words:
+            self._terms.append(btext)
+
+    def add(self, docnum: int, weight: float, vbytes: bytes, length: int) -> None:
+        super().add(docnum, weight, vbytes, length)
+        if self._in_words:
+            self._docs.append(docnum)
+            self._tfs.append(weight)
+            lengths = self._lengths
+            if docnum >= len(lengths):
+                lengths.extend(bytes(docnum + 1 - len(lengths)))
+            lengths[docnum] = length_to_byte(length)
+
+    def finish_term(self) -> None:
+        super().finish_term()
+        if self._in_words:
+            self._starts.append(len(self._docs))
+
+    def close(self) -> None:
+        super().close()
+        f = self._segment.create_file(self._storage, EXT)
+        try:
+            f.write(encode_arrays(self._terms, self._starts, self._docs, self._tfs, self._lengths))
+        finally:
+            f.close()
+
+
+def encode_arrays(
+    terms: list[bytes], starts: Any, docs: Any, tfs: Any, lengths: bytes | bytearray
+) -> bytes:
+    """The bytes of an array file (layout: :func:`decode_arrays`)."""
+    starts_a = np.frombuffer(starts, dtype=np.int64) if len(starts) else np.zeros(1, np.int64)
+    docs_a = np.frombuffer(docs, dtype=np.uint32)
+    tfs_a = np.frombuffer(tfs, dtype=np.float32)
+    lengths_a = np.frombuffer(bytes(lengths), dtype=np.uint8)
+    n_docs = len(lengths_a)
+    text = b"".join(terms)
+    text_starts = np.zeros(len(terms) + 1, dtype=np.int64)
+    if terms:
+        np.cumsum([len(t) for t in terms], out=text_starts[1:])
+    # The forward index: the same postings ordered by document (stable: terms stay sorted).
+    term_of = np.repeat(np.arange(len(terms), dtype=np.uint32), np.diff(starts_a))
+    order = np.argsort(docs_a, kind="stable")
+    fwd_terms = term_of[order]
+    fwd_tfs = tfs_a[order]
+    fwd_starts = np.zeros(n_docs + 1, dtype=np.int64)
+    if n_docs:
+        np.cumsum(np.bincount(docs_a, minlength=n_docs), out=fwd_starts[1:])
+    parts: dict[str, np.ndarray] = {
+        "text": np.frombuffer(text, dtype=np.uint8),
+        "text_starts": text_starts,
+        "starts": starts_a,
+        "docs": docs_a,
+        "tfs": tfs_a,
+        "lengths": lengths_a,
+        "fwd_starts": fwd_starts,
+        "fwd_terms": fwd_terms,
+        "fwd_tfs": fwd_tfs,
+    }
+    layout: dict[str, list[Any]] = {}
+    offset = 0
+    for name, a in parts.items():
+        layout[name] = [offset, a.dtype.str, int(a.size)]
+        offset += -(-a.nbytes // _ALIGN) * _ALIGN
+    header = json.dumps({"terms": len(terms), "docs": n_docs, "arrays": layout}).encode()
+    header += b" " * (-(len(MAGIC) + 4 + len(header)) % _ALIGN)
+    out = bytearray(MAGIC)
+    out += len(header).to_bytes(4, "little")
+    out += header
+    for a in parts.values():
+        out += a.tobytes()
+        out += bytes(-a.nbytes % _ALIGN)
+    return bytes(out)
+
+
+def decode_arrays(buf: np.ndarray) -> dict[str, np.ndarray]:
+    """The arrays of an array file held in *buf* (a ``uint8`` array, e.g. a memmap)."""
+    if bytes(buf[: len(MAGIC)]) != MAGIC:
+        raise ValueError("not a spidersite array file")
+    size = int.from_bytes(bytes(buf[len(MAGIC) : len(MAGIC) + 4]), "little")
+    start = len(MAGIC) + 4
+    header = json.loads(bytes(buf[start : start + size]))
+    base = start + size
+    out = {}
+    for name, (offset, dtype, count) in header["arrays"].items():
+        dt = np.dtype(dtype)
+        a = base + offset
+        out[name] = buf[a : a + count * dt.itemsize].view(dt)
+    return out
+
+
+@dataclass(slots=True)
+class SegmentArrays:
+    """The arrays of one segment (immutable, as Whoosh segments are)."""
+
+    terms: list[str]
+    starts: np.ndarray
+    docs: np.ndarray
+    tfs: np.ndarray
+    lengths: np.ndarray
+    fwd_starts: np.ndarray
+    fwd_terms: np.ndarray
+    fwd_tfs: np.ndarray
+
+    @classmethod
+    def read(cls, folder: Path, segment: Any) -> SegmentArrays | None:
+        """The arrays of *segment* of the index in *folder*; None if it has none."""
+        name = segment.make_filename(EXT)
+        if segment.is_compound():
+            from whoosh.filedb.filestore import FileStorage
+
+            path = folder / segment.make_filename(segment.COMPOUND_EXT)
+            compound = segment.open_compound_file(FileStorage(str(folder)))
+            try:
+                if not compound.file_exists(name):
+                    return None
+                offset, length = compound.range(name)
+            finally:
+                compound.close()
+        else:
+            path = folder / name
+            if not path.exists():
+                return None
+            offset, length = 0, path.stat().st_size
+        buf = np.memmap(path, dtype=np.uint8, mode="r", offset=offset, shape=(length,))
+        a = decode_arrays(buf)
+        text = bytes(a["text"])
+        ts = a["text_starts"].tolist()
+        terms = [text[ts[i] : ts[i + 1]].decode("utf-8") for i in range(len(ts) - 1)]
+        return cls(
+            terms,
+            a["starts"],
+            a["docs"],
+            a["tfs"],
+            a["lengths"],
+            a["fwd_starts"],
+            a["fwd_terms"],
+            a["fwd_tfs"],
+        )
+
+
+class _Leaf:
+    """One segment in one index generation: its arrays, where its documents start, its
+    deleted documents, and its terms mapped to the generation's term ids."""
+
+    __slots__ = ("arrays", "base", "deleted", "lennorm", "local", "to_global")
+
+    def __init__(self, arrays: SegmentArrays, base: int, deleted: np.ndarray) -> None:
+        self.arrays = arrays
+        self.base = base
+        self.deleted = deleted
+        self.to_global = np.empty(0, dtype=np.int64)
+        self.local = np.empty(0, dtype=np.int64)
+        self.lennorm = np.empty(0, dtype=np.float64)
+
+
+_SEGMENTS: OrderedDict[tuple[str, str], SegmentArrays | None] = OrderedDict()
+_INDEXES: OrderedDict[tuple[Any, ...], ArrayIndex] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+#: How many segments' and index generations' arrays a process keeps open.
+SEGMENT_CACHE = 256
+INDEX_CACHE = 4
+
+
+def _segment_arrays(folder: Path, segment: Any) -> SegmentArrays | None:
+    key = (str(folder), segment.segment_id())
+    with _CACHE_LOCK:
+        if key in _SEGMENTS:
+            _SEGMENTS.move_to_end(key)
+            return _SEGMENTS[key]
+    arrays = SegmentArrays.read(folder, segment)
+    with _CACHE_LOCK:
+        _SEGMENTS[key] = arrays
+        while len(_SEGMENTS) > SEGMENT_CACHE:
+            _SEGMENTS.popitem(last=False)
+    return arrays
+
+
+def index_folder(searcher: Any) -> Path | None:
+    """The folder of the index a Whoosh searcher reads (None for other storages)."""
+    ix = getattr(searcher, "_ix", None)
+    folder = getattr(getattr(ix, "storage", None), "folder", None)
+    return Path(folder) if folder else None
+
+
+class ArrayIndex:
+    """The array postings of every segment a Whoosh searcher reads, as one document space
+    (Whoosh's document numbers) and one term space (ids valid for this generation)."""
+
+    def __init__(
+        self, leaves: list[_Leaf], doc_count: int, avg_length: float, k1: float, b: float
+    ) -> None:
+        self.leaves = leaves
+        self.n = doc_count
+        self.avglen = avg_length or 1.0
+        self.k1, self.b = k1, b
+        ids: dict[str, int] = {}
+        for leaf in leaves:
+            setdefault = ids.setdefault
+            leaf.to_global = np.fromiter(
+                (setdefault(t, len(ids)) for t in leaf.arrays.terms),
+                dtype=np.int64,
+                count=len(leaf.arrays.terms),
+            )
+        self.ids = ids
+        self.texts = list(ids)
+        self.df = np.zeros(len(ids), dtype=np.int64)
+        for leaf in leaves:
+            leaf.local = np.full(len(ids), -1, dtype=np.int64)
+            leaf.local[leaf.to_global] = np.arange(len(leaf.to_global))
+            np.add.at(self.df, leaf.to_global, np.diff(leaf.arrays.starts))
+            # k1 · (1 − b + b · len / avglen): the document's half of BM25's denominator.
+            leaf.lennorm = k1 * ((1 - b) + b * LENGTHS[leaf.arrays.lengths] / self.avglen)
+        self.deleted = (
+            np.concatenate([leaf.deleted + leaf.base for leaf in leaves])
+            if leaves
+            else np.empty(0, dtype=np.int64)
+        )
+
+    @classmethod
+    def load(cls, searcher: Any, k1: float, b: float) -> ArrayIndex | None:
+        """The arrays of the index *searcher* reads; None when a segment has none."""
+        folder = index_folder(searcher)
+        if folder is None:
+            return None
+        reader = searcher.reader()
+        leaves_in = reader.leaf_readers()
+        key: list[Any] = [str(folder), k1, b]
+        for r, base in leaves_in:
+            segment = r.segment() if hasattr(r, "segment") else None
+            if segment is None:
+                return None
+            key.append((segment.segment_id(), base, segment.deleted_count()))
+        n = int(searcher.doc_count_all())
+        avglen = float(searcher.avg_field_length(FIELD) or 1.0)
+        key += [n, avglen]
+        cache_key = tuple(key)
+        with _CACHE_LOCK:
+            if cache_key in _INDEXES:
+                _INDEXES.move_to_end(cache_key)
+                return _INDEXES[cache_key]
+        leaves = []
+        for r, base in leaves_in:
+            segment = r.segment()
+            arrays = _segment_arrays(folder, segment)
+            if arrays is None:
+                return None
+            deleted = (
+                np.fromiter(sorted(segment.deleted_docs()), dtype=np.int64)
+                if segment.has_deletions()
+                else np.empty(0, dtype=np.int64)
+            )
+            leaves.append(_Leaf(arrays, base, deleted))
+        index = cls(leaves, n, avglen, k1, b)
+        with _CACHE_LOCK:
+            _INDEXES[cache_key] = index
+            while len(_INDEXES) > INDEX_CACHE:
+                _INDEXES.popitem(last=False)
+        return index
+
+    # -- scoring -------------------------------------------------------------------------
+
+    def idf(self, gids: np.ndarray) -> np.ndarray:
+        df = self.df[gids].astype(np.float64)
+        return np.log(1.0 + (self.n - df + 0.5) / (df + 0.5))
+
+    def accumulate(
+        self, weights: dict[str, float], require_all: bool = False
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Each document's score for the weighted query (0: no match), and with
+        *require_all* how many of the query's terms each document holds."""
+        scores = np.zeros(self.n, dtype=np.float64)
+        matched = np.zeros(self.n, dtype=np.int16) if require_all else None
+        k1p1 = self.k1 + 1
+        for stem, qw in weights.items():
+            gid = self.ids.get(stem)
+            if gid is None:
+                continue
+            idf = float(self.idf(np.array([gid]))[0])
+            for leaf in self.leaves:
+                local = leaf.local[gid]
+                if local < 0:
+                    continue
+                a = leaf.arrays
+                lo, hi = a.starts[local], a.starts[local + 1]
+                docs = a.docs[lo:hi]
+                tf = a.tfs[lo:hi].astype(np.float64)
+                part = (qw * idf * k1p1) * tf / (tf + leaf.lennorm[docs])
+                where = docs.astype(np.int64) + leaf.base
+                scores[where] += part
+                if matched is not None:
+                    matched[where] += 1
+        if len(self.deleted):
+            scores[self.deleted] = 0.0
+        return scores, matched
+
+    def best(self, scores: np.ndarray, limit: int) -> list[tuple[float, int]]:
+        """The *limit* best (score, docnum) pairs with a positive score: score descending,
+        then document number ascending (the order Whoosh keeps among equal scores)."""
+        candidates = np.flatnonzero(scores > 0)
+        if limit <= 0 or not len(candidates):
+            return []
+        values = scores[candidates]
+        if len(candidates) > limit:
+            kth = -np.partition(-values, limit - 1)[limit - 1]
+            above = values > kth
+            ties = np.flatnonzero(values == kth)[: limit - int(above.sum())]
+            keep = np.concatenate([np.flatnonzero(above), ties])
+            candidates, values = candidates[keep], values[keep]
+        order = np.lexsort((candidates, -values))
+        return [(float(values[i]), int(candidates[i])) for i in order]
+
+    def vector(self, docnum: int) -> tuple[np.ndarray, np.ndarray, float]:
+        """A document's term ids, their weighted term frequencies, and its field length."""
+        for leaf in reversed(self.leaves):
+            if docnum >= leaf.base:
+                local = docnum - leaf.base
+                a = leaf.arrays
+                if local >= len(a.lengths):
+                    break
+                lo, hi = a.fwd_starts[local], a.fwd_starts[local + 1]
+                gids = leaf.to_global[a.fwd_terms[lo:hi]]
+                return gids, a.fwd_tfs[lo:hi].astype(np.float64), float(LENGTHS[a.lengths[local]])
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64), 1.0
+
+    def bm25(self, gids: np.ndarray, tf: np.ndarray, length: float) -> np.ndarray:
+        """BM25 weights (idf included) of terms *gids* with frequencies *tf* in a document
+        of *length*: :func:`search.ranking.bm25`, vectorised."""
+        norm = tf / ((1 - self.b) + self.b * length / self.avglen)
+        return self.idf(gids) * ((self.k1 + 1) * norm) / (self.k1 + norm)
