@@ -39,11 +39,25 @@ MARK = "zyzzyvarecrawl"
 
 
 def crawl(data: Path, *args: str) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SPIDERSITE_", "SCRAPY_")) and k != "DATABASE_URL"}
-    cmd = [sys.executable, "-m", "scrapy", "crawl", "site", *args,
-           "-s", f"SPIDERSITE_DATA_DIR={data}", "-s", "LOG_LEVEL=INFO",
-           "-s", f"LOG_FILE={data / 'crawl.log'}"]
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SPIDERSITE_", "SCRAPY_")) and k != "DATABASE_URL"
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "scrapy",
+        "crawl",
+        "site",
+        *args,
+        "-s",
+        f"SPIDERSITE_DATA_DIR={data}",
+        "-s",
+        "LOG_LEVEL=INFO",
+        "-s",
+        f"LOG_FILE={data / 'crawl.log'}",
+    ]
     data.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     proc = subprocess.run(cmd, cwd=_corpus.REPO_ROOT, env=env, capture_output=True, text=True)
@@ -51,16 +65,20 @@ def crawl(data: Path, *args: str) -> dict[str, Any]:
     if proc.returncode != 0:
         raise SystemExit(f"crawl failed ({proc.returncode}): {proc.stderr[-2000:]}")
     con = sqlite3.connect(data / "spidersite.db")
-    stats = json.loads(con.execute("SELECT stats FROM crawls ORDER BY id DESC LIMIT 1")
-                       .fetchone()[0])
+    stats = json.loads(
+        con.execute("SELECT stats FROM crawls ORDER BY id DESC LIMIT 1").fetchone()[0]
+    )
     con.close()
     return {"wall_s": wall, "stats": stats}
 
 
 def search(data: Path, word: str) -> list[str]:
-    proc = subprocess.run([sys.executable, "-m", "search", word, "--json", "-n", "1000",
-                           "--data-dir", str(data)], cwd=_corpus.REPO_ROOT,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "search", word, "--json", "-n", "1000", "--data-dir", str(data)],
+        cwd=_corpus.REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         return []
     return [h["url"] for h in json.loads(proc.stdout)["hits"]]
@@ -104,8 +122,9 @@ def main() -> int:
             touched = random.Random(7).sample(pages, min(args.touch, len(pages)))
             for page in touched:
                 text = page.read_text(encoding="utf-8", errors="replace")
-                page.write_text(text.replace("</body>", f"<p>{MARK}</p></body>", 1),
-                                encoding="utf-8")
+                page.write_text(
+                    text.replace("</body>", f"<p>{MARK}</p></body>", 1), encoding="utf-8"
+                )
                 os.utime(page, (time.time() + 5, time.time() + 5))
             changed = crawl(data, "-a", "recrawl=all")
             found = search(data, MARK)
@@ -122,20 +141,28 @@ def main() -> int:
     speedup = f["elapsed_s"] / u["elapsed_s"] if u["elapsed_s"] else float("inf")
     result["speedup_unchanged"] = round(speedup, 2)
     print(f"site {args.site}, server {result['server']}")
-    print(f"{'run':<22}{'elapsed s':>10}{'responses':>10}{'200':>6}{'304':>6}{'bytes':>12}"
-          f"{'changed':>9}")
+    print(
+        f"{'run':<22}{'elapsed s':>10}{'responses':>10}{'200':>6}{'304':>6}{'bytes':>12}"
+        f"{'changed':>9}"
+    )
     for name, r in (("first crawl", f), ("re-crawl, unchanged", u), ("re-crawl, touched", c)):
-        print(f"{name:<22}{r['elapsed_s']:>10}{r['responses']:>10}{r['status_200']:>6}"
-              f"{r['status_304']:>6}{r['response_bytes']:>12}{r['changed']:>9}")
+        print(
+            f"{name:<22}{r['elapsed_s']:>10}{r['responses']:>10}{r['status_200']:>6}"
+            f"{r['status_304']:>6}{r['response_bytes']:>12}{r['changed']:>9}"
+        )
     ok_bodies = u["status_200"] == 0
     ok_speed = speedup >= 3
     ok_touched = c["changed"] == result["touched"] == result["touched_found_by_search"]
-    print(f"unchanged re-crawl: {u['status_200']} bodies downloaded (target 0) "
-          f"{'OK' if ok_bodies else 'MISSED'}; {speedup:.1f}x faster than the first crawl "
-          f"(target 3x) {'OK' if ok_speed else 'MISSED'}")
-    print(f"touched {result['touched']} pages: {c['changed']} re-indexed, "
-          f"{result['touched_found_by_search']} found by the new word "
-          f"{'OK' if ok_touched else 'MISSED'}")
+    print(
+        f"unchanged re-crawl: {u['status_200']} bodies downloaded (target 0) "
+        f"{'OK' if ok_bodies else 'MISSED'}; {speedup:.1f}x faster than the first crawl "
+        f"(target 3x) {'OK' if ok_speed else 'MISSED'}"
+    )
+    print(
+        f"touched {result['touched']} pages: {c['changed']} re-indexed, "
+        f"{result['touched_found_by_search']} found by the new word "
+        f"{'OK' if ok_touched else 'MISSED'}"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     return 0 if ok_bodies and ok_speed and ok_touched else 1

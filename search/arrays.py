@@ -43,6 +43,8 @@ import numpy as np
 from whoosh.codec.whoosh3 import W3Codec, W3FieldWriter
 from whoosh.util.numeric import byte_to_length, length_to_byte
 
+from search import ranking
+
 logger = logging.getLogger(__name__)
 
 #: The scored field (search.index.WORDS_FIELD; not imported to keep this module a leaf).
@@ -162,6 +164,7 @@ def decode_arrays(buf: np.ndarray) -> dict[str, np.ndarray]:
     start = len(MAGIC) + 4
     header = json.loads(bytes(buf[start : start + size]))
     base = start + size
+    buf = buf.view(np.ndarray)  # slices of a plain array are cheaper than of a memmap
     out = {}
     for name, (offset, dtype, count) in header["arrays"].items():
         dt = np.dtype(dtype)
@@ -297,6 +300,7 @@ class ArrayIndex:
             if leaves
             else np.empty(0, dtype=np.int64)
         )
+        self._text_rank: np.ndarray | None = None
 
     @classmethod
     def load(cls, searcher: Any, k1: float, b: float) -> ArrayIndex | None:
@@ -357,7 +361,7 @@ class ArrayIndex:
             gid = self.ids.get(stem)
             if gid is None:
                 continue
-            idf = float(self.idf(np.array([gid]))[0])
+            factor = qw * ranking.idf(self.n, int(self.df[gid])) * k1p1
             for leaf in self.leaves:
                 local = leaf.local[gid]
                 if local < 0:
@@ -366,8 +370,8 @@ class ArrayIndex:
                 lo, hi = a.starts[local], a.starts[local + 1]
                 docs = a.docs[lo:hi]
                 tf = a.tfs[lo:hi].astype(np.float64)
-                part = (qw * idf * k1p1) * tf / (tf + leaf.lennorm[docs])
-                where = docs.astype(np.int64) + leaf.base
+                part = factor * tf / (tf + leaf.lennorm[docs])
+                where = docs + leaf.base if leaf.base else docs
                 scores[where] += part
                 if matched is not None:
                     matched[where] += 1
@@ -404,8 +408,54 @@ class ArrayIndex:
                 return gids, a.fwd_tfs[lo:hi].astype(np.float64), float(LENGTHS[a.lengths[local]])
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64), 1.0
 
-    def bm25(self, gids: np.ndarray, tf: np.ndarray, length: float) -> np.ndarray:
-        """BM25 weights (idf included) of terms *gids* with frequencies *tf* in a document
-        of *length*: :func:`search.ranking.bm25`, vectorised."""
+    def bm25(self, gids: np.ndarray, tf: np.ndarray, length: Any) -> np.ndarray:
+        """BM25 weights (idf included) of terms *gids* with frequencies *tf* in documents
+        of *length* (one or one per term): :func:`search.ranking.bm25`, vectorised."""
         norm = tf / ((1 - self.b) + self.b * length / self.avglen)
         return self.idf(gids) * ((self.k1 + 1) * norm) / (self.k1 + norm)
+
+    def text_rank(self) -> np.ndarray:
+        """Each term id's rank in the sorted order of the terms (for ties)."""
+        if self._text_rank is None:
+            rank = np.empty(len(self.texts), dtype=np.int64)
+            rank[sorted(range(len(self.texts)), key=self.texts.__getitem__)] = np.arange(
+                len(self.texts)
+            )
+            self._text_rank = rank
+        return self._text_rank
+
+    def feedback(
+        self, docnums: list[int], query: dict[str, float], frequent: float
+    ) -> dict[str, float]:
+        """:func:`search.ranking.feedback_terms` over the feedback documents *docnums*,
+        vectorised, their stems found in more than *frequent* documents left out (but for
+        the query's own)."""
+        if not docnums or not query:
+            return dict(query)
+        parts = [self.vector(d) for d in docnums]
+        gids = np.concatenate([p[0] for p in parts])
+        tf = np.concatenate([p[1] for p in parts])
+        length = np.repeat([p[2] for p in parts], [len(p[0]) for p in parts])
+        asked = np.array([self.ids[s] for s in query if s in self.ids], dtype=np.int64)
+        keep = (self.df[gids] <= frequent) | np.isin(gids, asked)
+        gids, tf, length = gids[keep], tf[keep], length[keep]
+        if not len(gids):
+            return dict(query)
+        weights = self.bm25(gids, tf, length) / len(docnums)
+        unique, inverse = np.unique(gids, return_inverse=True)
+        mean = np.bincount(inverse, weights=weights)
+        seen = np.bincount(inverse)
+        chosen = np.flatnonzero(seen >= min(ranking.FEEDBACK_MIN_SHARED, len(docnums)))
+        if not len(chosen):
+            return dict(query)
+        order = np.lexsort((self.text_rank()[unique[chosen]], -mean[chosen]))
+        best = chosen[order[: ranking.FEEDBACK_TERMS]]
+        heaviest = float(mean[best[0]])
+        if heaviest <= 0:
+            return dict(query)
+        scale = ranking.FEEDBACK_BETA * max(query.values()) / heaviest
+        expanded = dict(query)
+        for gid, w in zip(unique[best].tolist(), mean[best].tolist(), strict=True):
+            stem = self.texts[gid]
+            expanded[stem] = expanded.get(stem, 0.0) + scale * w
+        return expanded

@@ -278,11 +278,11 @@ class SearchSession:
         """The best *limit* documents for *q* (with query expansion unless told not to)."""
         wquery = wquery or build_query(q)
         weights = wquery.weights
+        expand = expand and not q.require_all and self.expands(weights)
+        if self.arrays is not None:
+            return self._rank_arrays(weights, limit, expand, wquery, q.require_all)
         if q.require_all:
-            if self.arrays is not None:
-                return self._top_arrays(weights, limit, wquery, require_all=True)
             return self._search(wquery.scored, limit, wquery)
-        expand = expand and self.expands(weights)
         hits = self.top(weights, limit if not expand else max(limit, ranking.FEEDBACK_DOCS), wquery)
         if expand and hits:
             expanded = self.expand(weights, hits[: ranking.FEEDBACK_DOCS])
@@ -307,7 +307,7 @@ class SearchSession:
         that are not frequent (see :data:`FREQUENT_SHARE`)."""
         frequent = FREQUENT_SHARE * self.n
         if self.arrays is not None:
-            return ranking.feedback_terms(self._vectors_arrays(weights, feedback), weights)
+            return self.arrays.feedback([h.docnum for h in feedback], weights, frequent)
         vectors = []
         for hit in feedback:
             length = self.s.doc_field_length(hit.docnum, WORDS_FIELD, 1)
@@ -338,13 +338,33 @@ class SearchSession:
 
     # -- the array postings (search.arrays) ----------------------------------------------
 
-    def _top_arrays(
-        self, weights: dict[str, float], limit: int, wquery: WhooshQuery, require_all: bool = False
+    def _rank_arrays(
+        self,
+        weights: dict[str, float],
+        limit: int,
+        expand: bool,
+        wquery: WhooshQuery,
+        require_all: bool = False,
     ) -> list[Ranked]:
-        """:meth:`top` on the array postings: every matching document scored."""
+        """:meth:`rank` on the array postings: every matching document scored."""
+        arrays = self._arrays()
         scores = self._scores(weights, wquery, require_all)
+        if expand:
+            feedback = [d for _, d in arrays.best(scores, ranking.FEEDBACK_DOCS)]
+            if feedback:
+                expanded = arrays.feedback(feedback, weights, FREQUENT_SHARE * self.n)
+                if expanded != weights:
+                    scores = self._scores(expanded, wquery)
+        return self._ranked(arrays.best(scores, limit))
+
+    def _top_arrays(
+        self, weights: dict[str, float], limit: int, wquery: WhooshQuery
+    ) -> list[Ranked]:
+        return self._ranked(self._arrays().best(self._scores(weights, wquery), limit))
+
+    def _ranked(self, best: list[tuple[float, int]]) -> list[Ranked]:
         out = []
-        for score, docnum in self._arrays().best(scores, limit):
+        for score, docnum in best:
             fields = self.s.stored_fields(docnum)
             out.append(Ranked(score, int(fields["docid"]), fields["url"], docnum))
         return out
@@ -392,23 +412,6 @@ class SearchSession:
 
             self._filtered = (wquery, docs(wquery.filter), docs(wquery.mask))
         return self._filtered[1], self._filtered[2]
-
-    def _vectors_arrays(
-        self, weights: dict[str, float], feedback: list[Ranked]
-    ) -> list[dict[str, float]]:
-        """The feedback documents' ``{stem: BM25 weight}`` from the forward arrays, frequent
-        stems left out (as :meth:`expand` does)."""
-        arrays = self._arrays()
-        frequent = FREQUENT_SHARE * self.n
-        asked = np.array([arrays.ids[s] for s in weights if s in arrays.ids], dtype=np.int64)
-        vectors = []
-        for hit in feedback:
-            gids, tf, length = arrays.vector(hit.docnum)
-            keep = (arrays.df[gids] <= frequent) | np.isin(gids, asked)
-            gids, tf = gids[keep], tf[keep]
-            stems = [arrays.texts[g] for g in gids.tolist()]
-            vectors.append(dict(zip(stems, arrays.bm25(gids, tf, length).tolist(), strict=True)))
-        return vectors
 
     def _search(self, query: wq.Query, limit: int, wquery: WhooshQuery) -> list[Ranked]:
         results = self.s.search(query, filter=wquery.filter, mask=wquery.mask, limit=limit)
