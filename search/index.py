@@ -234,6 +234,19 @@ class Index:
         ix = self.open()
         return int(ix.doc_count())
 
+    def has_arrays(self) -> bool:
+        """Whether every segment carries its array postings (:mod:`search.arrays`)."""
+        from search.arrays import SegmentArrays
+
+        if not self.exists():
+            return False
+        ix = self.open()
+        with ix.reader() as reader:
+            return all(
+                SegmentArrays.read(self.path, r.segment()) is not None
+                for r, _ in reader.leaf_readers()
+            )
+
     def docids(self) -> set[int]:
         """Every document id in the index (for consistency checks)."""
         ix = self.open()

@@ -146,3 +146,5 @@ def test_status(crawled: CrawlResult) -> None:
     assert data["documents_total"] == 6
     assert data["in_index"] == 6 == data["marked_indexed"]
     assert data["crawls"] == 1
+    # The crawl's indexer wrote the array postings the ranking runs on.
+    assert data["ranking"] == "array postings"

@@ -45,6 +45,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         "documents_total": sum(n for _, _, n in by_kind),
         "marked_indexed": indexed,
         "in_index": index.doc_count(),
+        "ranking": (
+            "array postings"
+            if index.has_arrays()
+            else "Whoosh matchers (slower; python -m search reindex adds the array postings)"
+        )
+        if index.exists()
+        else "no index yet",
         "servers": servers,
         "crawl_errors": errors,
         "crawls": crawls,
