@@ -1,4 +1,8 @@
-"""Answering a query: Whoosh finds and ranks, the database supplies what is shown.
+"""Answering a query: the index finds and ranks, the database supplies what is shown.
+
+Ranking runs on the array postings of :mod:`search.arrays` (numpy, exhaustive); Whoosh's
+matchers rank an index written without them, select the documents of ``site:``, phrase and
+exclusion filters, and remain the reference the array path is tested against.
 
 :meth:`Searcher.search` returns a :class:`ResultPage` of :class:`Hit` objects (rank, score,
 url, title, description, snippet with the query words marked), the total number of hits
@@ -237,7 +241,8 @@ EXACT_TOTAL_MAX_DOCS = 20_000
 
 
 class SearchSession:
-    """One open Whoosh searcher: rank, expand, explain (reuse it for many queries)."""
+    """One open Whoosh searcher and its array postings: rank, count, expand, explain
+    (reuse it for many queries)."""
 
     def __init__(self, searcher: Any, use_arrays: bool = True) -> None:
         self.s = searcher
@@ -322,13 +327,9 @@ class SearchSession:
         return ranking.feedback_terms(vectors, weights)
 
     def top(self, weights: dict[str, float], limit: int, wquery: WhooshQuery) -> list[Ranked]:
-        """The best *limit* documents for a weighted OR query, in one Whoosh search (its
-        block-max quality skips the blocks that cannot reach the top *limit*).
-
-        A two-pass variant (frequent stems left out of a first pass and added to its best
-        candidates) was measured slower on 100,000 documents: its fallback to the whole
-        query was frequent (see benchmarks/README.md, "Query latency").
-        """
+        """The best *limit* documents for a weighted OR query: on the array postings, or
+        in one Whoosh search (whose block-max quality skips the blocks that cannot reach
+        the top *limit*) when the index has none."""
         if self.arrays is not None:
             return self._top_arrays(weights, limit, wquery)
         present = {s: w for s, w in weights.items() if self.df(s)}
