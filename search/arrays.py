@@ -350,11 +350,12 @@ class ArrayIndex:
         return np.log(1.0 + (self.n - df + 0.5) / (df + 0.5))
 
     def accumulate(
-        self, weights: dict[str, float], require_all: bool = False
+        self, weights: dict[str, float], require_all: bool = False, start: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray | None]:
-        """Each document's score for the weighted query (0: no match), and with
-        *require_all* how many of the query's terms each document holds."""
-        scores = np.zeros(self.n, dtype=np.float64)
+        """Each document's score for the weighted query (0: no match), added to a copy of
+        *start* if given, and with *require_all* how many of the query's terms each
+        document holds."""
+        scores = np.zeros(self.n, dtype=np.float64) if start is None else start.copy()
         matched = np.zeros(self.n, dtype=np.int16) if require_all else None
         k1p1 = self.k1 + 1
         for stem, qw in weights.items():

@@ -354,8 +354,15 @@ class SearchSession:
             feedback = [d for _, d in arrays.best(scores, ranking.FEEDBACK_DOCS)]
             if feedback:
                 expanded = arrays.feedback(feedback, weights, FREQUENT_SHARE * self.n)
-                if expanded != weights:
-                    scores = self._scores(expanded, wquery)
+                # A score is linear in the query weights: the expanded query's scores are
+                # the first ones plus those of the weights the expansion added.
+                added = {
+                    s: w - weights.get(s, 0.0)
+                    for s, w in expanded.items()
+                    if w != weights.get(s, 0.0)
+                }
+                if added:
+                    scores = self._scores(added, wquery, start=scores)
         return self._ranked(arrays.best(scores, limit))
 
     def _top_arrays(
@@ -375,15 +382,20 @@ class SearchSession:
         return self.arrays
 
     def _scores(
-        self, weights: dict[str, float], wquery: WhooshQuery, require_all: bool = False
+        self,
+        weights: dict[str, float],
+        wquery: WhooshQuery,
+        require_all: bool = False,
+        start: np.ndarray | None = None,
     ) -> np.ndarray:
-        """Every document's score (0: not a hit), filter and mask applied.  The scores of
-        the query as typed are kept for :meth:`count`."""
+        """Every document's score (0: not a hit), added to *start* if given, filter and
+        mask applied.  The scores of the query as typed are kept for :meth:`count`."""
         key = (tuple(weights.items()), require_all)
-        if self._first is not None and self._first[0] is wquery and self._first[1] == key:
-            return self._first[2]
+        first = self._first
+        if start is None and first is not None and first[0] is wquery and first[1] == key:
+            return first[2]
         arrays = self._arrays()
-        scores, matched = arrays.accumulate(weights, require_all)
+        scores, matched = arrays.accumulate(weights, require_all, start)
         if matched is not None:
             present = sum(1 for s in weights if s in arrays.ids)
             if present < len(weights):
@@ -397,7 +409,7 @@ class SearchSession:
             scores[~keep] = 0.0
         if masked is not None:
             scores[masked] = 0.0
-        if weights is wquery.weights:
+        if weights is wquery.weights and start is None:
             self._first = (wquery, key, scores)
         return scores
 
