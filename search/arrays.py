@@ -357,25 +357,38 @@ class ArrayIndex:
         document holds."""
         scores = np.zeros(self.n, dtype=np.float64) if start is None else start.copy()
         matched = np.zeros(self.n, dtype=np.int16) if require_all else None
-        k1p1 = self.k1 + 1
-        for stem, qw in weights.items():
-            gid = self.ids.get(stem)
-            if gid is None:
+        known = [(self.ids[s], qw) for s, qw in weights.items() if s in self.ids]
+        if not known:
+            return scores, matched
+        gids = np.array([g for g, _ in known], dtype=np.int64)
+        # qw · idf · (k1 + 1) of each term: the part of its score that is the same in
+        # every document.
+        factors = np.array(
+            [qw * ranking.idf(self.n, int(self.df[g])) * (self.k1 + 1) for g, qw in known]
+        )
+        # Every posting of every query term, scored in one pass per segment, then summed
+        # per document by one bincount.
+        all_docs, all_parts = [], []
+        for leaf in self.leaves:
+            local = leaf.local[gids]
+            present = np.flatnonzero(local >= 0)
+            if not len(present):
                 continue
-            factor = qw * ranking.idf(self.n, int(self.df[gid])) * k1p1
-            for leaf in self.leaves:
-                local = leaf.local[gid]
-                if local < 0:
-                    continue
-                a = leaf.arrays
-                lo, hi = a.starts[local], a.starts[local + 1]
-                docs = a.docs[lo:hi]
-                tf = a.tfs[lo:hi].astype(np.float64)
-                part = factor * tf / (tf + leaf.lennorm[docs])
-                where = docs + leaf.base if leaf.base else docs
-                scores[where] += part
-                if matched is not None:
-                    matched[where] += 1
+            a = leaf.arrays
+            los = a.starts[local[present]].tolist()
+            his = a.starts[local[present] + 1].tolist()
+            docs = np.concatenate([a.docs[lo:hi] for lo, hi in zip(los, his, strict=True)])
+            tf = np.concatenate([a.tfs[lo:hi] for lo, hi in zip(los, his, strict=True)])
+            tf = tf.astype(np.float64)
+            sizes = np.subtract(his, los)
+            part = np.repeat(factors[present], sizes) * tf / (tf + leaf.lennorm[docs])
+            all_docs.append(docs + leaf.base if leaf.base else docs)
+            all_parts.append(part)
+        if all_docs:
+            docs = np.concatenate(all_docs)
+            scores += np.bincount(docs, np.concatenate(all_parts), minlength=self.n)
+            if matched is not None:
+                matched += np.bincount(docs, minlength=self.n).astype(np.int16)
         if len(self.deleted):
             scores[self.deleted] = 0.0
         return scores, matched

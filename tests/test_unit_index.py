@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -266,3 +267,29 @@ def test_many_small_commits_merge(tmp_path: Path) -> None:
                     )
                 )
     assert index.docids() == set(range(36))
+
+
+def test_merge_policy_keeps_few_segments(tmp_path: Path) -> None:
+    """Commits of 200 documents: Whoosh's default merge policy keeps one segment per commit
+    of this size (up to 15); the log merge policy merges MERGE_FACTOR segments of a level."""
+    from search.index import MERGE_FACTOR
+
+    index = Index(tmp_path / "ix")
+    for commit in range(12):
+        with index.writer() as w:
+            for i in range(200):
+                docid = commit * 200 + i
+                w.add(
+                    IndexDoc(docid, f"http://h/{docid}", "h", {"body": {"word": (1, 1.0)}}),
+                    update=False,
+                )
+    ix = index.open()
+    sizes = sorted(s.doc_count() for s in ix._segments())
+    assert sum(sizes) == 2400 == index.doc_count()
+    # At most MERGE_FACTOR segments of a level (the last commit's may complete a level:
+    # the next commit merges it).
+    levels = [int(math.log(n, MERGE_FACTOR)) for n in sizes]
+    assert all(levels.count(level) <= MERGE_FACTOR for level in set(levels)), sizes
+    assert len(sizes) <= 6, sizes
+    with ix.searcher() as s:
+        assert len(s.search(Term(WORDS_FIELD, "word"), limit=None)) == 2400
