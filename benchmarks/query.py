@@ -1,6 +1,7 @@
 """Query latency: the product's ranking against stock Whoosh BM25F, on synthetic documents.
 
     python benchmarks/query.py [--docs 100000] [--queries 300] [--seed 1] [--rebuild]
+                               [--rebuild-product] [--json FILE]
 
 Builds (once; cached under ``benchmarks/.cache/query-<docs>-<seed>/``) two indexes of the
 same synthetic documents:
@@ -27,9 +28,13 @@ Then each query runs, in the same process, through
   that stock runs; queries of 4+ words are expanded by default);
 - stock Whoosh: an OR of every query word in ``title`` and ``body``, ``BM25F`` defaults,
   ``limit=10``;
-- the reference: the product's scoring, exhaustively (Whoosh ``optimize=False``: no block
-  skipping, no frequent-word split), with query expansion computed from the exhaustive
-  top 10 as well.
+- the reference: the product's formula computed by another implementation, Whoosh's own
+  matchers with the product's weighting model (``SearchSession(..., use_arrays=False)``),
+  exhaustively (``optimize=False``: no block skipping), with query expansion computed from
+  that exhaustive top 10 and Whoosh's stored term vectors.
+
+The product ranks on its array postings (:mod:`search.arrays`); ``--rebuild-product``
+rebuilds its cached index alone after a change of the index format.
 
 It prints p50/p95 of each, the p95 ratio stock / product (target ≥ 10), and the share of
 queries whose product top 10 equals the reference top 10 (target ≥ 95 %; two lists are equal
