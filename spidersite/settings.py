@@ -81,6 +81,11 @@ ITEM_PIPELINES = {
     "spidersite.pipelines.IndexPipeline": 300,
 }
 
+ADDONS = {
+    # Scale-out: the shared frontier in Redis (scrapy-redis); off unless SCALEOUT_REDIS_URL.
+    "spidersite.scaleout.ScaleOutAddon": 0,
+}
+
 EXTENSIONS = {
     # Writes the crawl's stats and finish reason into the `crawls` table.
     "spidersite.pipelines.CrawlRecorder": 0,
@@ -120,6 +125,10 @@ STORE_ENABLED = True
 STORE_DATABASE_URL = None  # env DATABASE_URL, else sqlite:///<data dir>/spidersite.db
 STORE_BATCH_SIZE = 100
 STORE_RETRY_TIMES = 10  # a batch is retried this many times (back-off up to 30 s)
+
+SCALEOUT_REDIS_URL = None  # env SPIDERSITE_REDIS_URL, else none: the crawl runs alone
+SCALEOUT_KEY_PREFIX = "spidersite"  # Redis keys <prefix>:<crawl key>:requests, ...
+SCALEOUT_IDLE_TIMEOUT = 30.0  # seconds the shared frontier stays empty before processes stop
 
 INDEX_ENABLED = True
 INDEX_DIR = None  # env SPIDERSITE_INDEX_DIR, else <data dir>/index

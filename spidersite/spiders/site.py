@@ -12,6 +12,7 @@ fetched and an :class:`~spidersite.items.ErrorItem` for every failure.  Per-serv
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -32,7 +33,7 @@ from search.servers import (
     parse_seeds,
     read_seeds_file,
 )
-from spidersite import errors, storage
+from spidersite import errors, scaleout, storage
 from spidersite.extract import extract_html, is_file_url, parse_http_date
 from spidersite.items import ErrorItem, GoneItem, PageItem, RevisitItem
 
@@ -119,6 +120,7 @@ class SiteSpider(Spider):
         topic: str | None = None,
         topic_threshold: str | float | None = None,
         recrawl: str | None = None,
+        crawl_key: str | None = None,
         *args: Any,
         **kwargs: Any,
     ) -> None:
@@ -131,6 +133,8 @@ class SiteSpider(Spider):
         self.topic_threshold = parse_threshold(topic_threshold)
         #: "due" or "all": re-visit stored documents (conditional GET), else None.
         self.recrawl = parse_recrawl(recrawl)
+        #: Name of a crawl shared by several processes (``-a crawl_key``); see frontier_key.
+        self.crawl_key = crawl_key or None
         self.database_url: str | None = None
         #: True when the last crawl with the same arguments was killed: pick it up.
         self.resuming = False
@@ -169,8 +173,19 @@ class SiteSpider(Spider):
             "sites": self.sites,
             "recrawl": self.recrawl,
             "topic": self.topic,
+            "crawl_key": self.crawl_key,
         }
         return {k: v for k, v in args.items() if v is not None}
+
+    @property
+    def frontier_key(self) -> str:
+        """The key of this crawl's shared frontier in Redis (with ``SCALEOUT_REDIS_URL``):
+        ``-a crawl_key``, else derived from the spider's arguments, so that processes
+        started with the same arguments share one frontier."""
+        if self.crawl_key:
+            return self.crawl_key
+        args = json.dumps(self.crawl_args(), sort_keys=True)
+        return f"{self.name}-{hashlib.sha1(args.encode()).hexdigest()[:12]}"
 
     def _previous_crawl_unfinished(self) -> bool:
         """Whether the last crawl with the same arguments never finished (it was killed)."""
@@ -202,7 +217,15 @@ class SiteSpider(Spider):
     @classmethod
     def check_arguments(cls, settings: BaseSettings, spargs: dict[str, Any]) -> None:
         """Validate spider arguments before Scrapy starts (used by our ``crawl`` command)."""
-        known = {"seeds", "seeds_file", "sites", "topic", "topic_threshold", "recrawl"}
+        known = {
+            "seeds",
+            "seeds_file",
+            "sites",
+            "topic",
+            "topic_threshold",
+            "recrawl",
+            "crawl_key",
+        }
         # Scrapyd passes its job id as the argument _job.
         unknown = sorted(set(spargs) - known - {"_job"})
         if unknown:
@@ -221,6 +244,7 @@ class SiteSpider(Spider):
         parse_threshold(spargs.get("topic_threshold"))
         if "topic" in spargs and not str(spargs["topic"]).strip():
             raise ConfigError('topic: give one or more words (-a topic="vacuum autovacuum")')
+        scaleout.check_settings(settings, spargs.get("crawl_key"))
 
     # -- requests ------------------------------------------------------------------------
 
@@ -261,8 +285,14 @@ class SiteSpider(Spider):
         )
 
     async def start(self) -> AsyncIterator[Any]:
-        if self.recrawl or self.resuming:
+        # With a shared frontier (spidersite.scaleout), one process of the crawl pushes the
+        # seeds (and the re-visits, and the frontier of a crawl resumed from the database);
+        # the others take their requests from the shared queue.
+        seeding = getattr(self.crawler.engine.scheduler, "seeding", True)
+        if self.recrawl or (self.resuming and seeding):
             self._load_stored_urls()
+        if not seeding:
+            return
         if self.resuming:
             for request in self._resume_requests():
                 yield request
