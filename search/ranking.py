@@ -98,12 +98,6 @@ def bm25(
     return idf_value * ((k1 + 1) * norm) / (k1 + norm)
 
 
-def bm25_upper_bound(idf_value: float, k1: float | None = None) -> float:
-    """The most one term can add: idf · (k1 + 1), reached as tf' grows without bound."""
-    k1 = K1 if k1 is None else k1
-    return idf_value * (k1 + 1)
-
-
 def weighted_tf(counts: Mapping[str, int], weights: Mapping[str, float]) -> float:
     """tf(t, d) = Σ_f w_f · count_f (a section without a weight weighs 1)."""
     return sum(float(weights.get(f, 1.0)) * c for f, c in counts.items())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from search.ranking import bm25_upper_bound, feedback_terms, position_weight, query_weights
+from search.ranking import feedback_terms, position_weight, query_weights
 
 
 def test_position_weight_is_capped() -> None:
@@ -16,10 +16,6 @@ def test_query_weights_count_repeats_at_first_position() -> None:
     # vacuum: twice, position 0 -> 2 × 1; full: position 1 -> 0.8; lock: position 2 -> 1/1.5
     weights = query_weights(["vacuum", "full", "vacuum", "lock"])
     assert weights == pytest.approx({"vacuum": 2.0, "full": 0.8, "lock": 1 / 1.5})
-
-
-def test_upper_bound() -> None:
-    assert bm25_upper_bound(2.0, k1=1.0) == pytest.approx(4.0)
 
 
 def test_feedback_terms_by_hand() -> None:
