@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -72,9 +72,33 @@ def migrate(engine: Engine) -> None:
     with _migrations_folder() as folder:
         cfg.set_main_option("script_location", folder)
         try:
-            command.upgrade(cfg, "head")
+            with _migration_lock(engine):
+                command.upgrade(cfg, "head")
         except OperationalError as exc:
             raise DatabaseError(f"cannot open database {engine.url!r}: {exc.orig}") from None
+
+
+#: PostgreSQL advisory lock taken while the schema is migrated (any constant number).
+MIGRATION_LOCK = 0x5D1D_E517
+
+
+@contextmanager
+def _migration_lock(engine: Engine) -> Iterator[None]:
+    """One migration at a time on a PostgreSQL database: the crawlers of a scaled-out crawl
+    open the same (possibly new) database at once, and two concurrent ``CREATE TABLE``s of
+    the first migration would fail.  The others wait, then find the schema up to date.
+    SQLite serialises writers by itself."""
+    if engine.dialect.name != "postgresql":
+        yield
+        return
+    with engine.connect() as conn:
+        conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK})
+        conn.commit()
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK})
+            conn.commit()
 
 
 @contextmanager
