@@ -49,10 +49,11 @@ import re
 import socket
 import time
 import uuid
+import warnings
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from scrapy import signals
-from scrapy.exceptions import DontCloseSpider, NotConfigured
+from scrapy.exceptions import DontCloseSpider, NotConfigured, ScrapyDeprecationWarning
 from scrapy_redis.dupefilter import RFPDupeFilter
 from scrapy_redis.scheduler import Scheduler
 from twisted.internet.task import LoopingCall
@@ -65,6 +66,15 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
+
+# scrapy-redis 0.9.1 passes spider= to the stats collector, which Scrapy 2.19 deprecates;
+# the calls still work, and the warning is printed on every crawl.
+warnings.filterwarnings(
+    "ignore",
+    message="Passing a 'spider' argument",
+    category=ScrapyDeprecationWarning,
+    module="scrapy_redis",
+)
 
 #: A busy mark lasts this long unless refreshed (a killed process stops counting then).
 BUSY_TTL = 60.0
@@ -117,7 +127,8 @@ def check_settings(settings: BaseSettings, crawl_key: str | None = None) -> None
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
     except ValueError as exc:
-        raise ConfigError(f"SCALEOUT_REDIS_URL: {url!r} is not a Redis URL: {exc}") from None
+        # The URL may hold a password: not repeated.
+        raise ConfigError(f"SCALEOUT_REDIS_URL is not a Redis URL: {exc}") from None
     try:
         client.ping()
     except redis.RedisError as exc:
