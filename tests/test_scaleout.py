@@ -311,3 +311,24 @@ def test_processes_opening_a_new_database_at_once_migrate_it_once(pg_url: str) -
     for proc in procs:
         _, stderr = proc.communicate(timeout=60)
         assert proc.returncode == 0, stderr
+
+
+def test_a_recrawl_goes_through_the_shared_frontier(site: Site, crawl, redis_prefix: str) -> None:
+    """Re-visits (conditional requests carrying the stored document in their meta) travel
+    through Redis like the rest, each stored page once; a finished crawl left no keys, so the
+    next command is a new crawl."""
+    shared_site(site, 20)
+    first = crawl(
+        "-a", f"seeds={site.url}", settings=scaleout_settings(redis_prefix, SCALEOUT_IDLE_TIMEOUT=0)
+    )
+    assert first.returncode == 0, first.stderr
+    assert redis_keys(redis_prefix) == []
+    again = crawl(
+        "-a", "recrawl=all", settings=scaleout_settings(redis_prefix, SCALEOUT_IDLE_TIMEOUT=0)
+    )
+    assert again.returncode == 0, again.stderr
+    fetched = Counter(path for path in site.paths() if path != "/robots.txt")
+    assert len(fetched) == 20 and set(fetched.values()) == {2}, fetched
+    stats = again.stats
+    assert stats["recrawl/scheduled"] == 20 and stats["recrawl/unchanged"] == 20
+    assert stats["scaleout/seeder"] == 1 and stats["scaleout/popped"] == 20
