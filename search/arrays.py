@@ -355,11 +355,10 @@ class ArrayIndex:
         """Each document's score for the weighted query (0: no match), added to a copy of
         *start* if given, and with *require_all* how many of the query's terms each
         document holds."""
-        scores = np.zeros(self.n, dtype=np.float64) if start is None else start.copy()
-        matched = np.zeros(self.n, dtype=np.int16) if require_all else None
         known = [(self.ids[s], qw) for s, qw in weights.items() if s in self.ids]
         if not known:
-            return scores, matched
+            scores = np.zeros(self.n, dtype=np.float64) if start is None else start.copy()
+            return scores, np.zeros(self.n, dtype=np.int16) if require_all else None
         gids = np.array([g for g, _ in known], dtype=np.int64)
         # qw · idf · (k1 + 1) of each term: the part of its score that is the same in
         # every document.
@@ -384,11 +383,12 @@ class ArrayIndex:
             part = np.repeat(factors[present], sizes) * tf / (tf + leaf.lennorm[docs])
             all_docs.append(docs + leaf.base if leaf.base else docs)
             all_parts.append(part)
-        if all_docs:
-            docs = np.concatenate(all_docs)
-            scores += np.bincount(docs, np.concatenate(all_parts), minlength=self.n)
-            if matched is not None:
-                matched += np.bincount(docs, minlength=self.n).astype(np.int16)
+        docs = np.concatenate(all_docs) if all_docs else np.empty(0, dtype=np.int64)
+        parts = np.concatenate(all_parts) if all_parts else np.empty(0, dtype=np.float64)
+        scores = np.bincount(docs, parts, minlength=self.n)
+        if start is not None:
+            scores += start
+        matched = np.bincount(docs, minlength=self.n).astype(np.int16) if require_all else None
         if len(self.deleted):
             scores[self.deleted] = 0.0
         return scores, matched
@@ -401,12 +401,12 @@ class ArrayIndex:
             return []
         values = scores[candidates]
         if len(candidates) > limit:
-            kth = -np.partition(-values, limit - 1)[limit - 1]
-            above = values > kth
-            ties = np.flatnonzero(values == kth)[: limit - int(above.sum())]
-            keep = np.concatenate([np.flatnonzero(above), ties])
+            # The limit-th best score; every document scoring at least as much is kept
+            # (ties included), then the sort below decides.
+            kth = np.partition(values, len(values) - limit)[len(values) - limit]
+            keep = values >= kth
             candidates, values = candidates[keep], values[keep]
-        order = np.lexsort((candidates, -values))
+        order = np.lexsort((candidates, -values))[:limit]
         return [(float(values[i]), int(candidates[i])) for i in order]
 
     def vector(self, docnum: int) -> tuple[np.ndarray, np.ndarray, float]:

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -302,6 +303,32 @@ class CrawlResult:
 
     def search(self, *words: str) -> subprocess.CompletedProcess[str]:
         return run_search(*words, data_dir=self.data_dir, database_url=self.database_url)
+
+
+def count_documents(database_url: str) -> int:
+    """The number of stored pages, 0 while the database or its tables do not exist yet."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite" and not Path(url.database or "").exists():
+        return 0  # connecting would create the file under the crawl's feet
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(text("SELECT count(*) FROM documents")).scalar_one())
+    except Exception:
+        return 0
+    finally:
+        engine.dispose()
+
+
+def wait_for_documents(database_url: str, at_least: int, timeout: float = 60.0) -> int:
+    """Poll a running crawl's database until it stores *at_least* pages (or *timeout*
+    seconds pass); the count last seen."""
+    deadline = time.monotonic() + timeout
+    stored = count_documents(database_url)
+    while stored < at_least and time.monotonic() < deadline:
+        time.sleep(0.1)
+        stored = count_documents(database_url)
+    return stored
 
 
 def _env(data_dir: Path, database_url: str | None) -> dict[str, str]:

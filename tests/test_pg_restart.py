@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.conftest import ROOT, Site, _env, free_port
+from tests.conftest import ROOT, Site, _env, free_port, wait_for_documents
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 N_PAGES = 30
@@ -101,18 +101,7 @@ def test_restart_during_crawl_loses_nothing(site: Site, private_pg, tmp_path: Pa
         stderr=subprocess.PIPE,
         text=True,
     )
-    engine = create_engine(url)
-    deadline = time.monotonic() + 60
-    stored = 0
-    while stored < 6 and time.monotonic() < deadline:
-        time.sleep(0.2)
-        try:
-            with engine.connect() as conn:
-                stored = conn.execute(text("SELECT count(*) FROM documents")).scalar_one()
-        except Exception:
-            stored = 0
-    engine.dispose()
-    assert stored >= 6
+    assert wait_for_documents(url, 6) >= 6
     ctl("stop")
     time.sleep(2)  # the crawl goes on meanwhile; its batches fail and wait
     ctl("start")

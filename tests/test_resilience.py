@@ -9,12 +9,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from tests.conftest import ROOT, Site, _env, run_search
+from tests.conftest import ROOT, Site, _env, count_documents, run_search, wait_for_documents
 
 N_PAGES = 40
 
@@ -24,19 +23,6 @@ def build_slow_site(site: Site) -> None:
     for i in range(N_PAGES):
         children = [f"/p{c}.html" for c in (2 * i + 1, 2 * i + 2) if c < N_PAGES]
         site.page(f"/p{i}.html", f"Page {i}", f"page number{i} marmot", children, delay=0.15)
-
-
-def count_documents(db: Path) -> int:
-    if not db.exists():
-        return 0
-    engine = create_engine(f"sqlite:///{db}")
-    try:
-        with engine.connect() as conn:
-            return int(conn.execute(text("SELECT count(*) FROM documents")).scalar_one())
-    except Exception:
-        return 0
-    finally:
-        engine.dispose()
 
 
 def crawl_cmd(site: Site, data: Path) -> list[str]:
@@ -64,6 +50,7 @@ def test_killed_crawl_resumes_and_index_agrees(site: Site, tmp_path: Path) -> No
     data = tmp_path / "data"
     data.mkdir()
     db = data / "spidersite.db"
+    db_url = f"sqlite:///{db}"
     proc = subprocess.Popen(
         crawl_cmd(site, data),
         cwd=ROOT,
@@ -72,12 +59,10 @@ def test_killed_crawl_resumes_and_index_agrees(site: Site, tmp_path: Path) -> No
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 60
-    while count_documents(db) < 12 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_for_documents(db_url, 12)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    stored_before = count_documents(db)
+    stored_before = count_documents(db_url)
     assert 12 <= stored_before < N_PAGES, "the crawl was killed half way"
     fetched_before = len(site.hits)
 
