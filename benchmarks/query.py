@@ -31,7 +31,9 @@ Then each query runs, in the same process, through
 - the reference: the product's formula computed by another implementation, Whoosh's own
   matchers with the product's weighting model (``SearchSession(..., use_arrays=False)``),
   exhaustively (``optimize=False``: no block skipping), with query expansion computed from
-  that exhaustive top 10 and Whoosh's stored term vectors.
+  that exhaustive top 10 by the pure-Python feedback of :mod:`search.ranking` (the
+  documents' term vectors read from the array postings' forward index, or from Whoosh's
+  term vectors in an index cached before they were dropped).
 
 The product ranks on its array postings (:mod:`search.arrays`); ``--rebuild-product``
 rebuilds its cached index alone after a change of the index format.

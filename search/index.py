@@ -7,8 +7,9 @@ Documents arrive already analyzed: the crawler has counted every stem per sectio
 index does not tokenize again.  The sections are merged into one field, ``words``, as BM25F
 merges them (see :mod:`search.ranking`): a stem's posting carries its weighted count
 ``Σ_f w_f · count_f`` as its weight (the term frequency of the scorer) and, rounded, as its
-``freq``, so that the field length Whoosh keeps is the page's weighted length.  The field
-also keeps each page's term vector, for query expansion.
+``freq``, so that the field length Whoosh keeps is the page's weighted length.  Each page's
+term vector, for query expansion, is kept by the array postings (:mod:`search.arrays`,
+written by the same writer); indexes written before them keep Whoosh term vectors instead.
 """
 
 from __future__ import annotations
@@ -106,7 +107,9 @@ def _pre_analyzed(value: Any) -> dict[str, tuple[int, float]]:
 
 
 class _VectorFormat(Frequency):
-    """Term vectors of a :class:`PreAnalyzed` field (freq and weight of each stem)."""
+    """Term vectors of a :class:`PreAnalyzed` field (freq and weight of each stem).  New
+    indexes do not write them (the array postings hold the same by document); the class
+    stays for the schema of indexes written before, which Whoosh unpickles."""
 
     def word_values(self, value: Any, analyzer: Any, **kwargs: Any) -> Any:
         for stem, (count, weight) in sorted(_pre_analyzed(value).items()):
@@ -145,7 +148,7 @@ def make_schema() -> Schema:
         "url": STORED(),
         "host": ID(),
     }
-    fields[WORDS_FIELD] = PreAnalyzed(vector=True)
+    fields[WORDS_FIELD] = PreAnalyzed()
     return Schema(**fields)
 
 
@@ -256,7 +259,12 @@ class Index:
             for name in list(w.schema.names()):
                 if name in TEXT_FIELDS:
                     w.remove_field(name)
-            w.add_field(WORDS_FIELD, PreAnalyzed(vector=True))
+            w.add_field(WORDS_FIELD, PreAnalyzed())
+        elif clear and w.schema[WORDS_FIELD].vector is not None:
+            # Whoosh term vectors (before the array postings kept them): a full rebuild
+            # drops them; a commit that adds to the index keeps the schema it has.
+            w.remove_field(WORDS_FIELD)
+            w.add_field(WORDS_FIELD, PreAnalyzed())
         writer = IndexWriter(w)
         try:
             yield writer

@@ -257,6 +257,13 @@ class SearchSession:
         #: The array postings (:mod:`search.arrays`); None: Whoosh's matchers rank (an
         #: index written before the arrays existed, or *use_arrays* False).
         self.arrays = ArrayIndex.load(searcher, ranking.K1, ranking.B) if use_arrays else None
+        #: Where query expansion reads the feedback documents' term vectors without the
+        #: arrays: Whoosh's term vectors (indexes written before the array postings), else
+        #: the arrays' forward index (Whoosh's matchers still rank: *use_arrays* False).
+        self._whoosh_vectors = searcher.schema[WORDS_FIELD].vector is not None
+        self._forward: ArrayIndex | None = self.arrays
+        if self._forward is None and not self._whoosh_vectors:
+            self._forward = ArrayIndex.load(searcher, ranking.K1, ranking.B)
         # The last query's filtered documents, and its scores before expansion (what
         # count() counts), kept with the query they belong to.
         self._filtered: tuple[WhooshQuery, np.ndarray | None, np.ndarray | None] | None = None
@@ -317,7 +324,7 @@ class SearchSession:
         for hit in feedback:
             length = self.s.doc_field_length(hit.docnum, WORDS_FIELD, 1)
             vector: dict[str, float] = {}
-            for stem, tf in self.s.vector_as("weight", hit.docnum, WORDS_FIELD):
+            for stem, tf in self._doc_vector(hit.docnum):
                 if stem not in weights and self.df(stem) > frequent:
                     # A frequent word says little of the topic, and its long posting list
                     # would make the expanded query slow.
@@ -325,6 +332,17 @@ class SearchSession:
                 vector[stem] = ranking.bm25(self.idf(stem), tf, length, self.avglen)
             vectors.append(vector)
         return ranking.feedback_terms(vectors, weights)
+
+    def _doc_vector(self, docnum: int) -> list[tuple[str, float]]:
+        """A document's stems and weighted term frequencies (empty when the index keeps
+        neither Whoosh term vectors nor array postings)."""
+        if self._whoosh_vectors:
+            return list(self.s.vector_as("weight", docnum, WORDS_FIELD))
+        if self._forward is None:
+            return []
+        gids, tfs, _ = self._forward.vector(docnum)
+        texts = self._forward.texts
+        return [(texts[g], tf) for g, tf in zip(gids.tolist(), tfs.tolist(), strict=True)]
 
     def top(self, weights: dict[str, float], limit: int, wquery: WhooshQuery) -> list[Ranked]:
         """The best *limit* documents for a weighted OR query: on the array postings, or
@@ -447,6 +465,14 @@ class SearchSession:
 
     # -- explanations ------------------------------------------------------------------
 
+    def _tf(self, stem: str, docnum: int) -> float:
+        """The weighted term frequency of *stem* in document *docnum* (its posting)."""
+        if not self.df(stem):
+            return 0.0
+        m = self.s.postings(WORDS_FIELD, stem)
+        m.skip_to(docnum)
+        return float(m.weight()) if m.is_active() and m.id() == docnum else 0.0
+
     def explain(
         self,
         docnum: int,
@@ -459,10 +485,9 @@ class SearchSession:
         *counts* gives, per stem, the counts per section (from the database) for display.
         """
         length = float(self.s.doc_field_length(docnum, WORDS_FIELD, 1))
-        tfs = dict(self.s.vector_as("weight", docnum, WORDS_FIELD))
         terms = []
         for stem, qw in weights.items():
-            tf = float(tfs.get(stem, 0.0))
+            tf = self._tf(stem, docnum)
             if not tf:
                 continue
             idf_value = self.idf(stem)

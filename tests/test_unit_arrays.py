@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from whoosh.writing import CLEAR
 
 from search import arrays, ranking
 from search.analysis import DEFAULT_WEIGHTS, analyze_document
-from search.index import INDEX_NAME, Index, IndexDoc
+from search.index import INDEX_NAME, WORDS_FIELD, Index, IndexDoc, PreAnalyzed, make_schema
 from search.query import parse_query
 from search.searcher import BM25, SearchSession, build_query
 
@@ -97,9 +98,76 @@ def test_top_ten_and_counts_equal_whoosh(index: Index, expand: bool) -> None:
         assert fast.count(q, build_query(q)) == slow.count(q, build_query(q)), text
 
 
-def test_expansion_equals_whoosh_vectors(index: Index) -> None:
-    fast, slow = _sessions(index)
+def _legacy_schema() -> Any:
+    """The schema of indexes written before the array postings: Whoosh term vectors."""
+    schema = make_schema()
+    schema.remove(WORDS_FIELD)
+    schema.add(WORDS_FIELD, PreAnalyzed(vector=True))
+    return schema
+
+
+@pytest.fixture(scope="module")
+def vectors_index(tmp_path_factory: pytest.TempPathFactory) -> Index:
+    """Array postings and Whoosh term vectors both (the legacy schema, current codec)."""
+    folder = tmp_path_factory.mktemp("vectors") / "index"
+    folder.mkdir()
+    whoosh_index.create_in(str(folder), _legacy_schema(), indexname=INDEX_NAME)
+    ix = Index(folder)
+    rng = random.Random(11)
+    for start in (0, 300):
+        with ix.writer() as w:
+            for docid in range(start, start + 300):
+                w.add(_doc(rng, docid), update=False)
+    return ix
+
+
+def test_new_indexes_keep_no_whoosh_term_vectors(index: Index) -> None:
+    with index.open().searcher() as s:
+        assert s.schema[WORDS_FIELD].vector is None
+        assert not s.has_vector(0, WORDS_FIELD)
+
+
+def test_expansion_equals_whoosh_vectors(vectors_index: Index) -> None:
+    """The arrays' feedback (forward index, numpy) against the pure-Python feedback over
+    Whoosh's own term vectors."""
+    fast, slow = _sessions(vectors_index)
+    assert slow._whoosh_vectors
+    grown = 0
     for text in _queries(60, seed=3):
+        weights = build_query(parse_query(text)).weights
+        feedback = slow.top(weights, ranking.FEEDBACK_DOCS, build_query(parse_query(text)))
+        expanded = slow.expand(weights, feedback)
+        assert fast.expand(weights, feedback) == pytest.approx(expanded)
+        grown += len(expanded) > len(weights)
+    assert grown >= 10  # the vectors were read: new stems came from them
+
+
+def test_full_rebuild_drops_whoosh_term_vectors(tmp_path: Path) -> None:
+    folder = tmp_path / "index"
+    folder.mkdir()
+    whoosh_index.create_in(str(folder), _legacy_schema(), indexname=INDEX_NAME)
+    ix = Index(folder)
+    rng = random.Random(5)
+    with ix.writer() as w:  # adding keeps the schema
+        w.add(_doc(rng, 0), update=False)
+    assert ix.open().schema[WORDS_FIELD].vector is not None
+    with ix.writer(clear=True) as w:
+        for docid in range(20):
+            w.add(_doc(rng, docid), update=False)
+    with ix.open().searcher(weighting=BM25()) as s:
+        assert s.schema[WORDS_FIELD].vector is None
+        assert s.doc_count() == 20
+        session = SearchSession(s)
+        assert session.arrays is not None
+        assert session.rank(parse_query("w1"), 5)
+
+
+def test_expansion_without_whoosh_vectors_reads_the_arrays(index: Index) -> None:
+    """Whoosh's matchers rank a current index (no term vectors) with the expansion read
+    from the arrays' forward index: the same as the pure-Python feedback."""
+    fast, slow = _sessions(index)
+    assert not slow._whoosh_vectors and slow._forward is not None
+    for text in _queries(40, seed=4):
         weights = build_query(parse_query(text)).weights
         feedback = slow.top(weights, ranking.FEEDBACK_DOCS, build_query(parse_query(text)))
         assert fast.expand(weights, feedback) == pytest.approx(slow.expand(weights, feedback))
@@ -167,24 +235,29 @@ def test_merged_away_segments_leave_no_array_files(tmp_path: Path) -> None:
 
 
 def test_index_without_arrays_falls_back_to_whoosh(tmp_path: Path) -> None:
-    """An index written before the arrays existed (plain W3 codec) is still searched."""
+    """An index written before the arrays existed (plain W3 codec, Whoosh term vectors) is
+    still searched, and expanded from its term vectors."""
     from whoosh.codec.whoosh3 import W3Codec
 
-    from search.index import IndexWriter, make_schema
+    from search.index import IndexWriter
 
     folder = tmp_path / "old"
     folder.mkdir()
-    wix = whoosh_index.create_in(str(folder), make_schema(), indexname=INDEX_NAME)
+    wix = whoosh_index.create_in(str(folder), _legacy_schema(), indexname=INDEX_NAME)
     w = wix.writer(codec=W3Codec())
     writer = IndexWriter(w)
     rng = random.Random(2)
-    for docid in range(30):
+    for docid in range(ranking.FEEDBACK_MIN_DOCS + 30):
         writer.add(_doc(rng, docid), update=False)
     w.commit()
     s = Index(folder).open().searcher(weighting=BM25())
     session = SearchSession(s)
-    assert session.arrays is None
+    assert session.arrays is None and session._forward is None and session._whoosh_vectors
     assert session.rank(parse_query("w1 w2"), 5)
+    q = parse_query("w3 w5 w8 w13")
+    assert len(session.expanded_weights(q)) > 4
+    hit = session.rank(q, 1)[0]
+    assert session.explain(hit.docnum, build_query(q).weights).score > 0
 
 
 def test_array_file_round_trip() -> None:

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from whoosh.query import Term
 
+from search import ranking
 from search.analysis import SECTIONS, WordRecord, analyze_document
+from search.arrays import ArrayIndex
 from search.index import (
     FIELD_OF_SECTION,
     TEXT_FIELDS,
@@ -175,7 +177,14 @@ def test_postings_carry_count_and_weight(index: Index) -> None:
         # Field lengths are weighted too: doc 1 = round(6) + round(1) = 7 (Whoosh stores
         # lengths in one byte, exact for small ones).
         assert s.doc_field_length(0, "words") == 7
-        assert dict(s.vector_as("weight", 0, "words")) == {"tabl": 1.0, "vacuum": 6.0}
+        # Each page's term vector is kept by the array postings, not by Whoosh.
+        forward = ArrayIndex.load(s, ranking.K1, ranking.B)
+        assert forward is not None
+        gids, tfs, _ = forward.vector(0)
+        assert dict(zip([forward.texts[g] for g in gids], tfs.tolist(), strict=True)) == {
+            "tabl": 1.0,
+            "vacuum": 6.0,
+        }
 
 
 def test_update_replaces_same_docid(index: Index) -> None:
