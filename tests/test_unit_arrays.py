@@ -277,3 +277,13 @@ def test_array_file_round_trip() -> None:
     assert a["fwd_tfs"].tolist() == [1.0, 1.0, 4.0, 3.0, 2.5]
     with pytest.raises(ValueError):
         arrays.decode_arrays(np.frombuffer(b"garbage-garbage-", dtype=np.uint8))
+
+
+def test_explanation_adds_up_to_the_hit_score(index: Index) -> None:
+    """--explain reads each term's posting; its sum is the score the arrays ranked by."""
+    fast, _ = _sessions(index)
+    for text in _queries(20, seed=6):
+        q = parse_query(text)
+        weights = build_query(q).weights
+        for hit in fast.rank(q, 3, expand=False):
+            assert fast.explain(hit.docnum, weights).score == pytest.approx(hit.score), text
