@@ -356,14 +356,12 @@ class ArrayIndex:
         *start* if given, and with *require_all* how many of the query's terms each
         document holds."""
         known = [(self.ids[s], qw) for s, qw in weights.items() if s in self.ids]
-        if not known:
-            scores = np.zeros(self.n, dtype=np.float64) if start is None else start.copy()
-            return scores, np.zeros(self.n, dtype=np.int16) if require_all else None
         gids = np.array([g for g, _ in known], dtype=np.int64)
         # qw · idf · (k1 + 1) of each term: the part of its score that is the same in
         # every document.
         factors = np.array(
-            [qw * ranking.idf(self.n, int(self.df[g])) * (self.k1 + 1) for g, qw in known]
+            [qw * ranking.idf(self.n, int(self.df[g])) * (self.k1 + 1) for g, qw in known],
+            dtype=np.float64,
         )
         # Every posting of every query term, scored in one pass per segment, then summed
         # per document by one bincount.
