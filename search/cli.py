@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any, TextIO
 
 from search import __version__, config, db
-from search.index import Index
+from search.index import Index, SearchIndexError
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -128,6 +128,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except CLIError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return exc.code
+    except SearchIndexError as exc:  # missing, outdated, being written
+        sys.stderr.write(f"error: {exc}\n")
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130

@@ -146,5 +146,21 @@ def test_status(crawled: CrawlResult) -> None:
     assert data["documents_total"] == 6
     assert data["in_index"] == 6 == data["marked_indexed"]
     assert data["crawls"] == 1
-    # The crawl's indexer wrote the array postings the ranking runs on.
-    assert data["ranking"] == "array postings"
+    # The crawl's indexer wrote an index of the current format (array postings).
+    assert data["index_format"] == "2 (current)"
+
+
+def test_older_index_is_refused_until_rebuilt(crawled: CrawlResult, tmp_path: Path) -> None:
+    data = tmp_path / "copy"
+    shutil.copytree(crawled.data_dir, data)
+    (data / "index" / "spidersite-format.json").unlink()  # as a version before formats wrote it
+    for args in (["stripes"], ["check"], ["check", "--dry-run"]):
+        proc = run_search(*args, data_dir=data)
+        assert proc.returncode == 1, args
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+        assert "run `python -m search reindex`" in proc.stderr
+    status = json.loads(run_search("status", "--json", data_dir=data).stdout)
+    assert "python -m search reindex" in status["index_format"] and status["in_index"] is None
+    assert run_search("reindex", "--quiet", data_dir=data).returncode == 0
+    proc = run_search("stripes", "--json", data_dir=data)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["total"] == 2
