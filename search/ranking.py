@@ -98,11 +98,6 @@ def bm25(
     return idf_value * ((k1 + 1) * norm) / (k1 + norm)
 
 
-def weighted_tf(counts: Mapping[str, int], weights: Mapping[str, float]) -> float:
-    """tf(t, d) = Σ_f w_f · count_f (a section without a weight weighs 1)."""
-    return sum(float(weights.get(f, 1.0)) * c for f, c in counts.items())
-
-
 def query_weights(stems: Sequence[str]) -> dict[str, float]:
     """qw(t) = qtf · pw(position of the first occurrence), for the analyzed query words."""
     weights: dict[str, float] = {}

@@ -7,7 +7,7 @@ import json
 import os
 from typing import Any, TextIO
 
-from search.cli import EXIT_USAGE, CLIError, open_engine, open_index
+from search.commands._common import EXIT_USAGE, CLIError, open_engine, open_index
 
 NAME = "query"
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from search.cli import CLIError, open_engine, open_index
+from search.commands._common import CLIError, open_engine, open_index
 
 NAME = "reindex"
 

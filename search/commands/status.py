@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any, TextIO
 
-from search.cli import open_engine, open_index
+from search.commands._common import open_engine, open_index
 
 NAME = "status"
 
