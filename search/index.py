@@ -389,12 +389,17 @@ def weighted_query(weights: dict[str, float], require_all: bool = False) -> wq.Q
 
 @dataclass(slots=True)
 class WhooshQuery:
-    """What Whoosh runs: the scored query, a filter (must match) and a mask (must not)."""
+    """A parsed query for Whoosh: its query weights; the scored query, a filter (must
+    match) and a mask (must not), as Whoosh's matchers run them (:mod:`search.reference`;
+    they nest one level per word, so only short queries can run this way); and the
+    ``site:`` queries, each a flat union of host terms (what the product asks Whoosh)."""
 
+    parsed: ParsedQuery
+    weights: dict[str, float]
     scored: wq.Query
     filter: wq.Query | None = None
     mask: wq.Query | None = None
-    weights: dict[str, float] = field(default_factory=dict)
+    sites: list[wq.Query] = field(default_factory=list)
 
 
 def site_query(site: str) -> wq.Query:
@@ -420,16 +425,19 @@ def build_query(q: ParsedQuery) -> WhooshQuery:
     """
     weights = ranking.query_weights(q.all_stems)
     scored = weighted_query(weights, q.require_all)
+    sites = [site_query(s) for s in q.sites]
     required: list[wq.Query] = [term_query(s) for phrase in q.phrases for s in phrase]
-    if q.sites:
-        required.append(wq.Or([site_query(s) for s in q.sites]))
+    if sites:
+        required.append(wq.Or(sites))
     excluded = [term_query(s) for s in q.excluded]
     excluded += [wq.And([term_query(s) for s in p]) for p in q.excluded_phrases]
     return WhooshQuery(
+        q,
+        weights,
         scored,
         wq.And(required) if required else None,
         wq.Or(excluded) if excluded else None,
-        weights,
+        sites,
     )
 
 

@@ -35,7 +35,7 @@ from search.index import (
     stored,
 )
 from search.models import Document
-from search.query import ParsedQuery
+from search.query import ParsedQuery, check_window
 from search.results import Explanation, Hit, Ranked, ResultPage, TermExplanation
 from search.snippets import contains_phrase, make_snippet, word_stems
 
@@ -161,15 +161,31 @@ class SearchSession:
 
     def _filter_docs(self, wquery: WhooshQuery) -> tuple[np.ndarray | None, np.ndarray | None]:
         """The documents the filter allows and those the mask removes (None: no such
-        query), from Whoosh's matchers (``site:``, phrase words, exclusions)."""
+        query).  Phrase words and exclusions are read from the array postings, one posting
+        list at a time (Whoosh's matchers nest one level per word: a long phrase overflows
+        Python's stack); ``site:`` alone asks Whoosh, a flat union of host queries."""
         if self._filtered is None or self._filtered[0] is not wquery:
-
-            def docs(query: Any) -> np.ndarray | None:
-                if query is None:
-                    return None
-                return np.fromiter(matching_docs(self.s, query), dtype=np.int64)
-
-            self._filtered = (wquery, docs(wquery.filter), docs(wquery.mask))
+            q = wquery.parsed
+            arrays = self.arrays
+            allowed: np.ndarray | None = None
+            phrase_words = {s for phrase in q.phrases for s in phrase}
+            if phrase_words:
+                allowed = arrays.containing_all(phrase_words)
+            if wquery.sites:
+                on_site = np.zeros(self.n, dtype=bool)
+                for site in wquery.sites:
+                    on_site[np.fromiter(matching_docs(self.s, site), dtype=np.int64)] = True
+                allowed = on_site if allowed is None else allowed & on_site
+            masked: np.ndarray | None = None
+            if q.excluded or q.excluded_phrases:
+                masked = arrays.containing_any(q.excluded)
+                for phrase in q.excluded_phrases:
+                    masked |= arrays.containing_all(phrase)
+            self._filtered = (
+                wquery,
+                None if allowed is None else np.flatnonzero(allowed),
+                None if masked is None else np.flatnonzero(masked),
+            )
         return self._filtered[1], self._filtered[2]
 
     def count(self, q: ParsedQuery, wquery: WhooshQuery) -> tuple[int, bool]:
@@ -250,8 +266,7 @@ class Searcher:
         expand: bool = True,
         explain: bool = False,
     ) -> ResultPage:
-        if page < 1 or per_page < 1:
-            raise ValueError("page and number of results must be ≥ 1")
+        check_window(page, per_page)
         started = time.perf_counter()
         wquery = build_query(q)
         offset = (page - 1) * per_page

@@ -249,3 +249,35 @@ def test_explanation_adds_up_to_the_hit_score(index: Index) -> None:
         weights = build_query(q).weights
         for hit in fast.rank(q, 3, expand=False):
             assert fast.explain(hit.docnum, weights).score == pytest.approx(hit.score), text
+
+
+def test_long_phrases_and_exclusions_evaluate_flat(
+    index: Index, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Filters of a thousand words: Whoosh's matchers nest one level per word (a
+    RecursionError); the array postings select the same documents one list at a time."""
+    import search.query
+
+    monkeypatch.setattr(search.query, "MAX_QUERY_WORDS", 10_000)
+    monkeypatch.setattr(search.query, "MAX_PHRASE_WORDS", 10_000)
+    monkeypatch.setattr(search.query, "MAX_QUERY_BYTES", 100_000)
+    fast, slow = _sessions(index)
+    holding: dict[str, set[int]] = {}
+    for w in WORDS:
+        docs = fast.arrays.containing_any([w])
+        docs[fast.arrays.deleted] = False
+        holding[w] = set(np.flatnonzero(docs).tolist())
+    common = sorted(holding, key=lambda w: -len(holding[w]))
+    # A phrase of the 2 most frequent words and 998 unknown ones matches nothing; of the 2
+    # most frequent: the documents holding both.
+    q = parse_query('w0 "' + " ".join(common[:2] + [f"x{i}" for i in range(998)]) + '"')
+    with pytest.raises(RecursionError):
+        slow.count(q, build_query(q))
+    assert fast.rank(q, 10) == [] and fast.count(q, build_query(q)) == (0, True)
+    q = parse_query(" ".join(common[:2]) + " " + " ".join(f"-{w}" for w in WORDS[100:]))
+    excluded = set().union(*(holding[w] for w in WORDS[100:]))
+    wanted = (holding[common[0]] | holding[common[1]]) - excluded
+    assert {h.docnum for h in fast.rank(q, 2000)} == wanted
+    q = parse_query(common[2] + ' "' + " ".join(common[:2]) + '"')
+    both = holding[common[0]] & holding[common[1]]
+    assert {h.docnum for h in fast.rank(q, 2000)} == both  # the phrase words score too
