@@ -98,6 +98,12 @@ def bm25(
     return idf_value * ((k1 + 1) * norm) / (k1 + norm)
 
 
+def expands(words: int, doc_count: int) -> bool:
+    """Whether a query of *words* distinct words is expanded on an index of *doc_count*
+    documents (:data:`FEEDBACK_MIN_WORDS`, :data:`FEEDBACK_MIN_DOCS`)."""
+    return words >= FEEDBACK_MIN_WORDS and doc_count >= FEEDBACK_MIN_DOCS
+
+
 def query_weights(stems: Sequence[str]) -> dict[str, float]:
     """qw(t) = qtf · pw(position of the first occurrence), for the analyzed query words."""
     weights: dict[str, float] = {}

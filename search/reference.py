@@ -55,7 +55,7 @@ class ReferenceSession:
         return ranking.idf(self.n, self.df(stem))
 
     def expands(self, weights: dict[str, float]) -> bool:
-        return len(weights) >= ranking.FEEDBACK_MIN_WORDS and self.n >= ranking.FEEDBACK_MIN_DOCS
+        return ranking.expands(len(weights), self.n)
 
     def rank(
         self,

@@ -112,7 +112,7 @@ class SearchSession:
 
     def expands(self, weights: dict[str, float]) -> bool:
         """Whether a query is expanded (see :mod:`search.ranking`)."""
-        return len(weights) >= ranking.FEEDBACK_MIN_WORDS and self.n >= ranking.FEEDBACK_MIN_DOCS
+        return ranking.expands(len(weights), self.n)
 
     def expand(self, weights: dict[str, float], feedback: list[Ranked]) -> dict[str, float]:
         """Pseudo-relevance feedback (:func:`search.ranking.feedback_terms`), over the stems
