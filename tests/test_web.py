@@ -177,6 +177,40 @@ def test_document_page(client: Any, crawled: CrawlResult) -> None:
     assert client.get("/doc/999999/text").status_code == 404
 
 
+@pytest.mark.parametrize(
+    ("query", "status", "message"),
+    [
+        ("lion " * 2000, 400, "bytes long: at most 8192"),
+        (" ".join(f"w{i}" for i in range(1000)), 400, "1000 words: at most 500"),
+        ('"' + " ".join(f"w{i}" for i in range(1000)) + '"', 400, "1000 words: at most 500"),
+        ('"' + " ".join(f"w{i}" for i in range(40)) + '"', 400, "phrase has 40 words"),
+        ("title:zebra AND (lion OR NOT giraffe*) ~2", 200, None),
+        ('"black and white', 200, None),
+        ("zebra\x00lion", 200, None),
+    ],
+    ids=["bytes", "words", "phrase", "phrase-words", "whoosh-syntax", "open-quote", "nul"],
+)
+def test_api_search_hostile_queries(client: Any, query: str, status: int, message: str) -> None:
+    resp = client.get("/api/search", query_string={"q": query})
+    assert resp.status_code == status
+    if message:
+        assert message in resp.get_json()["error"]
+    else:
+        assert resp.get_json()["total"] >= 1
+
+
+def test_api_search_bounds_pages_and_bytes(client: Any) -> None:
+    deep = client.get("/api/search?q=zebras&page=1001&n=10")
+    assert deep.status_code == 400
+    assert "results beyond the first 10,000" in deep.get_json()["error"]
+    assert client.get("/api/search?q=zebras&page=100000").status_code == 400
+    assert client.get("/api/search?q=zebras&n=101").status_code == 400
+    # Bytes that are not UTF-8 in the URL: replaced, an answer all the same.
+    assert client.get("/api/search?q=zebras%FF%FE").status_code == 200
+    html = client.get("/", query_string={"q": "lion " * 2000})
+    assert "at most 8192" in text(html)
+
+
 def test_no_index_yet(tmp_path: Path) -> None:
     client = make_app(tmp_path / "empty").test_client()
     html = text(client.get("/?q=lion"))

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any, TextIO
 
-from search.cli import EXIT_USAGE, CLIError, open_engine
+from search.commands._common import EXIT_USAGE, CLIError, open_engine
 
 NAME = "errors"
 

@@ -6,7 +6,7 @@ import argparse
 import getpass
 from typing import Any, TextIO
 
-from search.cli import EXIT_USAGE, CLIError
+from search.commands._common import EXIT_USAGE, CLIError
 
 NAME = "serve"
 

@@ -19,10 +19,11 @@ from flask import (
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from search.index import Index, IndexError_
+from search.index import Index, IndexMissing, SearchIndexError
 from search.models import Crawl, Document, Link, Posting, Server, Word
 from search.query import QueryError, parse_query
-from search.searcher import ResultPage, Searcher
+from search.results import ResultPage
+from search.searcher import Searcher
 
 bp = Blueprint("search", __name__)
 
@@ -84,11 +85,11 @@ class SearchRequest:
         return value
 
     def run(self) -> ResultPage:
-        """Search; raise QueryError or IndexError_ with a message for the user."""
+        """Search; raise QueryError or SearchIndexError with a message for the user."""
         parsed = parse_query(self.q, require_all=self.mode == "all", language=self.language)
         idx = index()
         if not idx.exists():
-            raise IndexError_(
+            raise IndexMissing(
                 "there is no search index yet: crawl a site first, or rebuild it "
                 "(python -m search reindex)"
             )
@@ -117,7 +118,7 @@ def home() -> Any:
     if req.q and not error:
         try:
             result = req.run()
-        except (QueryError, IndexError_) as exc:
+        except (QueryError, SearchIndexError) as exc:
             error = str(exc)
     pages: list[int] = []
     last = 1
@@ -140,7 +141,7 @@ def api_search() -> Any:
         result = req.run()
     except QueryError as exc:
         return jsonify(error=str(exc)), 400
-    except IndexError_ as exc:
+    except SearchIndexError as exc:
         return jsonify(error=str(exc)), 503
     data = result.as_dict()
     data["mode"] = req.mode
