@@ -226,7 +226,7 @@ class LocalRunner:
         if not crawl.log_file:
             raise JobError("this crawl has no log file")
         path = Path(crawl.log_file)
-        if not path.resolve().is_relative_to(self.settings.data_dir / "logs"):
+        if not path.resolve().is_relative_to((self.settings.data_dir / "logs").resolve()):
             # The admin shows only the logs it wrote: a path in the database never opens
             # another file of the machine.
             raise JobError(f"the log file {path} is not in {self.settings.data_dir / 'logs'}")

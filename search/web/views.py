@@ -240,7 +240,7 @@ def document_cached(doc_id: int) -> Any:
     if row.warc_file is None or row.warc_offset is None:
         abort(404, description=f"Document #{doc_id} has no stored copy.")
     data_dir = current_app.config["SPIDERSITE"].data_dir
-    if not Path(row.warc_file).resolve().is_relative_to(data_dir):
+    if not Path(row.warc_file).resolve().is_relative_to(data_dir.resolve()):
         # Only the data folder is served: a path in the database never opens another file.
         abort(
             404,
