@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from datetime import UTC, datetime
@@ -26,6 +27,8 @@ from search.servers import check_url, origin
 from search.web import jobs, security
 from search.web.forms import FIELDS, ServerForm
 from search.web.views import engine
+
+logger = logging.getLogger(__name__)
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -58,9 +61,30 @@ def login() -> Any:
     if request.method == "POST":
         if not enabled:
             abort(403, description="The admin is disabled: no admin password is configured.")
+        address = request.remote_addr
+        limiter: security.RateLimiter = current_app.extensions["spidersite.login_limiter"]
+        count, wait = limiter.hit(address)
+        if wait:
+            seconds = security.retry_after(wait)
+            if count == limiter.limit + 1:  # once per window, not once per attempt
+                logger.warning(
+                    "admin login attempts from %s over the limit (%d a minute): refused for %s s",
+                    address,
+                    limiter.limit,
+                    seconds,
+                )
+            page = render_template(
+                "error.html",
+                code=429,
+                name="Too Many Requests",
+                text=f"Too many login attempts from your address: wait {seconds} s and try again.",
+            )
+            return page, 429, {"Retry-After": seconds}
         if security.check_password(request.form.get("password", "")):
             security.log_in()
+            logger.info("admin login from %s", address)
             return redirect(security.safe_next(request.form.get("next")))
+        logger.warning("admin login from %s failed: wrong password", address)
         time.sleep(0.5)  # slows down guessing
         error = "Wrong password."
     return (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from flask import (
@@ -24,6 +25,7 @@ from search.models import Crawl, Document, Link, Posting, Server, Word
 from search.query import QueryError, parse_query
 from search.results import ResultPage
 from search.searcher import Searcher
+from search.web.security import CSP
 
 bp = Blueprint("search", __name__)
 
@@ -238,6 +240,14 @@ def document_cached(doc_id: int) -> Any:
         abort(404, description=f"No document #{doc_id}.")
     if row.warc_file is None or row.warc_offset is None:
         abort(404, description=f"Document #{doc_id} has no stored copy.")
+    data_dir = current_app.config["SPIDERSITE"].data_dir
+    if not Path(row.warc_file).resolve().is_relative_to(data_dir.resolve()):
+        # Only the data folder is served: a path in the database never opens another file.
+        abort(
+            404,
+            description=f"The stored copy of document #{doc_id} is outside the data "
+            "folder; read it with python -m search cached.",
+        )
     try:
         stored = read_response(row.warc_file, row.warc_offset)
     except PageStoreError as exc:
@@ -246,6 +256,8 @@ def document_cached(doc_id: int) -> Any:
     response.headers["Content-Type"] = "text/plain; charset=utf-8"
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Content-Disposition"] = "inline"
+    # Even a browser that renders it anyway runs no script of it, on no origin.
+    response.headers["Content-Security-Policy"] = CSP + "; sandbox"
     return response
 
 
