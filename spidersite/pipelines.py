@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.exceptions import CloseSpider, NotConfigured
-from sqlalchemy.exc import InterfaceError, OperationalError
 
 from search import db
 from search.analysis import analyze_document
@@ -111,7 +110,6 @@ class StorePipeline:
             raise NotConfigured("STORE_ENABLED is off")
         self.crawler = crawler
         self.stats = crawler.stats
-        self.url = storage.database_url(crawler.settings)
         self.batch_size = max(1, settings.getint("STORE_BATCH_SIZE", 100))
         self.max_pending = 2
         self.retry_times = settings.getint("STORE_RETRY_TIMES", 10)
@@ -131,11 +129,11 @@ class StorePipeline:
 
     def open_spider(self) -> None:
         try:
-            engine = db.connect(self.url)
+            engine = storage.crawl_db(self.crawler).engine
         except db.DatabaseError as exc:
             logger.error("%s", exc)
             raise CloseSpider("database_unusable") from None
-        self.store = DocumentStore(engine)
+        self.store = DocumentStore(engine, self.retry_times, self._retrying)
         spider = self.crawler.spider
         assert spider is not None
         now = datetime.now(UTC)
@@ -239,7 +237,7 @@ class StorePipeline:
         batch = (self.docs, self.errors, self.revisits, self.gone)
         self.docs, self.errors, self.revisits, self.gone = [], [], [], []
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self.executor, self._write, *batch)
+        future = loop.run_in_executor(self.executor, self.store.write_batch, *batch)
         future.add_done_callback(self._written)
         self.pending.append(future)
         self.stats.inc_value("store/errors", len(batch[1]))
@@ -249,26 +247,8 @@ class StorePipeline:
         while len(self.pending) > self.max_pending:
             await asyncio.wait([self.pending[0]])
 
-    def _write(self, *batch: Any) -> BatchResult:
-        """Write one batch (in the store thread), retrying with back-off while the database
-        is unreachable (a restarted PostgreSQL), so no page is lost."""
-        assert self.store is not None
-        delay = 0.5
-        for attempt in range(self.retry_times + 1):
-            try:
-                return self.store.write_batch(*batch)
-            except (OperationalError, InterfaceError) as exc:
-                if attempt >= self.retry_times:
-                    raise
-                self.stats.inc_value("store/retries")
-                logger.warning(
-                    "Database unavailable (%s); retrying the batch in %.1f s",
-                    str(exc).splitlines()[0][:200],
-                    delay,
-                )
-                time.sleep(delay)
-                delay = min(delay * 2, 30.0)
-        raise AssertionError("unreachable")
+    def _retrying(self, exc: Exception) -> None:
+        self.stats.inc_value("store/retries")
 
     def _written(self, future: asyncio.Future[BatchResult]) -> None:
         self.pending.remove(future)
@@ -309,7 +289,6 @@ class StorePipeline:
             for k, v in self.crawler.stats.get_stats().items()
         }
         self.store.finish_crawl(reason, stats, datetime.now(UTC))
-        self.store.engine.dispose()
 
 
 #: Sent by the store once its last batch is committed (before the spider is closed).
@@ -331,6 +310,7 @@ class CrawlRecorder:
         store = self.crawler.get_item_pipeline(StorePipeline)
         if store is not None:
             store.finish(reason)
+        storage.close_crawl_db(self.crawler)
 
 
 class IndexPipeline:
