@@ -38,6 +38,7 @@ from search.store import (
 from spidersite import signals as our_signals
 from spidersite import storage
 from spidersite.items import ErrorItem, GoneItem, PageItem, RevisitItem
+from spidersite.serverstate import server_state
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -145,9 +146,8 @@ class StorePipeline:
         path = logs / f"crawl-{crawl_id}.log"
         self.log_file = path.open("a", encoding="utf-8")
         self.store.set_log_file(str(path))
-        registry = getattr(spider, "servers", None)
-        if registry is not None:
-            self.store.upsert_servers(((s.url, s.as_dict()) for s in registry), now)
+        registry = server_state(self.crawler).registry
+        self.store.upsert_servers(((s.url, s.as_dict()) for s in registry), now)
         logger.info("Storing into %s", engine.url.render_as_string(hide_password=True))
 
     def server_disabled(self, server: str, errors: int, reason: str) -> None:
@@ -194,8 +194,7 @@ class StorePipeline:
         self.log_file.flush()
 
     def _row(self, item: PageItem) -> DocumentRow:
-        registry = getattr(self.crawler.spider, "servers", None)
-        server = registry.get(item.url) if registry is not None else None
+        server = server_state(self.crawler).server(item.url)
         values = {
             "kind": item.kind,
             "status": item.status,

@@ -80,7 +80,5 @@ def _imports(path: Path) -> set[str]:
 
 def test_the_crawler_reads_the_database_only_through_search() -> None:
     for path in sorted((ROOT / "spidersite").rglob("*.py")):
-        bad = {
-            n for n in _imports(path) if n.split(".")[0] == "sqlalchemy" or n == "search.models"
-        }
+        bad = {n for n in _imports(path) if n.split(".")[0] == "sqlalchemy" or n == "search.models"}
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"

@@ -31,6 +31,7 @@ from spidersite import errors, storage
 from spidersite.arguments import build_registry, check_arguments, parse_recrawl, parse_threshold
 from spidersite.extract import extract_html, is_file_url, parse_http_date
 from spidersite.items import ErrorItem, GoneItem, PageItem, RevisitItem
+from spidersite.serverstate import server_state
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +67,6 @@ class SiteSpider(Spider):
         self.crawl_key = crawl_key or None
         #: True when the last crawl with the same arguments was killed: pick it up.
         self.resuming = False
-        self.servers = ServerRegistry()
         self.seed_urls: list[str] = []
         self._canonical: dict[str, str] = {}
         self._seen: set[str] = set()
@@ -76,7 +76,7 @@ class SiteSpider(Spider):
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> SiteSpider:
         spider: SiteSpider = super().from_crawler(crawler, *args, **kwargs)
-        spider.servers, spider.seed_urls = build_registry(
+        server_state(crawler).registry, spider.seed_urls = build_registry(
             crawler.settings,
             spider.seeds_arg,
             spider.seeds_file,
@@ -91,6 +91,11 @@ class SiteSpider(Spider):
         spider.max_seen = crawler.settings.getint("SITE_SEEN_CACHE", 2_000_000)
         spider.max_links = crawler.settings.getint("SITE_MAX_LINKS", 5000) or None
         return spider
+
+    @property
+    def servers(self) -> ServerRegistry:
+        """The crawl's servers (owned by :mod:`spidersite.serverstate`)."""
+        return server_state(self.crawler).registry
 
     def crawl_args(self) -> dict[str, Any]:
         """The arguments that identify this crawl (stored in ``crawls.args``)."""
