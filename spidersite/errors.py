@@ -28,7 +28,19 @@ class ServerCutOff(IgnoreRequest):
 
 
 class RobotsDenied(IgnoreRequest):
-    """robots.txt forbids the URL."""
+    """robots.txt forbids the URL (raised by the robots middleware)."""
+
+
+class RobotsTxtFailed(IgnoreRequest):
+    """robots.txt itself could not be fetched (the server is crawled as if it had none)."""
+
+
+class RedirectLoop(IgnoreRequest):
+    """A redirect leads back into its own chain, or the chain passes REDIRECT_MAX_TIMES."""
+
+
+class BadRedirect(IgnoreRequest):
+    """A redirect's Location is not a URL that can be fetched."""
 
 
 class PageCapReached(IgnoreRequest):
@@ -58,6 +70,8 @@ _KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
     ((ServerCutOff,), "cut_off"),
     ((PageCapReached,), "page_cap"),
     ((RobotsDenied,), "robots"),
+    ((RobotsTxtFailed,), "robots_txt"),
+    ((RedirectLoop, BadRedirect), "redirect"),
     ((HttpError,), "http"),
     ((CannotResolveHostError, twisted_errors.DNSLookupError), "dns"),
     (
@@ -96,10 +110,6 @@ def classify_exception(exc: BaseException) -> str:
                 return "tls"
             return kind
     if isinstance(exc, IgnoreRequest):
-        if "robots.txt" in str(exc):
-            return "robots"
-        if "max redirections" in str(exc) or "redirect loop" in str(exc):
-            return "redirect"
         return "ignored"
     return "other"
 
