@@ -121,11 +121,20 @@ def origin(url: str) -> str:
     return f"{scheme}://{netloc}/"
 
 
-def check_url(url: Any) -> str:
-    """The URL if it is an absolute http, https or ftp URL with a host, else ValueError."""
+#: Longest URL accepted (Scrapy's ``URLLENGTH_LIMIT`` default, the limit of old browsers).
+MAX_URL_LENGTH = 2083
+
+
+def check_url(url: Any, max_length: int | None = MAX_URL_LENGTH) -> str:
+    """The URL if it is an absolute http, https or ftp URL with a valid host, at most
+    *max_length* characters and no control characters, else ValueError."""
     if not isinstance(url, str) or not url.strip():
         raise ValueError("empty URL")
     url = url.strip()
+    if max_length and len(url) > max_length:
+        raise ValueError(f"{url[:60]!r}… is longer than {max_length} characters")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        raise ValueError(f"{url!r} contains control characters")
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a bad port
@@ -135,6 +144,11 @@ def check_url(url: Any) -> str:
         raise ValueError(f"{url!r} is not an http, https or ftp URL")
     if not parts.hostname:
         raise ValueError(f"{url!r} has no host")
+    if ":" not in parts.hostname:  # an IPv6 literal is checked by urlsplit
+        try:
+            parts.hostname.encode("idna")
+        except UnicodeError:
+            raise ValueError(f"{url!r} has an invalid host") from None
     if any(c.isspace() for c in url):
         raise ValueError(f"{url!r} contains spaces")
     return url

@@ -26,11 +26,11 @@ from w3lib.url import canonicalize_url
 
 from search.db import DatabaseError
 from search.schedule import next_interval
-from search.servers import ServerConfig, ServerRegistry
+from search.servers import MAX_URL_LENGTH, ServerConfig, ServerRegistry, check_url
 from spidersite import errors, storage
 from spidersite.arguments import build_registry, check_arguments, parse_recrawl, parse_threshold
 from spidersite.extract import extract_html, is_file_url, parse_http_date
-from spidersite.items import ErrorItem, GoneItem, PageItem, RevisitItem
+from spidersite.items import ErrorItem, GoneItem, LinkRecord, PageItem, RevisitItem
 from spidersite.serverstate import server_state
 
 logger = logging.getLogger(__name__)
@@ -72,6 +72,7 @@ class SiteSpider(Spider):
         self._seen: set[str] = set()
         self.max_seen = 2_000_000
         self.max_links: int | None = 5000
+        self.max_url_length: int | None = MAX_URL_LENGTH
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> SiteSpider:
@@ -90,6 +91,7 @@ class SiteSpider(Spider):
         )
         spider.max_seen = crawler.settings.getint("SITE_SEEN_CACHE", 2_000_000)
         spider.max_links = crawler.settings.getint("SITE_MAX_LINKS", 5000) or None
+        spider.max_url_length = crawler.settings.getint("URLLENGTH_LIMIT", MAX_URL_LENGTH) or None
         return spider
 
     @property
@@ -138,9 +140,11 @@ class SiteSpider(Spider):
         self._seen.discard(url)
 
     def canonical(self, url: str) -> str:
-        """Canonical form of an absolute URL, cached (canonicalisation is costly)."""
+        """Canonical form of an absolute URL, cached (canonicalisation is costly);
+        ValueError for a URL that cannot be fetched (:func:`search.servers.check_url`)."""
         canon = self._canonical.get(url)
         if canon is None:
+            check_url(url, self.max_url_length)
             canon = canonicalize_url(url)
             if len(self._canonical) < self.max_seen:
                 self._canonical[url] = canon
@@ -249,16 +253,30 @@ class SiteSpider(Spider):
             extra={"spider": self},
         )
 
-    def follow(self, response: Response, links: list[Any], hops: int) -> Iterator[Request]:
-        """New requests for the followable links of a page, each URL once per crawl."""
+    def valid_links(self, links: list[LinkRecord], follow: bool) -> list[LinkRecord]:
+        """The links of a page whose URLs can be fetched, in canonical form when they are
+        followed; the others are dropped and counted (``site/links_invalid``)."""
+        kept = []
+        for link in links:
+            try:
+                if follow and not link.nofollow:
+                    link.url = self.canonical(link.url)
+                else:
+                    check_url(link.url, self.max_url_length)
+            except ValueError:
+                self.crawler.stats.inc_value("site/links_invalid")
+                continue
+            kept.append(link)
+        return kept
+
+    def follow(self, response: Response, links: list[LinkRecord], hops: int) -> Iterator[Request]:
+        """New requests for the followable (canonical) links of a page, each URL once."""
         stats = self.crawler.stats
         seen = self._seen
-        canonical = self.canonical
         for link in links:
             if link.nofollow:
                 continue
-            url = canonical(link.url)
-            link.url = url
+            url = link.url
             if url in seen:
                 continue
             seen.add(url)
@@ -390,13 +408,16 @@ class SiteSpider(Spider):
                 yield ErrorItem(response.url, item.server, "parse", f"{type(exc).__name__}: {exc}")
                 return
             item.title, item.keywords, item.description = ex.title, ex.keywords, ex.description
-            item.text, item.links, item.link_count = ex.text, ex.links, ex.link_total
+            if ex.links_invalid:
+                self.crawler.stats.inc_value("site/links_invalid", ex.links_invalid)
+            links = self.valid_links(ex.links, follow=not ex.nofollow)
+            item.text, item.links, item.link_count = ex.text, links, ex.link_total
             if ex.link_total > len(ex.links):
                 self.crawler.stats.inc_value("site/links_dropped", ex.link_total - len(ex.links))
             item.noindex, item.nofollow = ex.noindex, ex.nofollow
             if not item.language:
                 item.language = ex.language
-            followable = [] if ex.nofollow else ex.links
+            followable = [] if ex.nofollow else links
         else:
             item.text = (
                 response.text
