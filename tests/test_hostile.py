@@ -218,3 +218,46 @@ def test_malformed_links_are_skipped_and_counted(site: Site, crawl) -> None:
     moved = errors[site.url + "moved.html"]
     assert moved.kind == "redirect" and "invalid URL" in moved.message
 
+
+def test_a_crawl_listens_on_no_port(site: Site, tmp_path: Path) -> None:
+    """No telnet console, no remote-control server: a crawl opens no listening socket."""
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from tests.conftest import ROOT, _env
+
+    site.page("/", "Slow home", "wait", ["/slow.html"])
+    site.page("/slow.html", "Slow", "slow", delay=3)
+    data = tmp_path / "data"
+    data.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scrapy", "crawl", "site", "-a", f"seeds={site.url}"],
+        cwd=ROOT,
+        env=_env(data, None),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    listening: set[int] = set()
+    checks = 0
+    try:
+        while proc.poll() is None:
+            try:
+                procs = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(True)]
+                for p in procs:
+                    for conn in p.net_connections(kind="inet"):
+                        if conn.status == psutil.CONN_LISTEN:
+                            listening.add(conn.laddr.port)
+                checks += 1
+            except psutil.NoSuchProcess:
+                break
+            time.sleep(0.2)
+    finally:
+        _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr[-3000:]
+    assert checks >= 5  # the crawl ran long enough to be watched
+    assert listening == set()
+    assert "Remote control HTTP server listening" not in stderr
