@@ -1,9 +1,7 @@
 """Names for the ways a fetch can fail, shared by the spider's errback and the middlewares.
 
-Kinds (the ``kind`` column of ``crawl_errors``): ``dns``, ``refused``, ``timeout``,
-``reset``, ``tls``, ``too_large``, ``http``, ``robots``, ``robots_txt`` (robots.txt itself
-failed), ``redirect`` (a redirect loop), ``cut_off``, ``page_cap``, ``ignored``, ``parse``,
-``other``.
+The kinds (the ``kind`` column of ``crawl_errors``) are :attr:`search.models.CrawlError.KINDS`;
+failures are classified by their exception's type, never by its message.
 """
 
 from __future__ import annotations

@@ -173,7 +173,7 @@ def test_redirect_loop_max_redirections_and_bad_locations() -> None:
     with pytest.raises(errors.RedirectLoop, match=r"max redirections \(3\)"):
         mw.process_response(request, response)
     assert stat(crawler, "redirectloop/detected") == 2
-    for location in ("http://127.0.0.1:99999/", "http://[::1/", "http://:80/x"):
+    for location in ("http://127.0.0.1:99999/", "http://[::1/", "http://a..b/"):
         request, response = redirect(A, location)
         with pytest.raises(errors.BadRedirect, match="invalid URL"):
             mw.process_response(request, response)
@@ -250,3 +250,13 @@ def test_robots_middleware_uses_only_public_hooks_of_scrapys() -> None:
     assert not hasattr(RobotsTxtMiddleware, "process_exception")
     assert not hasattr(RobotsTxtMiddleware, "process_response")
 
+
+def test_every_kind_of_failure_is_listed_once() -> None:
+    from search.models import CrawlError
+
+    by_type = {kind for _, kind in errors._KINDS}
+    # Found without an exception type of their own: by the classifier, the spider's parse,
+    # and the server-config middleware's page cap.
+    other = {"tls", "ignored", "other", "parse", "page_cap"}
+    assert by_type | other == set(CrawlError.KINDS)
+    assert len(set(CrawlError.KINDS)) == len(CrawlError.KINDS)
