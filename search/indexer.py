@@ -9,7 +9,6 @@ database.  :func:`reindex` rebuilds the whole index from the database, which is 
 
 from __future__ import annotations
 
-import functools
 import logging
 import multiprocessing
 import queue
@@ -19,12 +18,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, and_, func, not_, select, update
+from sqlalchemy import Engine, not_, update
 
 from search import db
-from search.analysis import SECTIONS
+from search.analysis import DEFAULT_WEIGHTS, SECTIONS
+from search.crawldb import INDEXABLE, CrawlDB
 from search.index import FIELD_OF_SECTION, Index, IndexDoc
-from search.models import Document, Posting, Server, Word
+from search.models import Document
 from search.store import DocumentStore, chunks
 
 logger = logging.getLogger(__name__)
@@ -54,23 +54,6 @@ def _apply(writer: Any, batch: Batch) -> list[int]:
     return [d.docid for d in batch.docs]
 
 
-def _retry(write: Callable[[], None], times: int = 10) -> None:
-    """Run a database write, retrying with back-off while the database is unreachable."""
-    from sqlalchemy.exc import InterfaceError, OperationalError
-
-    delay = 0.5
-    for attempt in range(times + 1):
-        try:
-            write()
-            return
-        except (OperationalError, InterfaceError):
-            if attempt >= times:
-                raise
-            logger.warning("Database unavailable; retrying in %.1f s", delay)
-            time.sleep(delay)
-            delay = min(delay * 2, 30.0)
-
-
 #: Seconds the indexer process waits for the index lock (held by a reindex, or by the
 #: indexer of a crawl that was killed and has not noticed yet).
 LOCK_WAIT = 120.0
@@ -92,7 +75,7 @@ def _worker(
     """
     logging.basicConfig(level=logging.INFO)
     engine = db.create(database_url)
-    store = DocumentStore(engine)
+    store = DocumentStore(engine, retry_times=10)
     index = Index(index_dir)
     parent = multiprocessing.parent_process()
     total = 0
@@ -130,7 +113,7 @@ def _worker(
                         finished = True
                         break
                     pending.extend(_apply(writer, msg))
-            _retry(functools.partial(store.mark_indexed, pending))
+            store.mark_indexed(pending)
             total += len(pending)
             commits += 1
             last_commit_at = time.time()
@@ -227,34 +210,14 @@ class IndexerProcess:
             self.error = f"exit code {self.process.exitcode}"
 
 
-def server_weights(engine: Engine) -> dict[int, dict[str, float]]:
+def server_weights(crawldb: CrawlDB) -> dict[int, dict[str, float]]:
     """Section weights of every stored server (defaults where a weight is not stored)."""
-    from search.analysis import DEFAULT_WEIGHTS
-
-    out: dict[int, dict[str, float]] = {}
-    with engine.connect() as conn:
-        for sid, settings in conn.execute(select(Server.id, Server.settings)):
-            settings = settings or {}
-            out[sid] = {
-                s: float(settings.get(k, DEFAULT_WEIGHTS[s]))
-                for s, k in _SECTION_WEIGHT_KEYS.items()
-            }
-    return out
-
-
-#: What makes a stored document belong in the index.
-INDEXABLE = (
-    Document.kind == "page",
-    Document.noindex.is_(False),
-    Document.status < 400,
-    Document.gone_at.is_(None),
-    Document.clone_of_id.is_(None),
-)
-
-
-def indexable(stmt: Any) -> Any:
-    """Restrict a query to the documents that belong in the index."""
-    return stmt.where(*INDEXABLE)
+    return {
+        sid: {
+            s: float(settings.get(k, DEFAULT_WEIGHTS[s])) for s, k in _SECTION_WEIGHT_KEYS.items()
+        }
+        for sid, settings in crawldb.server_settings().items()
+    }
 
 
 def iter_index_docs(
@@ -265,59 +228,25 @@ def iter_index_docs(
     ids: Sequence[int] | None = None,
 ) -> Iterator[IndexDoc]:
     """Rebuild IndexDocs from the stored postings, *chunk* documents per query."""
-    from search.analysis import DEFAULT_WEIGHTS
-
-    weights = server_weights(engine)
-    last_id = 0
-    columns = [getattr(Posting, f"{s}_count") for s in SECTIONS]
+    crawldb = CrawlDB(engine)
+    weights = server_weights(crawldb)
     fields = [FIELD_OF_SECTION[s] for s in SECTIONS]
-    with engine.connect() as conn:
-        while True:
-            q = indexable(select(Document.id, Document.url, Document.server_id))
-            if only_unindexed:
-                q = q.where(Document.indexed.is_(False))
-            if before is not None:
-                q = q.where(Document.crawled_at < before)
-            if ids is not None:
-                q = q.where(Document.id.in_(list(ids)))
-            docs = conn.execute(
-                q.where(Document.id > last_id).order_by(Document.id).limit(chunk)
-            ).all()
-            if not docs:
-                return
-            last_id = docs[-1].id
-            ids = [d.id for d in docs]
-            terms: dict[int, dict[str, dict[str, tuple[int, float]]]] = {
-                i: {f: {} for f in fields} for i in ids
-            }
-            doc_server = {d.id: d.server_id for d in docs}
-            rows = conn.execute(
-                select(Posting.document_id, Word.stem, *columns)
-                .join(Word, Word.id == Posting.word_id)
-                .where(Posting.document_id.in_(ids))
-            )
-            for row in rows:
-                w = weights.get(doc_server[row[0]]) or DEFAULT_WEIGHTS
-                per_field = terms[row[0]]
-                for i, section in enumerate(SECTIONS):
-                    count = row[2 + i]
-                    if count:
-                        per_field[fields[i]][row[1]] = (count, count * w[section])
-            for d in docs:
-                host = d.url.split("/")[2] if "://" in d.url else ""
-                yield IndexDoc(d.id, d.url, host, {k: v for k, v in terms[d.id].items() if v})
+    for doc in crawldb.indexable_documents(only_unindexed, before, ids, chunk):
+        w = weights.get(doc.server_id) if doc.server_id is not None else None
+        w = w or DEFAULT_WEIGHTS
+        terms: dict[str, dict[str, tuple[int, float]]] = {f: {} for f in fields}
+        for stem, counts in doc.postings:
+            for i, section in enumerate(SECTIONS):
+                if counts[i]:
+                    terms[fields[i]][stem] = (counts[i], counts[i] * w[section])
+        host = doc.url.split("/")[2] if "://" in doc.url else ""
+        yield IndexDoc(doc.id, doc.url, host, {k: v for k, v in terms.items() if v})
 
 
 def count_indexable(
     engine: Engine, only_unindexed: bool = False, before: datetime | None = None
 ) -> int:
-    with engine.connect() as conn:
-        q = indexable(select(func.count()).select_from(Document))
-        if only_unindexed:
-            q = q.where(Document.indexed.is_(False))
-        if before is not None:
-            q = q.where(Document.crawled_at < before)
-        return int(conn.execute(q).scalar_one())
+    return CrawlDB(engine).count_indexable(only_unindexed, before)
 
 
 def reindex(
@@ -358,11 +287,6 @@ def searchable_ids(index: Index) -> set[int]:
     return index.docids() if index.exists() else set()
 
 
-def indexed_ids(engine: Engine) -> Sequence[int]:
-    with engine.connect() as conn:
-        return list(conn.scalars(indexable(select(Document.id))))
-
-
 @dataclass(slots=True)
 class CheckResult:
     """How the index compares with the database."""
@@ -384,7 +308,7 @@ def check(engine: Engine, index: Index, repair: bool = True, limitmb: int = 256)
     Missing documents are (re)indexed from their stored postings, extra ones deleted, and
     the ``indexed`` flags set to what the index then holds.
     """
-    wanted = set(indexed_ids(engine))
+    wanted = set(CrawlDB(engine).indexable_ids())
     present = searchable_ids(index)
     result = CheckResult(
         len(wanted), len(present), sorted(wanted - present), sorted(present - wanted)
@@ -404,7 +328,7 @@ def check(engine: Engine, index: Index, repair: bool = True, limitmb: int = 256)
     with engine.begin() as conn:
         conn.execute(
             update(Document)
-            .where(Document.indexed.is_(True), not_(and_(*INDEXABLE)))
+            .where(Document.indexed.is_(True), not_(INDEXABLE))
             .values(indexed=False)
         )
     return result

@@ -20,10 +20,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from search import ranking
 from search.arrays import ArrayIndex
+from search.crawldb import CrawlDB
 from search.index import (
     REINDEX,
     Index,
@@ -34,7 +35,6 @@ from search.index import (
     open_searcher,
     stored,
 )
-from search.models import Document
 from search.query import ParsedQuery, check_window
 from search.results import Explanation, Hit, Ranked, ResultPage, TermExplanation
 from search.snippets import contains_phrase, make_snippet, word_stems
@@ -241,6 +241,8 @@ class Searcher:
 
     def __init__(self, engine: Engine | None, index: Index) -> None:
         self.engine = engine
+        #: The database's reads (titles, texts, section counts); None: hits without them.
+        self.db = CrawlDB(engine) if engine is not None else None
         self.index = index
         self._searcher: Any = None
 
@@ -327,53 +329,10 @@ class Searcher:
             )
         return ResultPage(q.text, total, page, per_page, time.perf_counter() - started, hits, exact)
 
+    def _documents(self, ids: Sequence[int], with_text: bool) -> dict[int, Any]:
+        return self.db.documents(ids, with_text) if self.db is not None and ids else {}
+
     def _section_counts(
         self, ids: Sequence[int], stems: Sequence[str]
     ) -> dict[int, dict[str, dict[str, int]]]:
-        """docid -> stem -> section -> count, from the stored postings."""
-        if self.engine is None or not ids or not stems:
-            return {}
-        from search.analysis import SECTIONS
-        from search.models import Posting, Word
-
-        columns = [getattr(Posting, f"{s}_count") for s in SECTIONS]
-        out: dict[int, dict[str, dict[str, int]]] = {}
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(Posting.document_id, Word.stem, *columns)
-                .join(Word, Word.id == Posting.word_id)
-                .where(Posting.document_id.in_(list(ids)), Word.stem.in_(list(stems)))
-            )
-            for row in rows:
-                out.setdefault(row[0], {})[row[1]] = dict(zip(SECTIONS, row[2:], strict=True))
-        return out
-
-    def _documents(self, ids: Sequence[int], with_text: bool) -> dict[int, Any]:
-        if not ids or self.engine is None:
-            return {}
-        cols = [
-            Document.id,
-            Document.url,
-            Document.title,
-            Document.description,
-            Document.content_type,
-            Document.language,
-        ]
-        if with_text:
-            cols.append(Document.text)
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(*cols).where(Document.id.in_(list(ids)))).all()
-        return {r.id: _Row(r, with_text) for r in rows}
-
-
-class _Row:
-    __slots__ = ("content_type", "description", "id", "language", "text", "title", "url")
-
-    def __init__(self, row: Any, with_text: bool) -> None:
-        self.id = row.id
-        self.url = row.url
-        self.title = row.title
-        self.description = row.description
-        self.content_type = row.content_type
-        self.language = row.language
-        self.text = row.text if with_text else None
+        return self.db.section_counts(ids, stems) if self.db is not None else {}

@@ -140,12 +140,19 @@ def has_scheme(url: Any, schemes: Iterable[str] = URL_SCHEMES) -> bool:
         return False
 
 
-def check_url(url: Any) -> str:
-    """The URL if it is an absolute http, https or ftp URL with a host, else ValueError."""
+#: Longest URL accepted (Scrapy's ``URLLENGTH_LIMIT`` default, the limit of old browsers).
+MAX_URL_LENGTH = 2083
+
+
+def check_url(url: Any, max_length: int | None = MAX_URL_LENGTH) -> str:
+    """The URL if it is an absolute http, https or ftp URL with a valid host, at most
+    *max_length* characters and no control characters, else ValueError."""
     if not isinstance(url, str) or not url.strip():
         raise ValueError("empty URL")
     url = url.strip()
-    if any(ord(c) < 32 or c == "\x7f" for c in url):
+    if max_length and len(url) > max_length:
+        raise ValueError(f"{url[:60]!r}… is longer than {max_length} characters")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
         # urlsplit drops tabs, newlines and leading control characters before it reads
         # the scheme: check the text as given, not what urlsplit makes of it.
         raise ValueError(f"{url!r} contains control characters")
@@ -158,6 +165,11 @@ def check_url(url: Any) -> str:
         raise ValueError(f"{url!r} is not an http, https or ftp URL")
     if not parts.hostname:
         raise ValueError(f"{url!r} has no host")
+    if ":" not in parts.hostname:  # an IPv6 literal is checked by urlsplit
+        try:
+            parts.hostname.encode("idna")
+        except UnicodeError:
+            raise ValueError(f"{url!r} has an invalid host") from None
     if any(c.isspace() for c in url):
         raise ValueError(f"{url!r} contains spaces")
     return url

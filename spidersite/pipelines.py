@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.exceptions import CloseSpider, NotConfigured
-from sqlalchemy.exc import InterfaceError, OperationalError
 
 from search import db
 from search.analysis import analyze_document
@@ -39,6 +38,7 @@ from search.store import (
 from spidersite import signals as our_signals
 from spidersite import storage
 from spidersite.items import ErrorItem, GoneItem, PageItem, RevisitItem
+from spidersite.serverstate import server_state
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -111,7 +111,6 @@ class StorePipeline:
             raise NotConfigured("STORE_ENABLED is off")
         self.crawler = crawler
         self.stats = crawler.stats
-        self.url = storage.database_url(crawler.settings)
         self.batch_size = max(1, settings.getint("STORE_BATCH_SIZE", 100))
         self.max_pending = 2
         self.retry_times = settings.getint("STORE_RETRY_TIMES", 10)
@@ -131,11 +130,11 @@ class StorePipeline:
 
     def open_spider(self) -> None:
         try:
-            engine = db.connect(self.url)
+            engine = storage.crawl_db(self.crawler).engine
         except db.DatabaseError as exc:
             logger.error("%s", exc)
             raise CloseSpider("database_unusable") from None
-        self.store = DocumentStore(engine)
+        self.store = DocumentStore(engine, self.retry_times, self._retrying)
         spider = self.crawler.spider
         assert spider is not None
         now = datetime.now(UTC)
@@ -147,9 +146,8 @@ class StorePipeline:
         path = logs / f"crawl-{crawl_id}.log"
         self.log_file = path.open("a", encoding="utf-8")
         self.store.set_log_file(str(path))
-        registry = getattr(spider, "servers", None)
-        if registry is not None:
-            self.store.upsert_servers(((s.url, s.as_dict()) for s in registry), now)
+        registry = server_state(self.crawler).registry
+        self.store.upsert_servers(((s.url, s.as_dict()) for s in registry), now)
         logger.info("Storing into %s", engine.url.render_as_string(hide_password=True))
 
     def server_disabled(self, server: str, errors: int, reason: str) -> None:
@@ -196,8 +194,7 @@ class StorePipeline:
         self.log_file.flush()
 
     def _row(self, item: PageItem) -> DocumentRow:
-        registry = getattr(self.crawler.spider, "servers", None)
-        server = registry.get(item.url) if registry is not None else None
+        server = server_state(self.crawler).server(item.url)
         values = {
             "kind": item.kind,
             "status": item.status,
@@ -239,7 +236,7 @@ class StorePipeline:
         batch = (self.docs, self.errors, self.revisits, self.gone)
         self.docs, self.errors, self.revisits, self.gone = [], [], [], []
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self.executor, self._write, *batch)
+        future = loop.run_in_executor(self.executor, self.store.write_batch, *batch)
         future.add_done_callback(self._written)
         self.pending.append(future)
         self.stats.inc_value("store/errors", len(batch[1]))
@@ -249,26 +246,8 @@ class StorePipeline:
         while len(self.pending) > self.max_pending:
             await asyncio.wait([self.pending[0]])
 
-    def _write(self, *batch: Any) -> BatchResult:
-        """Write one batch (in the store thread), retrying with back-off while the database
-        is unreachable (a restarted PostgreSQL), so no page is lost."""
-        assert self.store is not None
-        delay = 0.5
-        for attempt in range(self.retry_times + 1):
-            try:
-                return self.store.write_batch(*batch)
-            except (OperationalError, InterfaceError) as exc:
-                if attempt >= self.retry_times:
-                    raise
-                self.stats.inc_value("store/retries")
-                logger.warning(
-                    "Database unavailable (%s); retrying the batch in %.1f s",
-                    str(exc).splitlines()[0][:200],
-                    delay,
-                )
-                time.sleep(delay)
-                delay = min(delay * 2, 30.0)
-        raise AssertionError("unreachable")
+    def _retrying(self, exc: Exception) -> None:
+        self.stats.inc_value("store/retries")
 
     def _written(self, future: asyncio.Future[BatchResult]) -> None:
         self.pending.remove(future)
@@ -309,7 +288,6 @@ class StorePipeline:
             for k, v in self.crawler.stats.get_stats().items()
         }
         self.store.finish_crawl(reason, stats, datetime.now(UTC))
-        self.store.engine.dispose()
 
 
 #: Sent by the store once its last batch is committed (before the spider is closed).
@@ -331,6 +309,7 @@ class CrawlRecorder:
         store = self.crawler.get_item_pipeline(StorePipeline)
         if store is not None:
             store.finish(reason)
+        storage.close_crawl_db(self.crawler)
 
 
 class IndexPipeline:

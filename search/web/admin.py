@@ -22,8 +22,9 @@ from sqlalchemy import Date, cast, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from search import crawlargs
 from search.models import Crawl, CrawlError, Document, Seed, Server
-from search.servers import check_url, origin
+from search.servers import ConfigError, check_url, origin
 from search.web import jobs, security
 from search.web.forms import FIELDS, ServerForm
 from search.web.views import engine
@@ -396,15 +397,13 @@ def crawl_start() -> Any:
         raw = (request.form.get("topic_threshold") or "").strip()
         if raw:
             try:
-                threshold = float(raw)
-                if not math.isfinite(threshold) or threshold < 0:
-                    raise ValueError
-            except ValueError:
-                error = f"topic_threshold: must be a number ≥ 0, not {raw!r}"
+                threshold = crawlargs.parse_threshold(raw)
+            except ConfigError as exc:
+                error = str(exc)
     else:
         topic = None
     recrawl = None
-    if mode.startswith("recrawl-") and mode[len("recrawl-") :] in jobs.RECRAWL_MODES:
+    if mode.startswith("recrawl-") and mode[len("recrawl-") :] in crawlargs.RECRAWL_MODES:
         recrawl = mode[len("recrawl-") :]
     elif mode not in ("normal", "topic"):
         error = f"unknown crawl mode {mode!r}"

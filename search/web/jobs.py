@@ -38,8 +38,6 @@ from search.web.settings import WebSettings
 logger = logging.getLogger(__name__)
 
 SPIDER = "site"
-#: Values of the spider's ``recrawl`` argument: pages due for a visit, or every page.
-RECRAWL_MODES = ("due", "all")
 PENDING, RUNNING, FINISHED = "pending", "running", "finished"
 
 
