@@ -10,10 +10,10 @@ Each fetched page is scored against the topic, as the design documents' topic cr
 ``cos`` is the vector-space (cosine) similarity of two stem vectors built by the analyzer
 of :mod:`search.analysis` (tokenize, segment CJK, lowercase, drop stop words, stem): a
 page section's vector holds each stem's count, the topic's vector each stem's query weight
-(:func:`search.ranking.query_weights`: the first topic word weighs 1, the second 0.8 …, as
-in a query).  A cosine lies in [0, 1]; B and C are on a 0–10 scale, A on 0–50 with the
-default weights.  A page whose A is at most the threshold (default 2) is not stored and its
-links are not followed; a kept page stores A in ``documents.topic_score``.
+(:func:`search.ranking.query_weights` with a decay of :data:`TOPIC_DECAY`: the first topic
+word weighs 1, the second 0.8 …).  A cosine lies in [0, 1]; B and C are on a 0–10 scale, A
+on 0–50 with the default weights.  A page whose A is at most the threshold (default 2) is
+not stored and its links are not followed; a kept page stores A in ``documents.topic_score``.
 
 What 2 means, measured on the PostgreSQL 15 docs (1,169 pages) with the topic
 "vacuum autovacuum bloat": ``sql-vacuum.html`` scores 32.0 (title "VACUUM": B = 6.9),
@@ -66,11 +66,13 @@ SCALE = 10.0
 
 _TITLE = SECTIONS.index("title")
 _BODY = SECTIONS.index("body")
+#: How much less later topic words weigh (a topic is a few keywords, the first the main one).
+TOPIC_DECAY = 0.25
 
 
 def topic_vector(topic: str, language: str | None = None) -> dict[str, float]:
     """The topic's stems with their query weights (earlier words weigh more)."""
-    return query_weights([t.stem for t in get_analyzer(language).tokens(topic)])
+    return query_weights([t.stem for t in get_analyzer(language).tokens(topic)], TOPIC_DECAY)
 
 
 def cosine(a: Mapping[str, float], b: Mapping[str, float]) -> float:
