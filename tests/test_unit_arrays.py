@@ -136,7 +136,9 @@ def test_expansion_equals_the_pure_python_feedback(index: Index, params: ranking
         expanded = fast.expand(wquery.weights, feedback)
         assert expanded == pytest.approx(slow.expand(wquery.weights, feedback)), text
         added += len(expanded) - len(wquery.weights)
-    assert added >= 40  # the expansion added terms (at most fb_terms a query)
+    # The comparison above is not vacuous: the expansion added terms to some queries
+    # (Rocchio keeps only stems found in two feedback pages, so it adds fewer than RM3).
+    assert added >= 10
 
 
 def test_no_expansion_method_adds_nothing(index: Index) -> None:
