@@ -64,7 +64,7 @@ from whoosh import scoring  # noqa: E402
 from whoosh.fields import ID, STORED, TEXT, Schema  # noqa: E402
 
 from search import ranking  # noqa: E402
-from search.analysis import DEFAULT_WEIGHTS, analyze_document  # noqa: E402
+from search.analysis import analyze_document  # noqa: E402
 from search.index import Index, IndexDoc  # noqa: E402
 from search.query import parse_query  # noqa: E402
 from search.searcher import BM25, Ranked, SearchSession, build_query, weighted_query  # noqa: E402
@@ -150,7 +150,6 @@ def build(folder: Path, docs: list[tuple[str, str]], stock: bool = True) -> dict
                         f"http://bench.example/{docid}",
                         "bench.example",
                         records.values(),
-                        DEFAULT_WEIGHTS,
                     ),
                     update=False,
                 )

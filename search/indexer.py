@@ -1,8 +1,9 @@
 """Feeding the Whoosh index: a writer process for crawls, and rebuilds from the database.
 
 Whoosh is pure Python and allows one writer at a time.  During a crawl the documents are
-sent, already analyzed, to one :class:`IndexerProcess` (a child process, so indexing runs
-on the second core instead of competing with Scrapy for the first), which adds them
+sent, already analyzed, by the crawl's worker (:mod:`search.worker`) to one
+:class:`IndexerProcess` (its child process, so that indexing overlaps analysis and
+storage), through a bounded inbox; the indexer adds them
 through one writer, commits every ``batch_size`` documents and marks them ``indexed`` in the
 database.  :func:`reindex` rebuilds the whole index from the database, which is the record.
 """
@@ -23,9 +24,9 @@ from sqlalchemy import Engine, and_, func, not_, select, update
 
 from search import db
 from search.analysis import SECTIONS
-from search.index import FIELD_OF_SECTION, Index, IndexDoc
+from search.index import Index, IndexDoc
 from search.models import Document, Posting, Server, Word
-from search.store import DocumentStore, chunks
+from search.store import DocumentStore, chunks, retry
 
 logger = logging.getLogger(__name__)
 
@@ -52,23 +53,6 @@ def _apply(writer: Any, batch: Batch) -> list[int]:
     for doc in batch.docs:
         writer.add(doc)
     return [d.docid for d in batch.docs]
-
-
-def _retry(write: Callable[[], None], times: int = 10) -> None:
-    """Run a database write, retrying with back-off while the database is unreachable."""
-    from sqlalchemy.exc import InterfaceError, OperationalError
-
-    delay = 0.5
-    for attempt in range(times + 1):
-        try:
-            write()
-            return
-        except (OperationalError, InterfaceError):
-            if attempt >= times:
-                raise
-            logger.warning("Database unavailable; retrying in %.1f s", delay)
-            time.sleep(delay)
-            delay = min(delay * 2, 30.0)
 
 
 #: Seconds the indexer process waits for the index lock (held by a reindex, or by the
@@ -130,7 +114,7 @@ def _worker(
                         finished = True
                         break
                     pending.extend(_apply(writer, msg))
-            _retry(functools.partial(store.mark_indexed, pending))
+            retry(functools.partial(store.mark_indexed, pending))
             total += len(pending)
             commits += 1
             last_commit_at = time.time()
@@ -180,10 +164,19 @@ class IndexerProcess:
         self.process.start()
 
     def send(self, batch: Batch) -> None:
-        self._drain()
-        if self.error:
-            raise RuntimeError(f"the indexer process failed: {self.error}")
-        self.inbox.put(batch)
+        """Queue *batch*, waiting while the inbox is full (the indexer is behind: the
+        wait is the back-pressure); raises if the indexer has failed."""
+        while True:
+            self._drain()
+            if not self.error and not self.process.is_alive():
+                self.error = f"exit code {self.process.exitcode}"
+            if self.error:
+                raise RuntimeError(f"the indexer process failed: {self.error}")
+            try:
+                self.inbox.put(batch, timeout=1.0)
+                return
+            except queue.Full:
+                continue
 
     def _drain(self) -> None:
         while True:
@@ -270,7 +263,6 @@ def iter_index_docs(
     weights = server_weights(engine)
     last_id = 0
     columns = [getattr(Posting, f"{s}_count") for s in SECTIONS]
-    fields = [FIELD_OF_SECTION[s] for s in SECTIONS]
     with engine.connect() as conn:
         while True:
             q = indexable(select(Document.id, Document.url, Document.server_id))
@@ -286,26 +278,25 @@ def iter_index_docs(
             if not docs:
                 return
             last_id = docs[-1].id
-            ids = [d.id for d in docs]
-            terms: dict[int, dict[str, dict[str, tuple[int, float]]]] = {
-                i: {f: {} for f in fields} for i in ids
-            }
+            chunk_ids = [d.id for d in docs]
+            terms: dict[int, dict[str, float]] = {i: {} for i in chunk_ids}
             doc_server = {d.id: d.server_id for d in docs}
             rows = conn.execute(
                 select(Posting.document_id, Word.stem, *columns)
                 .join(Word, Word.id == Posting.word_id)
-                .where(Posting.document_id.in_(ids))
+                .where(Posting.document_id.in_(chunk_ids))
             )
             for row in rows:
                 w = weights.get(doc_server[row[0]]) or DEFAULT_WEIGHTS
-                per_field = terms[row[0]]
+                weight = 0.0  # Σ count × section weight, in section order, as the analyzer sums
                 for i, section in enumerate(SECTIONS):
                     count = row[2 + i]
                     if count:
-                        per_field[fields[i]][row[1]] = (count, count * w[section])
+                        weight += count * w[section]
+                terms[row[0]][row[1]] = weight
             for d in docs:
                 host = d.url.split("/")[2] if "://" in d.url else ""
-                yield IndexDoc(d.id, d.url, host, {k: v for k, v in terms[d.id].items() if v})
+                yield IndexDoc(d.id, d.url, host, terms[d.id])
 
 
 def count_indexable(

@@ -11,14 +11,16 @@ any other producer can use it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, bindparam, delete, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from search.analysis import SECTIONS, WordRecord
 from search.models import Crawl, CrawlError, Document, Link, Posting, Server, Word
@@ -35,6 +37,39 @@ _POSTING_COLUMNS = (
 )
 
 _CHUNK = 500  # rows per IN (...) list, well under every backend's parameter limit
+
+
+T = TypeVar("T")
+
+
+def retry(
+    write: Callable[[], T],
+    times: int = 10,
+    on_retry: Callable[[Exception, float], None] | None = None,
+) -> T:
+    """Run a database write, retrying it with back-off (0.5 s, doubling up to 30 s) while
+    the database is unreachable (a restarted PostgreSQL), so that nothing is lost.
+
+    *on_retry* is called with the error and the delay before each retry; after *times*
+    retries the error is raised.
+    """
+    delay = 0.5
+    for attempt in range(times + 1):
+        try:
+            return write()
+        except (OperationalError, InterfaceError) as exc:
+            if attempt >= times:
+                raise
+            if on_retry is not None:
+                on_retry(exc, delay)
+            logger.warning(
+                "Database unavailable (%s); retrying in %.1f s",
+                str(exc).splitlines()[0][:200],
+                delay,
+            )
+            time.sleep(delay)
+            delay = min(delay * 2, 30.0)
+    raise AssertionError("unreachable")
 
 
 def chunks(seq: Sequence[Any], size: int = _CHUNK) -> Iterable[Sequence[Any]]:
