@@ -50,7 +50,8 @@ class StorePipeline:
     ``store/errors``, ``store/revisits``, ``store/gone``, ``store/clones``,
     ``store/near_duplicates``, ``store/batches``, ``store/retries``,
     ``store/failed_batches``, ``store/flushed_at_last`` (unix time of the last commit),
-    and the indexer's ``index/*``.
+    and the indexer's ``index/*``; counted here: ``store/queue_full`` (times a full batch
+    waited for room: the worker was behind), ``store/worker_error``.
     """
 
     def __init__(self, crawler: Crawler) -> None:
@@ -118,6 +119,8 @@ class StorePipeline:
         # response stays in the scraper slot and the downloader waits.
         while self._full():
             assert self.worker is not None
+            if not self.worker.has_room():
+                self.stats.inc_value("store/queue_full")
             await self.worker.wait_for_room()
             if self._full() and self.worker.has_room():
                 self._submit()

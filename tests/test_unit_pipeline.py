@@ -141,6 +141,7 @@ def test_process_item_waits_while_the_worker_is_behind(
         second = asyncio.ensure_future(pipeline.process_item(_page(2)))
         await asyncio.sleep(1.5)
         assert not second.done(), "process_item returned while the queue was full"
+        assert crawler.stats.get_value("store/queue_full") == 1
         assert crawler.stats.get_value("store/batches") is None
         locked.execute("COMMIT")
         await asyncio.wait_for(second, 30)
