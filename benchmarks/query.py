@@ -29,7 +29,7 @@ Then each query runs, in the same process, through
 - stock Whoosh: an OR of every query word in ``title`` and ``body``, ``BM25F`` defaults,
   ``limit=10``;
 - the reference: the product's formula computed by another implementation, Whoosh's own
-  matchers with the product's weighting model (``SearchSession(..., use_arrays=False)``),
+  matchers with the product's weighting model (:class:`search.reference.ReferenceSession`),
   exhaustively (``optimize=False``: no block skipping), with query expansion computed from
   that exhaustive top 10 by the pure-Python feedback of :mod:`search.ranking` (the
   documents' term vectors read from the array postings' forward index, or from Whoosh's
@@ -65,9 +65,11 @@ from whoosh.fields import ID, STORED, TEXT, Schema  # noqa: E402
 
 from search import ranking  # noqa: E402
 from search.analysis import analyze_document  # noqa: E402
-from search.index import Index, IndexDoc  # noqa: E402
+from search.index import BM25, Index, IndexDoc, build_query, weighted_query  # noqa: E402
 from search.query import parse_query  # noqa: E402
-from search.searcher import BM25, Ranked, SearchSession, build_query, weighted_query  # noqa: E402
+from search.reference import ReferenceSession  # noqa: E402
+from search.results import Ranked  # noqa: E402
+from search.searcher import SearchSession  # noqa: E402
 
 CACHE = ROOT / "benchmarks" / ".cache"
 VOCABULARY = 60_000
@@ -172,7 +174,7 @@ def build(folder: Path, docs: list[tuple[str, str]], stock: bool = True) -> dict
     return {"product_build_s": product, "stock_build_s": time.perf_counter() - started}
 
 
-def exhaustive(session: SearchSession, weights: dict[str, float], limit: int) -> list[Ranked]:
+def exhaustive(session: ReferenceSession, weights: dict[str, float], limit: int) -> list[Ranked]:
     """The product's scoring without any pruning: every matching document scored."""
     present = {s: w for s, w in weights.items() if session.df(s)}
     if not present:
@@ -185,7 +187,7 @@ def exhaustive(session: SearchSession, weights: dict[str, float], limit: int) ->
     return sorted(out, key=lambda h: (-h.score, h.docnum))
 
 
-def reference(session: SearchSession, text: str, limit: int = 10) -> list[Ranked]:
+def reference(session: ReferenceSession, text: str, limit: int = 10) -> list[Ranked]:
     q = parse_query(text)
     weights = build_query(q).weights
     if session.expands(weights):
@@ -252,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     session = SearchSession(product_s)
     # The reference runs on Whoosh's matchers: an implementation of the formula
     # independent of the array postings the product ranks with.
-    reference_session = SearchSession(product_s, use_arrays=False)
+    reference_session = ReferenceSession(product_s)
     print(
         "product ranks on "
         + ("the array postings" if session.arrays is not None else "Whoosh's matchers")

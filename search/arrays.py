@@ -24,8 +24,11 @@ The file is named like the segment's other files, so Whoosh packs it into the se
 compound file and deletes it with the segment.  It is read through ``numpy.memmap``
 (pages are loaded on demand and shared between processes).  A segment without it (an
 index written before it existed) makes :meth:`ArrayIndex.load` return None, and the
-searcher falls back to Whoosh's matchers; ``python -m search reindex`` rewrites the index
-with the arrays.
+searcher refuses the index; ``python -m search reindex`` rewrites it with the arrays.
+
+Besides scoring, the arrays answer which documents hold a set of stems
+(:meth:`ArrayIndex.containing_all`, :meth:`ArrayIndex.containing_any`): the phrase and
+exclusion filters, evaluated flat, one posting list at a time.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import logging
 import threading
 from array import array
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -390,6 +394,39 @@ class ArrayIndex:
         if len(self.deleted):
             scores[self.deleted] = 0.0
         return scores, matched
+
+    def containing_any(self, stems: Iterable[str]) -> np.ndarray:
+        """Which documents hold at least one of *stems* (a boolean per document)."""
+        out = np.zeros(self.n, dtype=bool)
+        for docs in self._posting_docs(stems):
+            out[docs] = True
+        return out
+
+    def containing_all(self, stems: Iterable[str]) -> np.ndarray:
+        """Which documents hold every one of *stems* (a boolean per document)."""
+        wanted = set(stems)
+        found = list(self._posting_docs(wanted))
+        if len(found) < len(wanted):  # a stem in no document
+            return np.zeros(self.n, dtype=bool)
+        counts = np.zeros(self.n, dtype=np.int32)
+        for docs in found:
+            counts[docs] += 1  # a stem has one posting per document
+        return counts == len(wanted)
+
+    def _posting_docs(self, stems: Iterable[str]) -> Iterator[np.ndarray]:
+        """Each of *stems*' documents (global numbers, one array per stem that has any)."""
+        for stem in set(stems):
+            gid = self.ids.get(stem)
+            if gid is None:
+                continue
+            parts = []
+            for leaf in self.leaves:
+                local = leaf.local[gid]
+                if local >= 0:
+                    lo, hi = leaf.arrays.starts[local], leaf.arrays.starts[local + 1]
+                    parts.append(leaf.arrays.docs[lo:hi].astype(np.int64) + leaf.base)
+            if parts:
+                yield np.concatenate(parts)
 
     def best(self, scores: np.ndarray, limit: int) -> list[tuple[float, int]]:
         """The *limit* best (score, docnum) pairs with a positive score: score descending,

@@ -1,4 +1,4 @@
-"""The one module that owns the database: engine, sessions and schema migrations.
+"""The one module that owns the database: engine and schema migrations.
 
 SQLite (the embedded default) and PostgreSQL (``postgresql+psycopg://``) share one schema,
 created and upgraded by Alembic (:func:`migrate`).
@@ -15,7 +15,6 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
-from sqlalchemy.orm import Session, sessionmaker
 
 from search import config
 
@@ -132,14 +131,3 @@ def connect(url: str | None = None, *, upgrade: bool = True, **kwargs: Any) -> E
     if upgrade:
         migrate(engine)
     return engine
-
-
-def sessionmaker_for(engine: Engine) -> sessionmaker[Session]:
-    return sessionmaker(engine, expire_on_commit=False)
-
-
-@contextmanager
-def session_scope(engine: Engine) -> Iterator[Session]:
-    """A session in one transaction: committed on success, rolled back on error."""
-    with Session(engine, expire_on_commit=False) as session, session.begin():
-        yield session

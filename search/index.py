@@ -1,7 +1,8 @@
 """The Whoosh adapter: schema, one writer, searcher.
 
-Everything that knows Whoosh lives here, behind :class:`IndexDoc`, :class:`Index` and
-:class:`IndexWriter`, so the rest of the project could move to another engine.
+Everything that knows Whoosh lives here, behind :class:`IndexDoc`, :class:`Index`,
+:class:`IndexWriter`, the weighting model :class:`BM25` and the queries of
+:func:`build_query`, so the rest of the project could move to another engine.
 
 Documents arrive already analyzed: the crawler has counted every stem per section, so the
 index does not tokenize again.  The sections are merged into one field, ``words``, as BM25F
@@ -9,14 +10,19 @@ merges them (see :mod:`search.ranking`): a stem's posting carries its weighted c
 ``Σ_f w_f · count_f`` as its weight (the term frequency of the scorer) and, rounded, as its
 ``freq``, so that the field length Whoosh keeps is the page's weighted length.  Each page's
 term vector, for query expansion, is kept by the array postings (:mod:`search.arrays`,
-written by the same writer); indexes written before them keep Whoosh term vectors instead.
+written by the same writer), which the product ranks on.
+
+The index records its format, :data:`FORMAT`, in a file of its folder (:data:`FORMAT_FILE`),
+written when the index is created and by every full rebuild.  An index of another format
+(or one without it: written before it was recorded) is refused with one line saying to run
+``python -m search reindex``: the database is the record, a rebuild loses nothing.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
-import shutil
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,15 +30,19 @@ from pathlib import Path
 from typing import Any
 
 from whoosh import index as whoosh_index
+from whoosh import query as wq
+from whoosh import scoring
 from whoosh.fields import ID, STORED, FieldType, Schema
 from whoosh.formats import Frequency
 from whoosh.index import LockError
 from whoosh.system import pack_uint
 from whoosh.writing import CLEAR, SegmentWriter
 
+from search import ranking
 from search.analysis import SECTIONS, WordRecord
 from search.arrays import FIELD as _ARRAY_FIELD
 from search.arrays import ArrayCodec
+from search.query import ParsedQuery
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +60,15 @@ TEXT_FIELDS: tuple[str, ...] = tuple(FIELD_OF_SECTION[s] for s in SECTIONS)
 WORDS_FIELD = _ARRAY_FIELD
 
 INDEX_NAME = "spidersite"
+
+#: The index format: raise it when what an index holds changes (schema, codec, array
+#: file), so that an index of another format is refused until it is rebuilt.  2: the
+#: ``words`` field without Whoosh term vectors, array postings in every segment.
+FORMAT = 2
+#: The file of the index folder that records its format (a name Whoosh's own clean-up of
+#: unused files leaves alone).
+FORMAT_FILE = "spidersite-format.json"
+REINDEX = "python -m search reindex"
 
 
 #: Merge policy (Lucene's log merge policy, by live documents): a segment's level is
@@ -89,12 +108,20 @@ def merge_policy(writer: SegmentWriter, segments: list[Any]) -> list[Any]:
     return [s for s in segments if id(s) not in merged]
 
 
-class IndexError_(Exception):
-    """The index cannot be opened or written (the message is meant for users)."""
+class SearchIndexError(Exception):
+    """The index cannot be used as asked (the message is one line meant for users)."""
 
 
-class IndexMissing(IndexError_):
-    pass
+class IndexMissing(SearchIndexError):
+    """There is no index yet."""
+
+
+class IndexOutdated(SearchIndexError):
+    """The index was written in another format (:data:`FORMAT`): rebuild it."""
+
+
+class IndexUnavailable(SearchIndexError):
+    """Another process is writing the index."""
 
 
 def _pre_analyzed(value: Any) -> dict[str, tuple[int, float]]:
@@ -106,26 +133,16 @@ def _pre_analyzed(value: Any) -> dict[str, tuple[int, float]]:
     return dict(value)
 
 
-class _VectorFormat(Frequency):
-    """Term vectors of a :class:`PreAnalyzed` field (freq and weight of each stem).  New
-    indexes do not write them (the array postings hold the same by document); the class
-    stays for the schema of indexes written before, which Whoosh unpickles."""
-
-    def word_values(self, value: Any, analyzer: Any, **kwargs: Any) -> Any:
-        for stem, (count, weight) in sorted(_pre_analyzed(value).items()):
-            yield stem, count, weight, pack_uint(count)
-
-
 class PreAnalyzed(FieldType):
     """A text field fed with ``{stem: (freq, weight)}`` instead of a string."""
 
-    def __init__(self, vector: bool = False) -> None:
+    def __init__(self) -> None:
         self.format = Frequency()
         self.analyzer = None
         self.scorable = True
         self.stored = False
         self.unique = False
-        self.vector = _VectorFormat() if vector else None
+        self.vector = None
         self.column_type = None
 
     def index(self, value: Any, **kwargs: Any) -> Iterator[tuple[bytes, int, float, bytes]]:
@@ -197,21 +214,48 @@ class Index:
     def exists(self) -> bool:
         return whoosh_index.exists_in(str(self.path), indexname=INDEX_NAME)
 
+    def format(self) -> int | None:
+        """The format recorded in the index folder (None: none recorded)."""
+        try:
+            return int(json.loads((self.path / FORMAT_FILE).read_text())["format"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _record_format(self) -> None:
+        (self.path / FORMAT_FILE).write_text(json.dumps({"format": FORMAT}) + "\n")
+
     def open(self, create: bool = False) -> Any:
+        """The Whoosh index (created empty with *create*); :class:`IndexMissing` when
+        there is none, :class:`IndexOutdated` when it is of another format."""
         if self.exists():
+            self.check_format()
             return whoosh_index.open_dir(str(self.path), indexname=INDEX_NAME)
         if not create:
             raise IndexMissing(
                 f"no search index at {self.path} yet: crawl a site first "
-                f"(scrapy crawl site -a seeds=URL) or rebuild it (python -m search reindex)"
+                f"(scrapy crawl site -a seeds=URL) or rebuild it ({REINDEX})"
             )
-        self.path.mkdir(parents=True, exist_ok=True)
-        return whoosh_index.create_in(str(self.path), make_schema(), indexname=INDEX_NAME)
+        return self._create()
 
-    def clear(self) -> None:
-        """Remove the index (used by a full rebuild)."""
-        if self.path.exists():
-            shutil.rmtree(self.path)
+    def check_format(self) -> None:
+        """Raise :class:`IndexOutdated` unless the index is of :data:`FORMAT` (checked
+        before Whoosh reads anything of it: an older schema may not even unpickle)."""
+        found = self.format()
+        if found != FORMAT:
+            written = f"format {found}" if found is not None else "an older version"
+            raise IndexOutdated(
+                f"the search index at {self.path} was written by {written} "
+                f"(this version reads format {FORMAT}): run `{REINDEX}` to rebuild it "
+                f"from the database"
+            )
+
+    def _create(self) -> Any:
+        """A new, empty index of the current format (an index already there is dropped:
+        Whoosh writes a first generation that lists no segment)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        ix = whoosh_index.create_in(str(self.path), make_schema(), indexname=INDEX_NAME)
+        self._record_format()
+        return ix
 
     @contextmanager
     def writer(
@@ -219,33 +263,21 @@ class Index:
     ) -> Iterator[IndexWriter]:
         """The one writer: committed on success, cancelled on error.
 
-        *wait* is how many seconds to wait for another writer's lock before giving up.
+        With *clear* the index is rewritten whole (a full rebuild); an index of another
+        format is then started anew in the current one, while without *clear* it is
+        refused (:class:`IndexOutdated`).  *wait* is how many seconds to wait for another
+        writer's lock before giving up.
         """
+        if clear and self.exists() and self.format() != FORMAT:
+            self._create()
         ix = self.open(create=True)
         try:
             w = ix.writer(limitmb=limitmb, timeout=wait, delay=0.25, codec=ArrayCodec())
         except LockError:
-            raise IndexError_(
+            raise IndexUnavailable(
                 f"the search index at {self.path} is being written by another process "
                 f"(a crawl or a reindex); try again when it has finished"
             ) from None
-        if WORDS_FIELD not in w.schema:
-            # An index of an older version: a full rebuild moves it to the current schema.
-            if not clear:
-                w.cancel()
-                raise IndexError_(
-                    f"the search index at {self.path} was built by an older version: "
-                    f"rebuild it with python -m search reindex"
-                )
-            for name in list(w.schema.names()):
-                if name in TEXT_FIELDS:
-                    w.remove_field(name)
-            w.add_field(WORDS_FIELD, PreAnalyzed())
-        elif clear and w.schema[WORDS_FIELD].vector is not None:
-            # Whoosh term vectors (before the array postings kept them): a full rebuild
-            # drops them; a commit that adds to the index keeps the schema it has.
-            w.remove_field(WORDS_FIELD)
-            w.add_field(WORDS_FIELD, PreAnalyzed())
         writer = IndexWriter(w)
         try:
             yield writer
@@ -256,23 +288,10 @@ class Index:
             w.commit(mergetype=CLEAR if clear else merge_policy)
 
     def doc_count(self) -> int:
+        """Documents in the index (0 when there is none)."""
         if not self.exists():
             return 0
-        ix = self.open()
-        return int(ix.doc_count())
-
-    def has_arrays(self) -> bool:
-        """Whether every segment carries its array postings (:mod:`search.arrays`)."""
-        from search.arrays import SegmentArrays
-
-        if not self.exists():
-            return False
-        ix = self.open()
-        with ix.reader() as reader:
-            return all(
-                SegmentArrays.read(self.path, r.segment()) is not None
-                for r, _ in reader.leaf_readers()
-            )
+        return int(self.open().doc_count())
 
     def docids(self) -> set[int]:
         """Every document id in the index (for consistency checks)."""
@@ -301,3 +320,119 @@ class IndexWriter:
 
     def delete(self, docid: int) -> None:
         self._w.delete_by_term("docid", str(docid))
+
+
+# -- scoring and queries ---------------------------------------------------------------
+
+
+class _BM25Scorer(scoring.WeightLengthScorer):
+    """BM25 of one stem in the merged ``words`` field (formula: :mod:`search.ranking`)."""
+
+    def __init__(self, searcher: Any, fieldname: str, text: bytes, b: float, k1: float) -> None:
+        parent = searcher.get_parent()
+        self.idf = ranking.idf(parent.doc_count_all(), parent.doc_frequency(fieldname, text))
+        self.avgfl = parent.avg_field_length(fieldname) or 1.0
+        self.b, self.k1 = b, k1
+        self.setup(searcher, fieldname, text)
+
+    def _score(self, weight: float, length: float) -> float:
+        return ranking.bm25(self.idf, weight, length, self.avgfl, self.b, self.k1)
+
+
+class BM25(scoring.WeightingModel):
+    """Whoosh weighting model of :mod:`search.ranking` (block-max skipping supported): what
+    Whoosh's matchers score with in :mod:`search.reference`."""
+
+    def __init__(self, b: float | None = None, k1: float | None = None) -> None:
+        self.b = ranking.B if b is None else b
+        self.k1 = ranking.K1 if k1 is None else k1
+
+    def supports_block_quality(self) -> bool:
+        return True
+
+    def scorer(self, searcher: Any, fieldname: str, text: bytes, qf: int = 1) -> Any:
+        if not searcher.schema[fieldname].scorable:
+            return scoring.WeightScorer.for_(searcher, fieldname, text)
+        return _BM25Scorer(searcher, fieldname, text, self.b, self.k1)
+
+
+def term_query(stem: str, boost: float = 1.0) -> wq.Query:
+    """One analyzed word, in any section (the merged ``words`` field)."""
+    return wq.Term(WORDS_FIELD, stem, boost=boost)
+
+
+def weighted_query(weights: dict[str, float], require_all: bool = False) -> wq.Query:
+    clauses = [term_query(stem, w) for stem, w in weights.items()]
+    if len(clauses) == 1:
+        return clauses[0]
+    return wq.And(clauses) if require_all else wq.Or(clauses)
+
+
+@dataclass(slots=True)
+class WhooshQuery:
+    """A parsed query for Whoosh: its query weights; the scored query, a filter (must
+    match) and a mask (must not), as Whoosh's matchers run them (:mod:`search.reference`;
+    they nest one level per word, so only short queries can run this way); and the
+    ``site:`` queries, each a flat union of host terms (what the product asks Whoosh)."""
+
+    parsed: ParsedQuery
+    weights: dict[str, float]
+    scored: wq.Query
+    filter: wq.Query | None = None
+    mask: wq.Query | None = None
+    sites: list[wq.Query] = field(default_factory=list)
+
+
+def site_query(site: str) -> wq.Query:
+    """``site:host``: the host and its subdomains, on any port (``site:host:port``: that
+    port only)."""
+    if ":" in site:
+        return wq.Or([wq.Term("host", site), wq.Wildcard("host", f"*.{site}")])
+    return wq.Or(
+        [
+            wq.Term("host", site),
+            wq.Wildcard("host", f"*.{site}"),
+            wq.Wildcard("host", f"{site}:*"),
+            wq.Wildcard("host", f"*.{site}:*"),
+        ]
+    )
+
+
+def build_query(q: ParsedQuery) -> WhooshQuery:
+    """The Whoosh query of a parsed query (BM25F, query words weighted by qw(t)).
+
+    Phrase words and ``site:`` restrictions become a filter and exclusions a mask, so they
+    select documents without changing scores.
+    """
+    weights = ranking.query_weights(q.all_stems)
+    scored = weighted_query(weights, q.require_all)
+    sites = [site_query(s) for s in q.sites]
+    required: list[wq.Query] = [term_query(s) for phrase in q.phrases for s in phrase]
+    if sites:
+        required.append(wq.Or(sites))
+    excluded = [term_query(s) for s in q.excluded]
+    excluded += [wq.And([term_query(s) for s in p]) for p in q.excluded_phrases]
+    return WhooshQuery(
+        q,
+        weights,
+        scored,
+        wq.And(required) if required else None,
+        wq.Or(excluded) if excluded else None,
+        sites,
+    )
+
+
+def matching_docs(searcher: Any, query: wq.Query) -> Iterator[int]:
+    """The document numbers *query* matches (unscored)."""
+    return iter(query.docs(searcher))
+
+
+def stored(searcher: Any, docnum: int) -> tuple[int, str]:
+    """The document id and URL of document *docnum*."""
+    fields = searcher.stored_fields(docnum)
+    return int(fields["docid"]), fields["url"]
+
+
+def open_searcher(index: Index) -> Any:
+    """A Whoosh searcher of *index* that scores with :class:`BM25`."""
+    return index.open().searcher(weighting=BM25())

@@ -10,7 +10,6 @@ database.  :func:`reindex` rebuilds the whole index from the database, which is 
 
 from __future__ import annotations
 
-import functools
 import logging
 import multiprocessing
 import queue
@@ -20,13 +19,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, and_, func, not_, select, update
+from sqlalchemy import Engine, not_, update
 
 from search import db
-from search.analysis import SECTIONS
+from search.analysis import DEFAULT_WEIGHTS, SECTIONS
+from search.crawldb import INDEXABLE, CrawlDB
 from search.index import Index, IndexDoc
-from search.models import Document, Posting, Server, Word
-from search.store import DocumentStore, chunks, retry
+from search.models import Document
+from search.store import DocumentStore, chunks
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def _worker(
     """
     logging.basicConfig(level=logging.INFO)
     engine = db.create(database_url)
-    store = DocumentStore(engine)
+    store = DocumentStore(engine, retry_times=10)
     index = Index(index_dir)
     parent = multiprocessing.parent_process()
     total = 0
@@ -114,7 +114,7 @@ def _worker(
                         finished = True
                         break
                     pending.extend(_apply(writer, msg))
-            retry(functools.partial(store.mark_indexed, pending))
+            store.mark_indexed(pending)
             total += len(pending)
             commits += 1
             last_commit_at = time.time()
@@ -220,34 +220,14 @@ class IndexerProcess:
             self.error = f"exit code {self.process.exitcode}"
 
 
-def server_weights(engine: Engine) -> dict[int, dict[str, float]]:
+def server_weights(crawldb: CrawlDB) -> dict[int, dict[str, float]]:
     """Section weights of every stored server (defaults where a weight is not stored)."""
-    from search.analysis import DEFAULT_WEIGHTS
-
-    out: dict[int, dict[str, float]] = {}
-    with engine.connect() as conn:
-        for sid, settings in conn.execute(select(Server.id, Server.settings)):
-            settings = settings or {}
-            out[sid] = {
-                s: float(settings.get(k, DEFAULT_WEIGHTS[s]))
-                for s, k in _SECTION_WEIGHT_KEYS.items()
-            }
-    return out
-
-
-#: What makes a stored document belong in the index.
-INDEXABLE = (
-    Document.kind == "page",
-    Document.noindex.is_(False),
-    Document.status < 400,
-    Document.gone_at.is_(None),
-    Document.clone_of_id.is_(None),
-)
-
-
-def indexable(stmt: Any) -> Any:
-    """Restrict a query to the documents that belong in the index."""
-    return stmt.where(*INDEXABLE)
+    return {
+        sid: {
+            s: float(settings.get(k, DEFAULT_WEIGHTS[s])) for s, k in _SECTION_WEIGHT_KEYS.items()
+        }
+        for sid, settings in crawldb.server_settings().items()
+    }
 
 
 def iter_index_docs(
@@ -258,57 +238,26 @@ def iter_index_docs(
     ids: Sequence[int] | None = None,
 ) -> Iterator[IndexDoc]:
     """Rebuild IndexDocs from the stored postings, *chunk* documents per query."""
-    from search.analysis import DEFAULT_WEIGHTS
-
-    weights = server_weights(engine)
-    last_id = 0
-    columns = [getattr(Posting, f"{s}_count") for s in SECTIONS]
-    with engine.connect() as conn:
-        while True:
-            q = indexable(select(Document.id, Document.url, Document.server_id))
-            if only_unindexed:
-                q = q.where(Document.indexed.is_(False))
-            if before is not None:
-                q = q.where(Document.crawled_at < before)
-            if ids is not None:
-                q = q.where(Document.id.in_(list(ids)))
-            docs = conn.execute(
-                q.where(Document.id > last_id).order_by(Document.id).limit(chunk)
-            ).all()
-            if not docs:
-                return
-            last_id = docs[-1].id
-            chunk_ids = [d.id for d in docs]
-            terms: dict[int, dict[str, float]] = {i: {} for i in chunk_ids}
-            doc_server = {d.id: d.server_id for d in docs}
-            rows = conn.execute(
-                select(Posting.document_id, Word.stem, *columns)
-                .join(Word, Word.id == Posting.word_id)
-                .where(Posting.document_id.in_(chunk_ids))
-            )
-            for row in rows:
-                w = weights.get(doc_server[row[0]]) or DEFAULT_WEIGHTS
-                weight = 0.0  # Σ count × section weight, in section order, as the analyzer sums
-                for i, section in enumerate(SECTIONS):
-                    count = row[2 + i]
-                    if count:
-                        weight += count * w[section]
-                terms[row[0]][row[1]] = weight
-            for d in docs:
-                host = d.url.split("/")[2] if "://" in d.url else ""
-                yield IndexDoc(d.id, d.url, host, terms[d.id])
+    crawldb = CrawlDB(engine)
+    weights = server_weights(crawldb)
+    for doc in crawldb.indexable_documents(only_unindexed, before, ids, chunk):
+        w = weights.get(doc.server_id) if doc.server_id is not None else None
+        w = w or DEFAULT_WEIGHTS
+        terms: dict[str, float] = {}
+        for stem, counts in doc.postings:
+            weight = 0.0  # Σ count × section weight, in section order, as the analyzer sums
+            for i, section in enumerate(SECTIONS):
+                if counts[i]:
+                    weight += counts[i] * w[section]
+            terms[stem] = weight
+        host = doc.url.split("/")[2] if "://" in doc.url else ""
+        yield IndexDoc(doc.id, doc.url, host, terms)
 
 
 def count_indexable(
     engine: Engine, only_unindexed: bool = False, before: datetime | None = None
 ) -> int:
-    with engine.connect() as conn:
-        q = indexable(select(func.count()).select_from(Document))
-        if only_unindexed:
-            q = q.where(Document.indexed.is_(False))
-        if before is not None:
-            q = q.where(Document.crawled_at < before)
-        return int(conn.execute(q).scalar_one())
+    return CrawlDB(engine).count_indexable(only_unindexed, before)
 
 
 def reindex(
@@ -349,11 +298,6 @@ def searchable_ids(index: Index) -> set[int]:
     return index.docids() if index.exists() else set()
 
 
-def indexed_ids(engine: Engine) -> Sequence[int]:
-    with engine.connect() as conn:
-        return list(conn.scalars(indexable(select(Document.id))))
-
-
 @dataclass(slots=True)
 class CheckResult:
     """How the index compares with the database."""
@@ -375,7 +319,7 @@ def check(engine: Engine, index: Index, repair: bool = True, limitmb: int = 256)
     Missing documents are (re)indexed from their stored postings, extra ones deleted, and
     the ``indexed`` flags set to what the index then holds.
     """
-    wanted = set(indexed_ids(engine))
+    wanted = set(CrawlDB(engine).indexable_ids())
     present = searchable_ids(index)
     result = CheckResult(
         len(wanted), len(present), sorted(wanted - present), sorted(present - wanted)
@@ -395,7 +339,7 @@ def check(engine: Engine, index: Index, repair: bool = True, limitmb: int = 256)
     with engine.begin() as conn:
         conn.execute(
             update(Document)
-            .where(Document.indexed.is_(True), not_(and_(*INDEXABLE)))
+            .where(Document.indexed.is_(True), not_(INDEXABLE))
             .values(indexed=False)
         )
     return result

@@ -7,7 +7,7 @@ Schema changes go through Alembic migrations under ``search/migrations/``.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -184,6 +184,26 @@ class CrawlError(Base):
     """A fetch or parse failure: the crawl log as data."""
 
     __tablename__ = "crawl_errors"
+
+    #: Every value of ``kind`` (``spidersite.errors`` classifies the crawler's failures into
+    #: them; the README's "The crawl log" says what each means).
+    KINDS: ClassVar[tuple[str, ...]] = (
+        "dns",
+        "refused",
+        "timeout",
+        "reset",
+        "tls",
+        "too_large",
+        "http",
+        "robots",
+        "robots_txt",
+        "redirect",
+        "cut_off",
+        "page_cap",
+        "ignored",
+        "parse",
+        "other",
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     crawl_id: Mapped[int | None] = mapped_column(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warcio.archiveiterator import ArchiveIterator
+from warcio.exceptions import ArchiveLoadFailed
 
 
 class PageStoreError(Exception):
@@ -41,4 +42,6 @@ def read_response(path: str | Path, offset: int) -> StoredResponse:
                 )
     except OSError as exc:
         raise PageStoreError(f"cannot read the page store file {path}: {exc.strerror}") from None
+    except ArchiveLoadFailed:
+        raise PageStoreError(f"{path} is not a WARC file (at offset {offset})") from None
     raise PageStoreError(f"no response record at offset {offset} of {path}")

@@ -2,7 +2,15 @@
 
 Syntax: ``word word "a phrase" -excluded -"excluded phrase" site:host``.  Words go through
 the same analyzer as page words (tokenize, lowercase, stop words, stem); their order is
-kept, because earlier words weigh more (:mod:`search.ranking`).
+kept, because earlier words weigh more (:mod:`search.ranking`).  Nothing of the syntax of
+Whoosh's own query parser means anything here (``title:x``, ``AND``, ``*``, ``~2`` are
+words and punctuation), and an unbalanced quote runs to the end of the query.
+
+What a query may ask for is bounded, so that no query costs more than a few array
+operations per word: :data:`MAX_QUERY_BYTES`, :data:`MAX_QUERY_WORDS`,
+:data:`MAX_PHRASE_WORDS`, and the deepest result served, :data:`MAX_RESULTS`
+(:func:`check_window`).  Beyond them, and for text that is not valid Unicode (invalid
+UTF-8 on the command line), :class:`QueryError` says what the limit is.
 """
 
 from __future__ import annotations
@@ -13,6 +21,17 @@ from dataclasses import dataclass, field
 from search.analysis import get_analyzer
 
 _PART_RE = re.compile(r'(-?)"([^"]*)"?|(\S+)')
+
+#: Longest query, in bytes of UTF-8 (a long question or a pasted paragraph fits).
+MAX_QUERY_BYTES = 8192
+#: Most words in a query, stop words and excluded words included (CISI's longest
+#: description has 335).
+MAX_QUERY_WORDS = 500
+#: Most words in one quoted phrase, stop words included.
+MAX_PHRASE_WORDS = 32
+#: Deepest result served: page × results per page (Elasticsearch's default
+#: ``max_result_window``).
+MAX_RESULTS = 10_000
 
 
 class QueryError(ValueError):
@@ -56,7 +75,11 @@ def parse_query(text: str, require_all: bool = False, language: str | None = Non
     """Parse *text*; raise :class:`QueryError` when nothing searchable is left."""
     if not text or not text.strip():
         raise QueryError("empty query: give one or more words to search for")
+    check_size(text)
     analyzer = get_analyzer(language)
+    words = sum(1 for _ in analyzer.words(text))
+    if words > MAX_QUERY_WORDS:
+        raise QueryError(f"the query has {words} words: at most {MAX_QUERY_WORDS} are searched")
     q = ParsedQuery(text=text, require_all=require_all)
     seen: set[str] = set()
 
@@ -73,6 +96,12 @@ def parse_query(text: str, require_all: bool = False, language: str | None = Non
     for m in _PART_RE.finditer(text):
         negative, phrase, word = m.group(1), m.group(2), m.group(3)
         if phrase is not None:
+            length = sum(1 for _ in analyzer.words(phrase))
+            if length > MAX_PHRASE_WORDS:
+                raise QueryError(
+                    f"a quoted phrase has {length} words: at most {MAX_PHRASE_WORDS} "
+                    f"(quote a shorter part of it, or leave the quotes out)"
+                )
             if negative:
                 stems = [t.stem for t in analyzer.tokens(phrase)]
                 if stems:
@@ -97,3 +126,27 @@ def parse_query(text: str, require_all: bool = False, language: str | None = Non
             )
         raise QueryError(f"the query {text.strip()!r} has no words to search for")
     return q
+
+
+def check_size(text: str) -> None:
+    """Raise :class:`QueryError` when *text* is not valid Unicode (lone surrogates: what
+    Python makes of invalid UTF-8 on the command line) or longer than
+    :data:`MAX_QUERY_BYTES`."""
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise QueryError("the query is not valid UTF-8 text") from None
+    if size > MAX_QUERY_BYTES:
+        raise QueryError(f"the query is {size} bytes long: at most {MAX_QUERY_BYTES}")
+
+
+def check_window(page: int, per_page: int) -> None:
+    """Raise :class:`QueryError` unless results *page* of *per_page* can be served
+    (both ≥ 1, no result deeper than :data:`MAX_RESULTS`)."""
+    if page < 1 or per_page < 1:
+        raise QueryError("the page and the number of results per page must be at least 1")
+    if page * per_page > MAX_RESULTS:
+        raise QueryError(
+            f"results beyond the first {MAX_RESULTS:,} are not served "
+            f"(asked: page {page} of {per_page} results)"
+        )

@@ -98,9 +98,10 @@ def bm25(
     return idf_value * ((k1 + 1) * norm) / (k1 + norm)
 
 
-def weighted_tf(counts: Mapping[str, int], weights: Mapping[str, float]) -> float:
-    """tf(t, d) = Σ_f w_f · count_f (a section without a weight weighs 1)."""
-    return sum(float(weights.get(f, 1.0)) * c for f, c in counts.items())
+def expands(words: int, doc_count: int) -> bool:
+    """Whether a query of *words* distinct words is expanded on an index of *doc_count*
+    documents (:data:`FEEDBACK_MIN_WORDS`, :data:`FEEDBACK_MIN_DOCS`)."""
+    return words >= FEEDBACK_MIN_WORDS and doc_count >= FEEDBACK_MIN_DOCS
 
 
 def query_weights(stems: Sequence[str]) -> dict[str, float]:

@@ -38,38 +38,7 @@ _POSTING_COLUMNS = (
 
 _CHUNK = 500  # rows per IN (...) list, well under every backend's parameter limit
 
-
-T = TypeVar("T")
-
-
-def retry(
-    write: Callable[[], T],
-    times: int = 10,
-    on_retry: Callable[[Exception, float], None] | None = None,
-) -> T:
-    """Run a database write, retrying it with back-off (0.5 s, doubling up to 30 s) while
-    the database is unreachable (a restarted PostgreSQL), so that nothing is lost.
-
-    *on_retry* is called with the error and the delay before each retry; after *times*
-    retries the error is raised.
-    """
-    delay = 0.5
-    for attempt in range(times + 1):
-        try:
-            return write()
-        except (OperationalError, InterfaceError) as exc:
-            if attempt >= times:
-                raise
-            if on_retry is not None:
-                on_retry(exc, delay)
-            logger.warning(
-                "Database unavailable (%s); retrying in %.1f s",
-                str(exc).splitlines()[0][:200],
-                delay,
-            )
-            time.sleep(delay)
-            delay = min(delay * 2, 30.0)
-    raise AssertionError("unreachable")
+_T = TypeVar("_T")
 
 
 def chunks(seq: Sequence[Any], size: int = _CHUNK) -> Iterable[Sequence[Any]]:
@@ -134,10 +103,22 @@ class BatchResult:
 
 
 class DocumentStore:
-    """Writes batches of documents; keeps small caches of server and stem ids."""
+    """Writes batches of documents; keeps small caches of server and stem ids.
 
-    def __init__(self, engine: Engine) -> None:
+    With *retry_times*, :meth:`write_batch` and :meth:`mark_indexed` are retried with
+    back-off (0.5 s, doubling up to 30 s) while the database is unreachable (a restarted
+    PostgreSQL), so that nothing is lost; *on_retry* is called before each retry.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        retry_times: int = 0,
+        on_retry: Callable[[Exception], None] | None = None,
+    ) -> None:
         self.engine = engine
+        self.retry_times = retry_times
+        self.on_retry = on_retry
         self.dialect = engine.dialect.name
         self._insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
         self.server_ids: dict[str, int] = {}
@@ -240,6 +221,26 @@ class DocumentStore:
         if len(self.word_ids) > 2_000_000:  # bound the cache on huge vocabularies
             self.word_ids.clear()
 
+    def _retrying(self, write: Callable[[], _T]) -> _T:
+        """Run *write* (one transaction), retrying while the database is unreachable."""
+        delay = 0.5
+        for attempt in range(self.retry_times + 1):
+            try:
+                return write()
+            except (OperationalError, InterfaceError) as exc:
+                if attempt >= self.retry_times:
+                    raise
+                if self.on_retry is not None:
+                    self.on_retry(exc)
+                logger.warning(
+                    "Database unavailable (%s); retrying in %.1f s",
+                    str(exc).splitlines()[0][:200],
+                    delay,
+                )
+                time.sleep(delay)
+                delay = min(delay * 2, 30.0)
+        raise AssertionError("unreachable")
+
     def write_batch(
         self,
         docs: Sequence[DocumentRow],
@@ -250,6 +251,15 @@ class DocumentStore:
         """Store one batch in one transaction: documents (upserted by URL, their postings
         and links replaced), failures, re-visits that found a page unchanged (only its
         index times move), and pages gone (404/410) or moved (they leave the index)."""
+        return self._retrying(lambda: self._write_batch(docs, errors, revisits, gone))
+
+    def _write_batch(
+        self,
+        docs: Sequence[DocumentRow],
+        errors: Sequence[ErrorRow],
+        revisits: Sequence[RevisitRow],
+        gone: Sequence[GoneRow],
+    ) -> BatchResult:
         # The last version of a URL in the batch wins (one upsert per row and statement).
         unique: dict[str, DocumentRow] = {}
         for doc in docs:
@@ -463,6 +473,9 @@ class DocumentStore:
             conn.exec_driver_sql(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
 
     def mark_indexed(self, doc_ids: Sequence[int]) -> None:
+        self._retrying(lambda: self._mark_indexed(doc_ids))
+
+    def _mark_indexed(self, doc_ids: Sequence[int]) -> None:
         with self.engine.begin() as conn:
             for part in chunks(list(doc_ids)):
                 conn.execute(update(Document).where(Document.id.in_(part)).values(indexed=True))

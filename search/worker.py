@@ -7,7 +7,7 @@ re-visits; gone pages) goes to one worker process, which
 1. analyzes every page (:func:`search.analysis.analyze_document`), unless it arrives
    analyzed already (a topic crawl scores pages on the reactor, and ships the analysis);
 2. stores the batch in one transaction through :class:`search.store.DocumentStore`
-   (idempotent upserts; retried with back-off while the database is unreachable);
+   (idempotent upserts; the store retries with back-off while the database is unreachable);
 3. sends the stored pages, as :class:`search.index.IndexDoc`, to the indexer, its own child
    process (:class:`search.indexer.IndexerProcess`), the one writer of the Whoosh index.
 
@@ -50,7 +50,6 @@ from search.store import (
     ErrorRow,
     GoneRow,
     RevisitRow,
-    retry,
 )
 
 logger = logging.getLogger(__name__)
@@ -123,7 +122,10 @@ class Worker:
 
     def __init__(self, config: WorkerConfig) -> None:
         self.config = config
-        self.store = DocumentStore(db.connect(config.database_url))
+        #: Retries of the batch being written (the store retries while the database is
+        #: unreachable), for its report.
+        self.retries = 0
+        self.store = DocumentStore(db.connect(config.database_url), config.retry_times, self._retry)
         self.indexer: IndexerProcess | None = None
         if config.index is not None:
             self.indexer = IndexerProcess(
@@ -158,22 +160,17 @@ class Worker:
         for row in batch.docs:
             self._analyze(row, report)
 
-        def retried(exc: Exception, delay: float) -> None:
-            report.inc["store/retries"] += 1
-
+        self.retries = 0
         try:
-            result = retry(
-                lambda: self.store.write_batch(
-                    batch.docs, batch.errors, batch.revisits, batch.gone
-                ),
-                self.config.retry_times,
-                retried,
-            )
+            result = self.store.write_batch(batch.docs, batch.errors, batch.revisits, batch.gone)
         except Exception as exc:
             logger.exception("A batch could not be stored")
             report.inc["store/failed_batches"] += 1
             report.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
             return report
+        finally:
+            if self.retries:
+                report.inc["store/retries"] += self.retries
         report.inc["store/batches"] += 1
         report.inc["store/documents"] += len(result.documents)
         report.inc["store/errors"] += len(batch.errors)
@@ -238,11 +235,11 @@ class Worker:
         if self.indexer.searchable_at:
             report.values["index/searchable_at"] = self.indexer.searchable_at
 
+    def _retry(self, exc: Exception) -> None:
+        self.retries += 1
+
     def disable_server(self, url: str, errors: int, reason: str) -> None:
-        retry(
-            lambda: self.store.disable_server(url, errors, reason, datetime.now(UTC)),
-            self.config.retry_times,
-        )
+        self.store.disable_server(url, errors, reason, datetime.now(UTC))
 
     def close_index(self) -> Report:
         """Let the indexer commit what it has and stop; report its final figures."""
@@ -258,10 +255,7 @@ class Worker:
         return report
 
     def finish_crawl(self, reason: str, stats: dict[str, Any]) -> None:
-        retry(
-            lambda: self.store.finish_crawl(reason, stats, datetime.now(UTC)),
-            self.config.retry_times,
-        )
+        self.store.finish_crawl(reason, stats, datetime.now(UTC))
         self.store.engine.dispose()
 
 

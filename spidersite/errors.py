@@ -1,9 +1,7 @@
 """Names for the ways a fetch can fail, shared by the spider's errback and the middlewares.
 
-Kinds (the ``kind`` column of ``crawl_errors``): ``dns``, ``refused``, ``timeout``,
-``reset``, ``tls``, ``too_large``, ``http``, ``robots``, ``robots_txt`` (robots.txt itself
-failed), ``redirect`` (a redirect loop), ``cut_off``, ``page_cap``, ``ignored``, ``parse``,
-``other``.
+The kinds (the ``kind`` column of ``crawl_errors``) are :attr:`search.models.CrawlError.KINDS`;
+failures are classified by their exception's type, never by its message.
 """
 
 from __future__ import annotations
@@ -28,7 +26,19 @@ class ServerCutOff(IgnoreRequest):
 
 
 class RobotsDenied(IgnoreRequest):
-    """robots.txt forbids the URL."""
+    """robots.txt forbids the URL (raised by the robots middleware)."""
+
+
+class RobotsTxtFailed(IgnoreRequest):
+    """robots.txt itself could not be fetched (the server is crawled as if it had none)."""
+
+
+class RedirectLoop(IgnoreRequest):
+    """A redirect leads back into its own chain, or the chain passes REDIRECT_MAX_TIMES."""
+
+
+class BadRedirect(IgnoreRequest):
+    """A redirect's Location is not a URL that can be fetched."""
 
 
 class PageCapReached(IgnoreRequest):
@@ -58,6 +68,8 @@ _KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
     ((ServerCutOff,), "cut_off"),
     ((PageCapReached,), "page_cap"),
     ((RobotsDenied,), "robots"),
+    ((RobotsTxtFailed,), "robots_txt"),
+    ((RedirectLoop, BadRedirect), "redirect"),
     ((HttpError,), "http"),
     ((CannotResolveHostError, twisted_errors.DNSLookupError), "dns"),
     (
@@ -96,10 +108,6 @@ def classify_exception(exc: BaseException) -> str:
                 return "tls"
             return kind
     if isinstance(exc, IgnoreRequest):
-        if "robots.txt" in str(exc):
-            return "robots"
-        if "max redirections" in str(exc) or "redirect loop" in str(exc):
-            return "redirect"
         return "ignored"
     return "other"
 

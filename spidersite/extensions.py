@@ -90,7 +90,8 @@ class IndexExtension:
 
 class CrawlRecorder:
     """Write the crawl's final stats and finish reason into ``crawls`` (on spider_closed,
-    after Scrapy's own stats are final), then stop the store's worker."""
+    after Scrapy's own stats are final), then stop the store's worker and dispose of the
+    crawl's engine (the spider's reads)."""
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
@@ -106,3 +107,4 @@ class CrawlRecorder:
         store = self.crawler.get_item_pipeline(StorePipeline)
         if store is not None:
             await store.finish(reason)
+        storage.close_crawl_db(self.crawler)

@@ -71,21 +71,21 @@ class Extracted:
     nofollow: bool = False
     #: Link elements on the page, kept or not (see *max_links*).
     link_total: int = 0
+    #: Links whose URL cannot be parsed (dropped).
+    links_invalid: int = 0
 
 
 def absolute_link(base: str, href: str) -> str | None:
-    """The absolute URL of *href* on a page at *base*, fragment dropped; None if unusable."""
+    """The absolute URL of *href* on a page at *base*, fragment dropped; None if it is no
+    link to follow (a fragment, ``javascript:``, ``mailto:`` …); ValueError if it cannot be
+    parsed (a broken IPv6 literal)."""
     href = href.strip()
     if not href or href.startswith("#"):
         return None
     lowered = href[:12].lower()
     if lowered.startswith(_IGNORED_SCHEMES):
         return None
-    try:
-        url = urljoin(base, href)
-    except ValueError:  # e.g. an invalid IPv6 literal
-        return None
-    url = url.split("#", 1)[0]
+    url = urljoin(base, href).split("#", 1)[0]
     if not url.startswith(("http://", "https://", "ftp://")):
         return None
     return url
@@ -138,7 +138,10 @@ def extract_html(
     base = url
     base_el = root.find(".//base[@href]")
     if base_el is not None:
-        base = absolute_link(url, base_el.get("href", "")) or url
+        try:
+            base = absolute_link(url, base_el.get("href", "")) or url
+        except ValueError:
+            base = url
 
     seen: dict[str, int] = {}
     links = out.links
@@ -149,7 +152,11 @@ def extract_html(
         out.link_total += 1
         if max_links is not None and len(links) >= max_links:
             continue
-        target = absolute_link(base, href)
+        try:
+            target = absolute_link(base, href)
+        except ValueError:
+            out.links_invalid += 1
+            continue
         if target is None:
             continue
         rel = (el.get("rel") or "").lower()

@@ -26,6 +26,7 @@ from search.worker import CrawlWorker, Report, WorkBatch, WorkerConfig
 from spidersite import signals as our_signals
 from spidersite import storage
 from spidersite.items import ErrorItem, GoneItem, PageItem, RevisitItem
+from spidersite.serverstate import server_state
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -91,8 +92,7 @@ class StorePipeline:
         spider = self.crawler.spider
         assert spider is not None
         crawl_args = getattr(spider, "crawl_args", None)
-        registry = getattr(spider, "servers", None)
-        servers = [(s.url, s.as_dict()) for s in registry] if registry is not None else []
+        servers = [(s.url, s.as_dict()) for s in server_state(self.crawler).registry]
         logs = Path(storage.data_dir(self.crawler.settings)) / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         self.worker = CrawlWorker(config, self.queue_batches)
@@ -175,8 +175,7 @@ class StorePipeline:
         self.log_file.flush()
 
     def _row(self, item: PageItem) -> DocumentRow:
-        registry = getattr(self.crawler.spider, "servers", None)
-        server = registry.get(item.url) if registry is not None else None
+        server = server_state(self.crawler).server(item.url)
         values = {
             "kind": item.kind,
             "status": item.status,

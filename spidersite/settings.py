@@ -37,6 +37,9 @@ RETRY_TIMES = 2
 COOKIES_ENABLED = False
 # The telnet console is a remote shell; a crawler does not need it.
 TELNETCONSOLE_ENABLED = False
+# Scrapy 2.19's remote control is an HTTP server on localhost that runs the Python code sent
+# to it (with a bearer token from a file in the user's profile); no remote code server.
+REMOTE_CONTROL_ENABLED = False
 # Scrapy's depth limit is replaced by per-server `maxhops`.
 DEPTH_LIMIT = 0
 # The statistics are kept in the `crawls` table; log them at INFO as well.

@@ -109,6 +109,16 @@ def test_crawled_markup_is_escaped(crawled: CrawlResult) -> None:
         (["the", "of", "and"], 2, "only stop words"),
         (["lion", "-n", "0"], 2, "-n must be at least 1"),
         (["query"], 2, "the following arguments are required"),
+        (["lion", "--page", "0"], 2, "--page must be at least 1"),
+        (["lion", "--page", "1001"], 2, "results beyond the first 10,000 are not served"),
+        (["lion", "--page", str(10**30)], 2, "results beyond the first 10,000"),
+        (["lion", "-n", "10001"], 2, "results beyond the first 10,000"),
+        (["lion", "-n", "x"], 2, "invalid int value"),
+        (["lion " * 2000], 2, "10000 bytes long: at most 8192"),
+        ([" ".join(f"w{i}" for i in range(1000))], 2, "1000 words: at most 500"),
+        (['"' + " ".join(f"w{i}" for i in range(1000)) + '"'], 2, "1000 words: at most 500"),
+        (['"' + " ".join(f"w{i}" for i in range(40)) + '"'], 2, "phrase has 40 words"),
+        ([b"lion \xff\xfe".decode("utf-8", "surrogateescape")], 2, "not valid UTF-8"),
     ],
 )
 def test_bad_queries(crawled: CrawlResult, args: list[str], code: int, message: str) -> None:
@@ -116,6 +126,31 @@ def test_bad_queries(crawled: CrawlResult, args: list[str], code: int, message: 
     assert proc.returncode == code
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
+    assert message in proc.stderr.splitlines()[-1]  # one line (after argparse's usage)
+
+
+@pytest.mark.parametrize(
+    ("query", "found"),
+    [
+        ("title:zebra AND (lion OR NOT giraffe*) ~2 ^3", "zebra.html"),
+        ('"black and white', "zebra.html"),
+        ('stripes"', "mix.html"),
+        ('" "', None),
+        (" ".join(["zebra"] + [f"w{i}" for i in range(499)]), "zebra.html"),
+        ('"' + " ".join(["black", "and", "white", "stripes"] * 8) + '"', None),
+    ],
+    ids=["whoosh-syntax", "open-quote", "close-quote", "empty-phrase", "500-words", "32-words"],
+)
+def test_odd_queries_answer_cleanly(crawled: CrawlResult, query: str, found: str | None) -> None:
+    """Whoosh's syntax means nothing, unbalanced quotes run to the end, queries at the
+    limits answer (or refuse, for a phrase of no search words) with one line."""
+    proc = crawled.search(query, "--json")
+    assert "Traceback" not in proc.stderr
+    if found is None:
+        assert proc.returncode in (0, 2) and len(proc.stderr.splitlines()) <= 1
+    else:
+        assert proc.returncode == 0, proc.stderr
+        assert found in names(json.loads(proc.stdout)["hits"])
 
 
 def test_no_index_yet(tmp_path: Path) -> None:
@@ -146,5 +181,21 @@ def test_status(crawled: CrawlResult) -> None:
     assert data["documents_total"] == 6
     assert data["in_index"] == 6 == data["marked_indexed"]
     assert data["crawls"] == 1
-    # The crawl's indexer wrote the array postings the ranking runs on.
-    assert data["ranking"] == "array postings"
+    # The crawl's indexer wrote an index of the current format (array postings).
+    assert data["index_format"] == "2 (current)"
+
+
+def test_older_index_is_refused_until_rebuilt(crawled: CrawlResult, tmp_path: Path) -> None:
+    data = tmp_path / "copy"
+    shutil.copytree(crawled.data_dir, data)
+    (data / "index" / "spidersite-format.json").unlink()  # as a version before formats wrote it
+    for args in (["stripes"], ["check"], ["check", "--dry-run"]):
+        proc = run_search(*args, data_dir=data)
+        assert proc.returncode == 1, args
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+        assert "run `python -m search reindex`" in proc.stderr
+    status = json.loads(run_search("status", "--json", data_dir=data).stdout)
+    assert "python -m search reindex" in status["index_format"] and status["in_index"] is None
+    assert run_search("reindex", "--quiet", data_dir=data).returncode == 0
+    proc = run_search("stripes", "--json", data_dir=data)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["total"] == 2

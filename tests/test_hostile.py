@@ -181,3 +181,83 @@ seeds = ["{site.url}"]
     fetched = [h for h in site2.hits if h.path.startswith("/s")]
     assert len(fetched) == kinds.count("http")
     assert result.scalar("SELECT disabled FROM servers WHERE url = :u", u=site2.url)
+
+
+#: Links w3lib, urllib or the database would refuse: each is skipped and counted.
+INVALID_LINKS = [
+    "http://127.0.0.1:99999/",  # port out of range
+    "http://127.0.0.1:abc/",  # port not a number
+    "http://[::1/",  # broken IPv6 literal
+    "http://:80/x.html",  # no host
+    "http://ex\x01ample.com/",  # control character in the host
+    "/control\x02char.html",  # control character in the path
+    "http://a..b/",  # empty host label
+    "/" + "x" * 3000 + ".html",  # longer than URLLENGTH_LIMIT
+]
+
+
+def test_malformed_links_are_skipped_and_counted(site: Site, crawl) -> None:
+    # The good link comes after the bad ones, on a page with nofollow links too.
+    anchors = "".join(f'<a href="{h}">bad</a>' for h in INVALID_LINKS)
+    nofollow = '<a rel="nofollow" href="http://127.0.0.1:99999/nf">nf</a>'
+    site.add(
+        "/",
+        f"<html><head><title>Bad links home</title></head><body>pangolin {anchors}"
+        f'{nofollow}<a href="/after.html">after</a></body></html>',
+    )
+    site.page("/after.html", "After", "reached past the bad links", ["/moved.html"])
+    site.add("/moved.html", "", status=301, headers={"Location": "http://127.0.0.1:99999/x"})
+    result = crawl("-a", f"seeds={site.url}", settings={"RETRY_TIMES": 0})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Traceback" not in result.log
+    assert result.urls() == {site.url, site.url + "after.html"}
+    assert result.stats["site/links_invalid"] == len(INVALID_LINKS) + 1
+    stored = {row.to_url for row in result.rows("SELECT to_url FROM links")}
+    assert stored == {site.url + "after.html", site.url + "moved.html"}
+    errors = {row.url: row for row in result.rows("SELECT url, kind, message FROM crawl_errors")}
+    moved = errors[site.url + "moved.html"]
+    assert moved.kind == "redirect" and "invalid URL" in moved.message
+
+
+def test_a_crawl_listens_on_no_port(site: Site, tmp_path: Path) -> None:
+    """No telnet console, no remote-control server: a crawl opens no listening socket."""
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from tests.conftest import ROOT, _env
+
+    site.page("/", "Slow home", "wait", ["/slow.html"])
+    site.page("/slow.html", "Slow", "slow", delay=3)
+    data = tmp_path / "data"
+    data.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scrapy", "crawl", "site", "-a", f"seeds={site.url}"],
+        cwd=ROOT,
+        env=_env(data, None),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    listening: set[int] = set()
+    checks = 0
+    try:
+        while proc.poll() is None:
+            try:
+                procs = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(True)]
+                for p in procs:
+                    for conn in p.net_connections(kind="inet"):
+                        if conn.status == psutil.CONN_LISTEN:
+                            listening.add(conn.laddr.port)
+                checks += 1
+            except psutil.NoSuchProcess:
+                break
+            time.sleep(0.2)
+    finally:
+        _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr[-3000:]
+    assert checks >= 5  # the crawl ran long enough to be watched
+    assert listening == set()
+    assert "Remote control HTTP server listening" not in stderr

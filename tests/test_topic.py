@@ -71,7 +71,10 @@ class _Spider:
     def __init__(self, topic: str | None, threshold: float = 2.0) -> None:
         self.topic = topic
         self.topic_threshold = threshold
-        self._seen: set[str] = set()
+        self.seen: set[str] = set()
+
+    def forget(self, url: str) -> None:
+        self.seen.discard(url)
 
 
 def _middleware(topic: str | None, **settings: Any) -> TopicMiddleware:
@@ -102,7 +105,7 @@ def test_on_topic_page_is_kept_with_its_score() -> None:
 def test_off_topic_page_and_its_links_are_dropped() -> None:
     mw = _middleware("vacuum autovacuum bloat")
     response, output = _output("ECPG", "embedded SQL in C", hops=1)
-    seen = mw.crawler.spider._seen  # type: ignore[union-attr]
+    seen = mw.crawler.spider.seen  # type: ignore[union-attr]
     seen.update(o.url for o in output if isinstance(o, Request))
     assert list(mw.process_spider_output(response, output)) == []
     # The spider forgets the dropped links: an on-topic page may lead to them later.

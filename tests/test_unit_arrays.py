@@ -1,15 +1,14 @@
 """search.arrays: the array postings rank exactly as Whoosh's matchers do.
 
-Every test compares the two paths of :class:`search.searcher.SearchSession` on the same
-index: the array postings (the default) and Whoosh's own matchers (``use_arrays=False``),
-which stay the reference implementation of the formula.
+Every test compares, on the same index, the product's :class:`search.searcher.SearchSession`
+(the array postings) with :class:`search.reference.ReferenceSession` (Whoosh's own
+matchers), the reference implementation of the formula.
 """
 
 from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -18,9 +17,20 @@ from whoosh.writing import CLEAR
 
 from search import arrays, ranking
 from search.analysis import analyze_document
-from search.index import INDEX_NAME, WORDS_FIELD, Index, IndexDoc, PreAnalyzed, make_schema
+from search.index import (
+    BM25,
+    FORMAT_FILE,
+    INDEX_NAME,
+    WORDS_FIELD,
+    Index,
+    IndexDoc,
+    IndexOutdated,
+    build_query,
+    make_schema,
+)
 from search.query import parse_query
-from search.searcher import BM25, SearchSession, build_query
+from search.reference import ReferenceSession
+from search.searcher import SearchSession
 
 WORDS = [f"w{i}" for i in range(400)]
 
@@ -56,11 +66,9 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Index:
     return ix
 
 
-def _sessions(ix: Index) -> tuple[SearchSession, SearchSession]:
+def _sessions(ix: Index) -> tuple[SearchSession, ReferenceSession]:
     s = ix.open().searcher(weighting=BM25())
-    fast, slow = SearchSession(s), SearchSession(s, use_arrays=False)
-    assert fast.arrays is not None and slow.arrays is None
-    return fast, slow
+    return SearchSession(s), ReferenceSession(s)
 
 
 def _ranking(hits: list) -> list[tuple[float, int]]:
@@ -96,75 +104,15 @@ def test_top_ten_and_counts_equal_whoosh(index: Index, expand: bool) -> None:
         assert fast.count(q, build_query(q)) == slow.count(q, build_query(q)), text
 
 
-def _legacy_schema() -> Any:
-    """The schema of indexes written before the array postings: Whoosh term vectors."""
-    schema = make_schema()
-    schema.remove(WORDS_FIELD)
-    schema.add(WORDS_FIELD, PreAnalyzed(vector=True))
-    return schema
-
-
-@pytest.fixture(scope="module")
-def vectors_index(tmp_path_factory: pytest.TempPathFactory) -> Index:
-    """Array postings and Whoosh term vectors both (the legacy schema, current codec)."""
-    folder = tmp_path_factory.mktemp("vectors") / "index"
-    folder.mkdir()
-    whoosh_index.create_in(str(folder), _legacy_schema(), indexname=INDEX_NAME)
-    ix = Index(folder)
-    rng = random.Random(11)
-    for start in (0, 300):
-        with ix.writer() as w:
-            for docid in range(start, start + 300):
-                w.add(_doc(rng, docid), update=False)
-    return ix
-
-
 def test_new_indexes_keep_no_whoosh_term_vectors(index: Index) -> None:
     with index.open().searcher() as s:
         assert s.schema[WORDS_FIELD].vector is None
         assert not s.has_vector(0, WORDS_FIELD)
 
 
-def test_expansion_equals_whoosh_vectors(vectors_index: Index) -> None:
-    """The arrays' feedback (forward index, numpy) against the pure-Python feedback over
-    Whoosh's own term vectors."""
-    fast, slow = _sessions(vectors_index)
-    assert slow._whoosh_vectors
-    grown = 0
-    for text in _queries(60, seed=3):
-        weights = build_query(parse_query(text)).weights
-        feedback = slow.top(weights, ranking.FEEDBACK_DOCS, build_query(parse_query(text)))
-        expanded = slow.expand(weights, feedback)
-        assert fast.expand(weights, feedback) == pytest.approx(expanded)
-        grown += len(expanded) > len(weights)
-    assert grown >= 10  # the vectors were read: new stems came from them
-
-
-def test_full_rebuild_drops_whoosh_term_vectors(tmp_path: Path) -> None:
-    folder = tmp_path / "index"
-    folder.mkdir()
-    whoosh_index.create_in(str(folder), _legacy_schema(), indexname=INDEX_NAME)
-    ix = Index(folder)
-    rng = random.Random(5)
-    with ix.writer() as w:  # adding keeps the schema
-        w.add(_doc(rng, 0), update=False)
-    assert ix.open().schema[WORDS_FIELD].vector is not None
-    with ix.writer(clear=True) as w:
-        for docid in range(20):
-            w.add(_doc(rng, docid), update=False)
-    with ix.open().searcher(weighting=BM25()) as s:
-        assert s.schema[WORDS_FIELD].vector is None
-        assert s.doc_count() == 20
-        session = SearchSession(s)
-        assert session.arrays is not None
-        assert session.rank(parse_query("w1"), 5)
-
-
-def test_expansion_without_whoosh_vectors_reads_the_arrays(index: Index) -> None:
-    """Whoosh's matchers rank a current index (no term vectors) with the expansion read
-    from the arrays' forward index: the same as the pure-Python feedback."""
+def test_expansion_equals_the_pure_python_feedback(index: Index) -> None:
+    """The arrays' feedback (numpy) against the pure-Python feedback of search.ranking."""
     fast, slow = _sessions(index)
-    assert not slow._whoosh_vectors and slow._forward is not None
     for text in _queries(40, seed=4):
         weights = build_query(parse_query(text)).weights
         feedback = slow.top(weights, ranking.FEEDBACK_DOCS, build_query(parse_query(text)))
@@ -232,30 +180,44 @@ def test_merged_away_segments_leave_no_array_files(tmp_path: Path) -> None:
     assert CLEAR  # the writer's clear=True merge type
 
 
-def test_index_without_arrays_falls_back_to_whoosh(tmp_path: Path) -> None:
-    """An index written before the arrays existed (plain W3 codec, Whoosh term vectors) is
-    still searched, and expanded from its term vectors."""
+def _older_index(folder: Path) -> Index:
+    """An index as a version before the array postings wrote it: Whoosh's plain W3 codec,
+    no recorded format."""
     from whoosh.codec.whoosh3 import W3Codec
 
     from search.index import IndexWriter
 
-    folder = tmp_path / "old"
     folder.mkdir()
-    wix = whoosh_index.create_in(str(folder), _legacy_schema(), indexname=INDEX_NAME)
+    wix = whoosh_index.create_in(str(folder), make_schema(), indexname=INDEX_NAME)
     w = wix.writer(codec=W3Codec())
     writer = IndexWriter(w)
     rng = random.Random(2)
-    for docid in range(ranking.FEEDBACK_MIN_DOCS + 30):
+    for docid in range(30):
         writer.add(_doc(rng, docid), update=False)
     w.commit()
-    s = Index(folder).open().searcher(weighting=BM25())
-    session = SearchSession(s)
-    assert session.arrays is None and session._forward is None and session._whoosh_vectors
-    assert session.rank(parse_query("w1 w2"), 5)
-    q = parse_query("w3 w5 w8 w13")
-    assert len(session.expanded_weights(q)) > 4
-    hit = session.rank(q, 1)[0]
-    assert session.explain(hit.docnum, build_query(q).weights).score > 0
+    return Index(folder)
+
+
+def test_index_without_arrays_is_refused(tmp_path: Path) -> None:
+    """Segments without array postings (here with the format recorded) are not ranked by
+    another path: the searcher says to rebuild."""
+    ix = _older_index(tmp_path / "old")
+    (ix.path / FORMAT_FILE).write_text('{"format": 2}')
+    with pytest.raises(IndexOutdated, match="run `python -m search reindex`"):
+        SearchSession(ix.open().searcher(weighting=BM25()))
+
+
+def test_older_index_is_refused_then_rebuilt(tmp_path: Path) -> None:
+    ix = _older_index(tmp_path / "old")
+    with pytest.raises(IndexOutdated, match="run `python -m search reindex`"):
+        ix.open()
+    rng = random.Random(5)
+    with ix.writer(clear=True) as w:
+        for docid in range(20):
+            w.add(_doc(rng, docid), update=False)
+    with ix.open().searcher(weighting=BM25()) as s:
+        assert s.doc_count() == 20
+        assert SearchSession(s).rank(parse_query("w1"), 5)
 
 
 def test_array_file_round_trip() -> None:
@@ -285,3 +247,35 @@ def test_explanation_adds_up_to_the_hit_score(index: Index) -> None:
         weights = build_query(q).weights
         for hit in fast.rank(q, 3, expand=False):
             assert fast.explain(hit.docnum, weights).score == pytest.approx(hit.score), text
+
+
+def test_long_phrases_and_exclusions_evaluate_flat(
+    index: Index, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Filters of a thousand words: Whoosh's matchers nest one level per word (a
+    RecursionError); the array postings select the same documents one list at a time."""
+    import search.query
+
+    monkeypatch.setattr(search.query, "MAX_QUERY_WORDS", 10_000)
+    monkeypatch.setattr(search.query, "MAX_PHRASE_WORDS", 10_000)
+    monkeypatch.setattr(search.query, "MAX_QUERY_BYTES", 100_000)
+    fast, slow = _sessions(index)
+    holding: dict[str, set[int]] = {}
+    for w in WORDS:
+        docs = fast.arrays.containing_any([w])
+        docs[fast.arrays.deleted] = False
+        holding[w] = set(np.flatnonzero(docs).tolist())
+    common = sorted(holding, key=lambda w: -len(holding[w]))
+    # A phrase of the 2 most frequent words and 998 unknown ones matches nothing; of the 2
+    # most frequent: the documents holding both.
+    q = parse_query('w0 "' + " ".join(common[:2] + [f"x{i}" for i in range(998)]) + '"')
+    with pytest.raises(RecursionError):
+        slow.count(q, build_query(q))
+    assert fast.rank(q, 10) == [] and fast.count(q, build_query(q)) == (0, True)
+    q = parse_query(" ".join(common[:2]) + " " + " ".join(f"-{w}" for w in WORDS[100:]))
+    excluded = set().union(*(holding[w] for w in WORDS[100:]))
+    wanted = (holding[common[0]] | holding[common[1]]) - excluded
+    assert {h.docnum for h in fast.rank(q, 2000)} == wanted
+    q = parse_query(common[2] + ' "' + " ".join(common[:2]) + '"')
+    both = holding[common[0]] & holding[common[1]]
+    assert {h.docnum for h in fast.rank(q, 2000)} == both  # the phrase words score too

@@ -339,12 +339,20 @@ def test_normalize_space() -> None:
         ("http://a.example/b/c", "mailto:x@y", None),
         ("http://a.example/b/c", "ABOUT:blank", None),
         ("http://a.example/b/c", "gopher://g.example/", None),
-        ("http://a.example/b/c", "http://[::1", None),
         ("http://a.example/b/c", "", None),
     ],
 )
 def test_absolute_link(base: str, href: str, expected: str | None) -> None:
     assert absolute_link(base, href) == expected
+
+
+def test_unparsable_links_are_counted() -> None:
+    with pytest.raises(ValueError):
+        absolute_link("http://a.example/", "http://[::1")
+    body = b'<html><body><a href="http://[::1">x</a><a href="/ok">ok</a></body></html>'
+    out = extract_html("http://a.example/", body, "utf-8")
+    assert [link.url for link in out.links] == ["http://a.example/ok"]
+    assert out.links_invalid == 1
 
 
 @pytest.mark.parametrize(

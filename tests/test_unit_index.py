@@ -14,13 +14,17 @@ from search.analysis import SECTIONS, WordRecord, analyze_document
 from search.arrays import ArrayIndex
 from search.index import (
     FIELD_OF_SECTION,
+    FORMAT,
+    FORMAT_FILE,
     TEXT_FIELDS,
     WORDS_FIELD,
     Index,
     IndexDoc,
-    IndexError_,
     IndexMissing,
+    IndexOutdated,
+    IndexUnavailable,
     PreAnalyzed,
+    SearchIndexError,
     make_schema,
     postings,
 )
@@ -130,7 +134,7 @@ def test_missing_index(tmp_path: Path) -> None:
     assert str(tmp_path / "nothing") in message
     assert "scrapy crawl site" in message
     assert "python -m search reindex" in message
-    assert isinstance(info.value, IndexError_)
+    assert isinstance(info.value, SearchIndexError)
     assert not (tmp_path / "nothing").exists()  # opening does not create it
 
 
@@ -242,11 +246,41 @@ def test_clear_writer_replaces_everything(index: Index) -> None:
     assert search(index, "words", "tabl") == []
 
 
-def test_clear_removes_folder(index: Index) -> None:
-    index.clear()
-    assert not index.exists()
-    assert not index.path.exists()
-    index.clear()  # clearing a missing index is fine
+def test_index_records_its_format(index: Index) -> None:
+    assert index.format() == FORMAT
+    assert (index.path / FORMAT_FILE).exists()
+    # Whoosh's clean-up of unused files (at each commit) leaves the record alone.
+    for n in range(3):
+        with index.writer() as w:
+            w.add(IndexDoc(10 + n, "u", "h", {"x": 1.0}))
+    assert index.format() == FORMAT
+
+
+@pytest.mark.parametrize("record", [None, '{"format": 1}', "not json"])
+def test_index_of_another_format_is_refused(index: Index, record: str | None) -> None:
+    if record is None:
+        (index.path / FORMAT_FILE).unlink()  # an index written before formats were recorded
+    else:
+        (index.path / FORMAT_FILE).write_text(record)
+    for call in (index.open, index.docids, index.doc_count):
+        with pytest.raises(IndexOutdated) as info:
+            call()
+        assert "run `python -m search reindex`" in str(info.value)
+        assert isinstance(info.value, SearchIndexError)
+        assert not isinstance(info.value, IndexMissing)
+    with pytest.raises(IndexOutdated), index.writer() as w:  # adding to it is refused
+        w.add(IndexDoc(8, "u", "h", {"x": 1.0}))
+    with index.writer(clear=True) as w:  # a full rebuild starts it anew
+        w.add(IndexDoc(8, "u", "h", {"x": 1.0}))
+    assert index.format() == FORMAT
+    assert index.docids() == {8}
+
+
+def test_a_second_writer_is_refused(index: Index) -> None:
+    with index.writer(), pytest.raises(IndexUnavailable) as info, index.writer():
+        pass
+    assert "being written by another process" in str(info.value)
+    assert isinstance(info.value, SearchIndexError)
 
 
 def test_plain_string_field_value() -> None:

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from search.query import ParsedQuery, QueryError, QueryTerm, parse_query
+from search.query import (
+    MAX_PHRASE_WORDS,
+    MAX_QUERY_BYTES,
+    MAX_QUERY_WORDS,
+    MAX_RESULTS,
+    ParsedQuery,
+    QueryError,
+    QueryTerm,
+    check_window,
+    parse_query,
+)
 
 
 def test_terms_are_stemmed_in_order_with_positions() -> None:
@@ -157,3 +167,72 @@ def test_no_words_at_all() -> None:
 
 def test_query_error_is_value_error() -> None:
     assert issubclass(QueryError, ValueError)
+
+
+# --- hostile input: what a query may ask for -------------------------------------------------
+
+
+def test_whoosh_syntax_is_only_words() -> None:
+    q = parse_query("title:lion AND (zebra OR NOT gir*) ~2 ^3 lion^2 [a TO z]")
+    assert q.stems[:3] == ["titl", "lion", "zebra"]
+    assert not q.phrases and not q.excluded and not q.sites
+
+
+@pytest.mark.parametrize("text", ['"lion zebra', 'lion"', 'lion " zebra', '"lion" "', '""lion'])
+def test_unbalanced_quotes(text: str) -> None:
+    assert "lion" in parse_query(text).stems
+
+
+def test_unbalanced_excluded_phrase() -> None:
+    assert parse_query('zebra -"lion hunts').excluded_phrases == [["lion", "hunt"]]
+
+
+def test_nul_and_control_characters_separate_words() -> None:
+    assert parse_query("lion\x00zebra\x07giraffe").stems == ["lion", "zebra", "giraff"]
+
+
+def test_invalid_utf8_is_refused() -> None:
+    text = b"lion \xff\xfe".decode("utf-8", "surrogateescape")  # as argv decodes it
+    with pytest.raises(QueryError, match="not valid UTF-8"):
+        parse_query(text)
+
+
+def test_query_bytes_are_bounded() -> None:
+    long_word = "abcdefghij" * 6 + " "
+    assert len(parse_query(long_word * (MAX_QUERY_BYTES // len(long_word))).terms) == 1
+    with pytest.raises(QueryError, match=f"10000 bytes long: at most {MAX_QUERY_BYTES}"):
+        parse_query("lion " * 1999 + "zebra")
+    with pytest.raises(QueryError, match="bytes long"):  # counted in UTF-8, not characters
+        parse_query("数" * (MAX_QUERY_BYTES // 3 + 1))
+
+
+def test_query_words_are_bounded() -> None:
+    words = [f"w{i}" for i in range(1000)]
+    assert len(parse_query(" ".join(words[:MAX_QUERY_WORDS])).terms) == MAX_QUERY_WORDS
+    with pytest.raises(QueryError, match=f"1000 words: at most {MAX_QUERY_WORDS}"):
+        parse_query(" ".join(words))
+
+
+def test_phrase_words_are_bounded() -> None:
+    words = [f"w{i}" for i in range(1000)]
+    q = parse_query('"' + " ".join(words[:MAX_PHRASE_WORDS]) + '"')
+    assert len(q.phrases[0]) == MAX_PHRASE_WORDS
+    for text in ('"' + " ".join(words[:400]) + '"', '"' + " ".join(words[: MAX_PHRASE_WORDS + 1])):
+        with pytest.raises(QueryError, match=f"phrase has .* words: at most {MAX_PHRASE_WORDS}"):
+            parse_query(text)
+    with pytest.raises(QueryError, match="phrase has"):
+        parse_query('lion -"' + " ".join(words[:100]) + '"')
+
+
+@pytest.mark.parametrize(
+    ("page", "per_page"), [(0, 10), (1, 0), (-1, 10), (1001, 10), (1, MAX_RESULTS + 1), (10**30, 1)]
+)
+def test_result_window_is_bounded(page: int, per_page: int) -> None:
+    with pytest.raises(QueryError):
+        check_window(page, per_page)
+
+
+def test_result_window_limits() -> None:
+    check_window(1, 1)
+    check_window(MAX_RESULTS // 10, 10)
+    check_window(1, MAX_RESULTS)

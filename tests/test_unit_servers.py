@@ -113,6 +113,19 @@ def test_check_url_strips_surrounding_space() -> None:
         ("http://a.example/x y", "contains spaces"),
         ("http://h:99999/", "cannot be parsed"),
         ("http://h:abc/", "cannot be parsed"),
+        # nothing that reads the machine the crawler runs on, or anything but the network
+        ("file:///etc/passwd", "not an http, https or ftp URL"),
+        ("FILE://localhost/etc/passwd", "not an http, https or ftp URL"),
+        ("data:text/html,<h1>x</h1>", "not an http, https or ftp URL"),
+        ("s3://bucket/key", "not an http, https or ftp URL"),
+        ("news:comp.lang.python", "not an http, https or ftp URL"),
+        ("vbscript:msgbox(1)", "not an http, https or ftp URL"),
+        # urlsplit drops these before reading the scheme: refused as given
+        ("\x01file:///etc/passwd", "control characters"),
+        ("\x00http://a.example/", "control characters"),
+        ("fi\tle:///etc/passwd", "control characters"),
+        ("http://a.example/\nx", "control characters"),
+        ("http://a.example/\x7f", "control characters"),
     ],
 )
 def test_check_url_rejects(url: Any, message: str) -> None:
@@ -221,6 +234,11 @@ def test_build_accepts(name: str, value: Any, expected: Any) -> None:
         ("proxy", "proxy.example", "host:port"),
         ("proxy", "proxy.example:abc", "host:port"),
         ("proxy", 3128, "host:port"),
+        ("proxy", "file://proxy.example:3128", "not an http or https proxy"),
+        ("proxy", "socks5://proxy.example:1080", "not an http or https proxy"),
+        ("proxy", "proxy.example:3128\r\nX-Evil: 1", "host:port"),
+        ("url", "file:///etc/", "not an http, https or ftp URL"),
+        ("seeds", ["file:///etc/passwd"], "not an http, https or ftp URL"),
         ("basic_auth", "bob", "user:password"),
         ("basic_auth", 5, "user:password"),
         ("language", "xx", "not a language"),
@@ -493,6 +511,21 @@ def test_load_non_utf8_file(tmp_path: Path) -> None:
     path.write_bytes(b'[defaults]\nlanguage = "fran\xe7ais"\n')
     with pytest.raises(ConfigError, match="not UTF-8"):
         ServerRegistry().load_file(path)
+
+
+@pytest.mark.parametrize(
+    ("table", "line"),
+    [
+        ('url = "file:///etc/"', 2),
+        ('url = "http://a.example/"\nseeds = ["file:///etc/passwd"]', 3),
+        ('url = "http://a.example/"\nseeds = ["http://a.example/", "data:,x"]', 3),
+        ('url = "http://a.example/"\nproxy = "file://p.example:1"', 3),
+    ],
+)
+def test_sites_file_refuses_non_network_schemes(tmp_path: Path, table: str, line: int) -> None:
+    path, message = load_error(tmp_path, f"[[server]]\n{table}\n")
+    assert message.startswith(f"{path}:{line}: server "), message
+    assert "not an http" in message
 
 
 def test_load_invalid_toml(tmp_path: Path) -> None:

@@ -177,6 +177,40 @@ def test_document_page(client: Any, crawled: CrawlResult) -> None:
     assert client.get("/doc/999999/text").status_code == 404
 
 
+@pytest.mark.parametrize(
+    ("query", "status", "message"),
+    [
+        ("lion " * 2000, 400, "bytes long: at most 8192"),
+        (" ".join(f"w{i}" for i in range(1000)), 400, "1000 words: at most 500"),
+        ('"' + " ".join(f"w{i}" for i in range(1000)) + '"', 400, "1000 words: at most 500"),
+        ('"' + " ".join(f"w{i}" for i in range(40)) + '"', 400, "phrase has 40 words"),
+        ("title:zebra AND (lion OR NOT giraffe*) ~2", 200, None),
+        ('"black and white', 200, None),
+        ("zebra\x00lion", 200, None),
+    ],
+    ids=["bytes", "words", "phrase", "phrase-words", "whoosh-syntax", "open-quote", "nul"],
+)
+def test_api_search_hostile_queries(client: Any, query: str, status: int, message: str) -> None:
+    resp = client.get("/api/search", query_string={"q": query})
+    assert resp.status_code == status
+    if message:
+        assert message in resp.get_json()["error"]
+    else:
+        assert resp.get_json()["total"] >= 1
+
+
+def test_api_search_bounds_pages_and_bytes(client: Any) -> None:
+    deep = client.get("/api/search?q=zebras&page=1001&n=10")
+    assert deep.status_code == 400
+    assert "results beyond the first 10,000" in deep.get_json()["error"]
+    assert client.get("/api/search?q=zebras&page=100000").status_code == 400
+    assert client.get("/api/search?q=zebras&n=101").status_code == 400
+    # Bytes that are not UTF-8 in the URL: replaced, an answer all the same.
+    assert client.get("/api/search?q=zebras%FF%FE").status_code == 200
+    html = client.get("/", query_string={"q": "lion " * 2000})
+    assert "at most 8192" in text(html)
+
+
 def test_no_index_yet(tmp_path: Path) -> None:
     client = make_app(tmp_path / "empty").test_client()
     html = text(client.get("/?q=lion"))
@@ -194,7 +228,7 @@ def test_serve_command(crawled: CrawlResult) -> None:
     port = _free_port()
     env = _env(crawled.data_dir, crawled.database_url)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "search", "serve", "--port", str(port)],
+        [sys.executable, "-m", "search", "serve", "--port", str(port), "--threads", "2"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -207,22 +241,229 @@ def test_serve_command(crawled: CrawlResult) -> None:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/?q=lion", timeout=5) as r:
                     body = r.read().decode()
+                    server = r.headers["Server"]
                 break
             except OSError:
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise
                 time.sleep(0.2)
         assert "lion.html" in body
+        assert server == "waitress"  # not Werkzeug's development server
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=10)
-    assert f"Serving on http://127.0.0.1:{port}/" in out
-    bad = subprocess.run(
-        [sys.executable, "-m", "search", "serve", "--port", "0"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert bad.returncode == 2 and "--port" in bad.stderr
+    assert f"Serving on http://127.0.0.1:{port}/ with waitress, 2 threads" in out
+    for option in (["--port", "0"], ["--threads", "0"]):
+        bad = subprocess.run(
+            [sys.executable, "-m", "search", "serve", *option],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert bad.returncode == 2 and option[0] in bad.stderr
+
+
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+}
+
+
+def assert_security_headers(resp: Any, where: str) -> None:
+    for name, value in SECURITY_HEADERS.items():
+        assert resp.headers.get(name) == value, (where, name)
+    csp = resp.headers.get("Content-Security-Policy", "")
+    for part in ("default-src 'self'", "script-src 'self'", "frame-ancestors 'none'"):
+        assert part in csp, (where, csp)
+
+
+def test_security_headers_on_every_response(tmp_path: Path) -> None:
+    app = make_app(tmp_path / "data", SPIDERSITE_ADMIN_PASSWORD="pw")
+
+    def boom() -> Any:
+        raise RuntimeError("a bug")
+
+    app.add_url_rule("/boom", view_func=boom)
+    client = app.test_client()
+    for method, path, status in [
+        ("get", "/", 200),
+        ("get", "/?q=lion", 200),
+        ("get", "/?q=lion&n=abc", 400),
+        ("get", "/api/search?q=lion", 503),
+        ("get", "/api/openapi.json", 200),
+        ("get", "/healthz", 200),
+        ("get", "/static/style.css", 200),
+        ("get", "/nowhere", 404),
+        ("get", "/doc/12345", 404),
+        ("get", "/admin/login", 200),
+        ("post", "/admin/logout", 400),
+        ("post", "/admin/login", 400),  # no CSRF token
+        ("get", "/admin/", 302),
+        ("get", "/admin/login", 200),
+        ("get", "/boom", 500),
+    ]:
+        resp = getattr(client, method)(path)
+        resp.close()  # a static file is streamed from an open file
+        assert resp.status_code == status, path
+        assert_security_headers(resp, f"{method} {path}")
+    assert "a bug" not in text(client.get("/boom"))
+
+
+# -- hostile stored documents -----------------------------------------------------------
+
+#: What a hostile site can get into the database: markup in every text field, and URLs
+#: that a browser would run (a crawl never stores them; a database written by something
+#: else, or an older version, might).
+HOSTILE_TITLE = '<script>alert("title")</script>'
+HOSTILE_DESC = '"><img src=x onerror=alert("desc")>'
+HOSTILE_TEXT = "<svg onload=alert('body')> quokka marsupial </textarea><b>bold</b>"
+HOSTILE_URLS = [
+    "javascript:alert(document.cookie)//quokka",
+    "JaVaScRiPt:alert(2)//quokka",
+    "data:text/html;base64,PHNjcmlwdD5hbGVydCgzKTwvc2NyaXB0Pg==#quokka",
+    "vbscript:msgbox(4)//quokka",
+    'http://quokka.example/"><script>alert(5)</script>',
+]
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, list[int], Any]:
+    """A data folder whose documents (stored through the store, then indexed) are hostile,
+    and a crawl error and a server with markup, for the admin pages."""
+    from datetime import UTC, datetime
+
+    from search import db
+    from search.analysis import analyze_document
+    from search.index import Index
+    from search.indexer import reindex
+    from search.store import DocumentRow, DocumentStore, ErrorRow
+
+    data = tmp_path_factory.mktemp("hostile")
+    engine = db.connect(f"sqlite:///{data / 'spidersite.db'}")
+    now = datetime.now(UTC)
+    rows = []
+    for url in HOSTILE_URLS:
+        sections = {"body": HOSTILE_TEXT, "title": HOSTILE_TITLE, "url": "", "desc": HOSTILE_DESC}
+        values = {
+            "kind": "page",
+            "status": 200,
+            "content_type": "text/html",
+            "title": HOSTILE_TITLE,
+            "description": HOSTILE_DESC,
+            "keywords": HOSTILE_DESC,
+            "text": HOSTILE_TEXT,
+            "crawled_at": now,
+        }
+        links = [(u, HOSTILE_TITLE, False) for u in HOSTILE_URLS]
+        rows.append(DocumentRow(url, None, values, analyze_document(sections), links))
+    store = DocumentStore(engine)
+    errors = [ErrorRow(u, None, "http", HOSTILE_DESC, now) for u in HOSTILE_URLS]
+    ids = [d.id for d in store.write_batch(rows, errors).documents]
+    assert reindex(engine, Index(data / "index")) == len(HOSTILE_URLS)
+    app = make_app(data, f"sqlite:///{data / 'spidersite.db'}", SPIDERSITE_ADMIN_PASSWORD="pw")
+    return app, ids, engine
+
+
+MARKUP = ("<script>", "<img", "<svg onload", "<b>bold", 'onerror=alert("desc")>')
+
+
+def assert_inert(html: str) -> None:
+    """No markup of the documents, and no link to any URL that is not http(s) or ftp."""
+    for bad in MARKUP:
+        assert bad not in html, bad
+    hrefs = re.findall(r'href="([^"]*)"', html)
+    assert hrefs
+    assert all(h.startswith(("/", "http://", "https://", "ftp://")) for h in hrefs), hrefs
+
+
+def test_hostile_documents_are_shown_as_text(hostile: tuple[Any, list[int], Any]) -> None:
+    app, ids, _ = hostile
+    client = app.test_client()
+    page = text(client.get("/?q=quokka"))
+    assert page.count('class="hit"') == len(HOSTILE_URLS)
+    assert_inert(page)
+    assert "&lt;script&gt;alert(&#34;title&#34;)&lt;/script&gt;" in page
+    assert "javascript:alert(document.cookie)//quokka" in page  # shown, as text
+    # a hostile http URL is a link, with its quotes escaped inside the attribute
+    assert 'href="http://quokka.example/&#34;&gt;&lt;script&gt;' in page
+    for doc_id in ids:
+        for path in (f"/doc/{doc_id}", f"/doc/{doc_id}/text"):
+            html = text(client.get(path))
+            assert_inert(html)
+            assert "&lt;script&gt;alert(&#34;title&#34;)" in html
+    # the JSON endpoint's HTML snippet is escaped too
+    for hit in client.get("/api/search?q=quokka").get_json()["hits"]:
+        assert "<svg" not in hit["snippet_html"] and "<b>bold" not in hit["snippet_html"]
+        assert "&lt;b&gt;bold" in hit["snippet_html"]
+
+
+def test_hostile_documents_in_the_admin(hostile: tuple[Any, list[int], Any]) -> None:
+    from tests.test_web_admin import token
+
+    app, _, _ = hostile
+    client = app.test_client()
+    csrf = token(text(client.get("/admin/login")))
+    assert client.post("/admin/login", data={"password": "pw", "csrf_token": csrf}).status_code
+    for path in ("/admin/", "/admin/servers", "/admin/log", "/admin/crawls"):
+        resp = client.get(path)
+        assert resp.status_code == 200, path
+        assert_inert(text(resp))
+    log = text(client.get("/admin/log"))
+    assert "javascript:alert(document.cookie)//quokka" in log
+    assert "&#34;&gt;&lt;img src=x onerror" in log
+
+
+def test_links_only_for_web_schemes() -> None:
+    from search.servers import has_scheme
+
+    for url in ("http://a.example/", "HTTPS://a.example/", "ftp://f.example/x"):
+        assert has_scheme(url), url
+    for url in (
+        "javascript:alert(1)",
+        " javascript:alert(1)",
+        "\x01javascript:alert(1)",
+        "java\tscript:alert(1)",
+        "data:text/html,x",
+        "vbscript:x",
+        "file:///etc/passwd",
+        "//evil.example/",
+        "/relative",
+        "",
+        None,
+    ):
+        assert not has_scheme(url), url
+
+
+def test_stored_copy_only_from_the_data_folder(
+    hostile: tuple[Any, list[int], Any], tmp_path: Path
+) -> None:
+    from sqlalchemy import update
+
+    from search.models import Document
+
+    app, ids, engine = hostile
+    data_dir = app.config["SPIDERSITE"].data_dir
+    (data_dir / "notwarc.warc.gz").write_text("just text\n")
+    outside = tmp_path / "secret.warc.gz"
+    outside.write_text("WARC/1.0 not for the web\n")
+    (data_dir / "link.warc.gz").symlink_to(outside)
+    client = app.test_client()
+    for path, message in [
+        ("/etc/passwd", "outside the data folder"),
+        (str(outside), "outside the data folder"),
+        (str(data_dir / ".." / outside.parent.name / outside.name), "outside the data folder"),
+        (str(data_dir / "link.warc.gz"), "outside the data folder"),
+        (str(data_dir / "notwarc.warc.gz"), "is not a WARC file"),
+        (str(data_dir / "missing.warc.gz"), "cannot read the page store file"),
+    ]:
+        with engine.begin() as conn:
+            conn.execute(
+                update(Document).where(Document.id == ids[0]).values(warc_file=path, warc_offset=0)
+            )
+        resp = client.get(f"/doc/{ids[0]}/cached")
+        assert resp.status_code == 404, path
+        body = text(resp)
+        assert message in body and "root:" not in body and "not for the web" not in body, path

@@ -167,6 +167,10 @@ def server_form(**values: Any) -> dict[str, Any]:
         ("language", "klingon", "is not a language"),
         ("allow", "([unclosed", "is not a valid regular expression"),
         ("concurrency", "0", "must be ≥ 1"),
+        ("url", "file:///etc/", "is not an http, https or ftp URL"),
+        ("url", "data:text/html,x", "is not an http, https or ftp URL"),
+        ("url", "\x01file:///etc/", "contains control characters"),
+        ("proxy", "file://proxy.example:3128", "is not an http or https proxy"),
     ],
 )
 def test_bad_server_field_is_named_and_not_stored(
@@ -494,3 +498,192 @@ def test_topic_crawl_from_the_admin(tmp_path: Path, site: Site) -> None:
     assert site.url + "q.html" in urls
     assert client.get("/api/search?q=engines").get_json()["total"] == 0
     app.extensions["spidersite.runner"].wait(60)
+
+
+# -- hardening ----------------------------------------------------------------------------
+
+
+def test_session_cookie_flags(tmp_path: Path) -> None:
+    client = make_app(tmp_path / "data").test_client()
+    first = client.get("/admin/login")  # the CSRF token starts the session
+    for cookie in (first.headers["Set-Cookie"], _login_response(client).headers["Set-Cookie"]):
+        assert cookie.startswith("spidersite_session=")
+        assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Secure" not in cookie
+    secure = make_app(tmp_path / "data", SPIDERSITE_COOKIE_SECURE="1").test_client()
+    assert "Secure" in secure.get("/admin/login").headers["Set-Cookie"]
+
+
+def _login_response(client: Any, password: str = PASSWORD, **extra: str) -> Any:
+    csrf = token(client.get("/admin/login").get_data(as_text=True))
+    return client.post("/admin/login", data={"password": password, "csrf_token": csrf, **extra})
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "//evil.example/",
+        "/\\evil.example/",
+        "/\\/evil.example/",
+        "\\\\evil.example/",
+        "/\t/evil.example/",
+        "/\n/evil.example/",
+        " //evil.example/",
+        "https://evil.example/",
+        "HTTPS://evil.example/admin/",
+        "javascript:alert(1)",
+        "data:text/html,x",
+        "evil.example",
+        "admin/log",
+        "",
+    ],
+)
+def test_no_open_redirect_after_login(tmp_path: Path, target: str) -> None:
+    client = make_app(tmp_path / "data").test_client()
+    resp = _login_response(client, next=target)
+    assert resp.status_code == 302 and resp.headers["Location"] == "/admin/"
+
+
+def test_login_redirects_to_a_local_path(tmp_path: Path) -> None:
+    client = make_app(tmp_path / "data").test_client()
+    target = "/admin/log?server=1&kind=http"
+    assert _login_response(client, next=target).headers["Location"] == target
+
+
+def test_login_attempts_are_rate_limited_and_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = make_app(tmp_path / "data", SPIDERSITE_LOGIN_ATTEMPTS="3")
+    client = app.test_client()
+    caplog.set_level("INFO", logger="search.web.admin")
+    for _ in range(3):
+        assert _login_response(client, "guess").status_code == 401
+    refused = _login_response(client, "guess")
+    assert refused.status_code == 429
+    assert 1 <= int(refused.headers["Retry-After"]) <= 60
+    assert "Too many login attempts" in refused.get_data(as_text=True)
+    # the right password is refused too while the address is over the limit
+    assert _login_response(client).status_code == 429
+    assert client.get("/admin/").status_code == 302
+    # another address has its own count
+    other = app.test_client()
+    csrf = token(other.get("/admin/login").get_data(as_text=True))
+    resp = other.post(
+        "/admin/login",
+        data={"password": PASSWORD, "csrf_token": csrf},
+        environ_base={"REMOTE_ADDR": "192.0.2.7"},
+    )
+    assert resp.status_code == 302
+    messages = [r.getMessage() for r in caplog.records if r.name == "search.web.admin"]
+    assert messages.count("admin login from 127.0.0.1 failed: wrong password") == 3
+    over = [m for m in messages if "over the limit" in m]
+    assert len(over) == 1 and over[0].startswith("admin login attempts from 127.0.0.1")
+    assert "admin login from 192.0.2.7" in messages
+    assert all(r.args for r in caplog.records if r.name == "search.web.admin")  # %-style
+
+
+def test_login_attempts_setting_is_checked(tmp_path: Path) -> None:
+    from search.web.settings import SettingsError, WebSettings
+
+    for bad in ("0", "-1", "ten"):
+        with pytest.raises(SettingsError, match="SPIDERSITE_LOGIN_ATTEMPTS"):
+            WebSettings.from_env(str(tmp_path), env={"SPIDERSITE_LOGIN_ATTEMPTS": bad})
+
+
+def test_rate_limiter_window_and_bounded_table() -> None:
+    from search.web.security import RateLimiter
+
+    now = [1000.0]
+    limiter = RateLimiter(2, window=60, max_clients=3, clock=lambda: now[0])
+    assert limiter.hit("10.0.0.1") == (1, 0.0)
+    assert limiter.hit("10.0.0.1") == (2, 0.0)
+    now[0] += 15
+    assert limiter.hit("10.0.0.1") == (3, 45.0)
+    now[0] += 45  # the window is over: a fresh count
+    assert limiter.hit("10.0.0.1") == (1, 0.0)
+    # old windows expire; the table never holds more than max_clients
+    for i in range(100):
+        limiter.hit(f"10.1.{i // 256}.{i % 256}")
+        assert len(limiter) <= 3
+    now[0] += 61
+    limiter.hit("10.0.0.9")
+    assert len(limiter) == 1
+    # one IPv6 /64 is one client; an IPv4-mapped address is its IPv4 address
+    assert RateLimiter.key("2001:db8::1") == RateLimiter.key("2001:db8::ffff:2")
+    assert RateLimiter.key("2001:db8:0:1::1") != RateLimiter.key("2001:db8::1")
+    assert RateLimiter.key("::ffff:10.0.0.1") == "10.0.0.1"
+
+
+@pytest.mark.parametrize(
+    "seed",
+    [
+        "file:///etc/passwd",
+        "FILE://localhost/etc/passwd",
+        "data:text/html,x",
+        "s3://bucket/key",
+        "javascript:alert(1)",
+        "\x00http://docs.example/a.html",
+        "http://docs.example/\x0bfile:",
+    ],
+)
+def test_seed_form_refuses_non_network_urls(admin: tuple[Any, str], app: Any, seed: str) -> None:
+    client, csrf = admin
+    client.post("/admin/servers/new", data={**server_form(), "csrf_token": csrf})
+    with Session(engine_of(app)) as s:
+        server_id = s.scalars(select(Server.id)).one()
+    resp = client.post(f"/admin/servers/{server_id}/seeds", data={"url": seed, "csrf_token": csrf})
+    assert resp.status_code == 400 and "invalid seed" in resp.get_data(as_text=True)
+    with Session(engine_of(app)) as s:
+        assert s.scalars(select(Seed)).all() == []
+
+
+def test_admin_writes_only_inside_the_data_folder(admin: tuple[Any, str], app: Any) -> None:
+    client, csrf = admin
+    data_dir = app.config["SPIDERSITE"].data_dir
+    client.post("/admin/servers/new", data={**server_form(), "csrf_token": csrf})
+
+    started: list[dict[str, str]] = []
+
+    class Recorder:
+        name = "local"
+
+        def start(self, job_id: str, spider_args: Any) -> jobs.Started:
+            started.append(dict(spider_args))
+            return jobs.Started(job_id, str(data_dir / "logs" / f"crawl-{job_id}.log"), "x", 0)
+
+        def state(self, crawl: Crawl) -> str:
+            return jobs.RUNNING
+
+    app.extensions["spidersite.runner"] = Recorder()
+    for topic in ("../../../../tmp/evil", "/etc/cron.d/x", "a\x00b"):
+        resp = client.post(
+            "/admin/crawls/start",
+            data={"mode": "topic", "topic": topic, "csrf_token": csrf, "server": "../1"},
+        )
+        assert resp.status_code == 302
+    assert len(started) == 3
+    for args in started:
+        sites = Path(args["sites"])
+        assert sites.resolve().parent == data_dir / "admin" and sites.name.startswith("sites-")
+    assert sorted(p.name for p in data_dir.iterdir()) == ["admin", "web-secret-key"]
+
+
+def test_crawl_log_reads_only_the_data_folder(tmp_path: Path) -> None:
+    from search.web.settings import WebSettings
+
+    settings = WebSettings.from_env(str(tmp_path / "data"), env={})
+    (tmp_path / "data" / "logs").mkdir()
+    (tmp_path / "data" / "logs" / "crawl-a.log").write_text("INFO: fine\n")
+    (tmp_path / "secret").write_text("not for the admin\n")
+    runner = jobs.LocalRunner(settings)
+    inside = Crawl(job_id="a", log_file=str(tmp_path / "data" / "logs" / "crawl-a.log"))
+    assert runner.log(inside) == "INFO: fine\n"
+    for path in (
+        str(tmp_path / "secret"),
+        str(tmp_path / "data" / "logs" / ".." / ".." / "secret"),
+        "/etc/passwd",
+    ):
+        with pytest.raises(jobs.JobError, match="is not in"):
+            runner.log(Crawl(job_id="b", log_file=path))
+    (tmp_path / "data" / "logs" / "link.log").symlink_to(tmp_path / "secret")
+    with pytest.raises(jobs.JobError, match="is not in"):
+        runner.log(Crawl(job_id="c", log_file=str(tmp_path / "data" / "logs" / "link.log")))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, TextIO
 
-from search.cli import CLIError, open_engine
+from search.commands._common import CLIError, open_engine
 
 NAME = "cached"
 

@@ -6,8 +6,7 @@ import argparse
 import json
 from typing import Any, TextIO
 
-from search.cli import CLIError, open_engine, open_index
-from search.index import IndexError_
+from search.commands._common import open_engine, open_index
 
 NAME = "check"
 
@@ -33,10 +32,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     index = open_index(args)
     if not index.exists():
         index.open(create=True)
-    try:
-        result = check(engine, index, repair=not args.dry_run)
-    except IndexError_ as exc:
-        raise CLIError(str(exc)) from None
+    result = check(engine, index, repair=not args.dry_run)
     if args.json:
         json.dump(
             {

@@ -6,7 +6,8 @@ import argparse
 import json
 from typing import Any, TextIO
 
-from search.cli import EXIT_USAGE, CLIError, open_engine
+from search.commands._common import EXIT_USAGE, CLIError, open_engine
+from search.models import CrawlError
 
 NAME = "errors"
 
@@ -21,8 +22,7 @@ def add_parser(sub: Any, common: Any) -> None:
     p.add_argument(
         "--kind",
         metavar="KIND",
-        help="only this kind: dns, refused, timeout, reset, tls, too_large, http, robots, "
-        "cut_off, ignored, parse, other",
+        help=f"only this kind: {', '.join(CrawlError.KINDS)}",
     )
     p.add_argument("--crawl", type=int, metavar="ID", help="only this crawl (see status)")
     p.add_argument(

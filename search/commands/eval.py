@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
-from search.cli import EXIT_USAGE, CLIError, open_engine, open_index
+from search.commands._common import EXIT_USAGE, CLIError, open_engine, open_index
 from search.commands.query import add_ranking_options
 
 NAME = "eval"

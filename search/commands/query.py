@@ -7,7 +7,7 @@ import json
 import os
 from typing import Any, TextIO
 
-from search.cli import EXIT_USAGE, CLIError, open_engine, open_index
+from search.commands._common import EXIT_USAGE, CLIError, open_engine, open_index
 
 NAME = "query"
 
@@ -75,9 +75,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             f"(scrapy crawl site -a seeds=URL) or rebuild it (python -m search reindex)"
         )
     engine = open_engine(args, upgrade=False)
-    result = Searcher(engine, index).search(
-        parsed, page=args.page, per_page=args.limit, expand=args.expand, explain=args.explain
-    )
+    try:
+        result = Searcher(engine, index).search(
+            parsed, page=args.page, per_page=args.limit, expand=args.expand, explain=args.explain
+        )
+    except QueryError as exc:  # beyond what a query may ask for
+        raise CLIError(str(exc), EXIT_USAGE) from None
     if args.json:
         json.dump(result.as_dict(), out, ensure_ascii=False, indent=2)
         out.write("\n")

@@ -6,8 +6,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from search.cli import CLIError, open_engine, open_index
-from search.index import IndexError_
+from search.commands._common import CLIError, open_engine, open_index
 
 NAME = "reindex"
 
@@ -69,8 +68,6 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         done = reindex(
             engine, index, full=not args.new, batch_size=args.batch_size, progress=bar.update
         )
-    except IndexError_ as exc:
-        raise CLIError(str(exc)) from None
     finally:
         bar.close()
     out.write(f"Indexed {done} documents into {index.path}\n")
@@ -92,11 +89,8 @@ def follow(args: argparse.Namespace, out: TextIO) -> int:
     rounds = 0
     try:
         while True:
-            try:
-                added = reindex(engine, index, full=False, wait=LOCK_WAIT)
-                result = check(engine, index, repair=True)
-            except IndexError_ as exc:
-                raise CLIError(str(exc)) from None
+            added = reindex(engine, index, full=False, wait=LOCK_WAIT)
+            result = check(engine, index, repair=True)
             removed = len(result.extra)
             if added or removed or rounds == 0:
                 out.write(

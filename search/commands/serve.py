@@ -1,12 +1,14 @@
-"""``python -m search serve``: the web application (search page, document pages, admin)."""
+"""``python -m search serve``: the web application (search page, document pages, admin),
+served by waitress, a production WSGI server (Werkzeug's own server is for development)."""
 
 from __future__ import annotations
 
 import argparse
 import getpass
+import logging
 from typing import Any, TextIO
 
-from search.cli import EXIT_USAGE, CLIError
+from search.commands._common import EXIT_USAGE, CLIError
 
 NAME = "serve"
 
@@ -20,6 +22,12 @@ def add_parser(sub: Any, common: Any) -> None:
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=8,
+        help="requests served at once, one thread each (default: 8)",
+    )
     p.add_argument(
         "--hash-password",
         action="store_true",
@@ -39,6 +47,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     if not 0 < args.port < 65536:
         raise CLIError(f"--port must be between 1 and 65535, not {args.port}", EXIT_USAGE)
+    if not 0 < args.threads <= 1024:
+        raise CLIError(f"--threads must be between 1 and 1024, not {args.threads}", EXIT_USAGE)
     from search import db
     from search.web import create_app
 
@@ -48,18 +58,25 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     except (SettingsError, db.DatabaseError) as exc:
         raise CLIError(str(exc)) from None
     app = create_app(settings, engine)
-    from werkzeug.serving import make_server
+    from waitress.server import create_server
 
+    # Logins, refused logins and waitress's own warnings go to standard error.
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s [%(name)s] %(levelname)s: %(message)s"
+    )
     try:
-        server = make_server(args.host, args.port, app, threaded=True)
+        server: Any = create_server(app, host=args.host, port=args.port, threads=args.threads)
     except OSError as exc:
         raise CLIError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
     admin = "admin enabled" if settings.admin_password_hash else "admin disabled (no password)"
     runner = f"Scrapyd at {settings.scrapyd_url}" if settings.scrapyd_url else "local scrapy"
-    out.write(f"Serving on http://{args.host}:{server.server_port}/ ({admin}; crawls: {runner})\n")
+    out.write(
+        f"Serving on http://{args.host}:{server.effective_port}/ with waitress, "
+        f"{args.threads} threads ({admin}; crawls: {runner})\n"
+    )
     out.flush()
     try:
-        server.serve_forever()
+        server.run()
     finally:
-        server.server_close()
+        server.close()
     return 0

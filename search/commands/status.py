@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any, TextIO
 
-from search.cli import open_engine, open_index
+from search.commands._common import open_engine, open_index
 
 NAME = "status"
 
@@ -24,10 +24,16 @@ def add_parser(sub: Any, common: Any) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from sqlalchemy import func, select
 
+    from search.index import FORMAT, SearchIndexError
     from search.models import Crawl, CrawlError, Document, Server
 
     engine = open_engine(args, upgrade=False)
     index = open_index(args)
+    try:
+        in_index: int | None = index.doc_count()
+        index_format = f"{FORMAT} (current)" if index.exists() else "no index yet"
+    except SearchIndexError as exc:
+        in_index, index_format = None, str(exc)
     with engine.connect() as conn:
         by_kind = conn.execute(
             select(Document.kind, Document.status, func.count()).group_by(
@@ -44,14 +50,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         "documents": {f"{k}/{s}": n for k, s, n in by_kind},
         "documents_total": sum(n for _, _, n in by_kind),
         "marked_indexed": indexed,
-        "in_index": index.doc_count(),
-        "ranking": (
-            "array postings"
-            if index.has_arrays()
-            else "Whoosh matchers (slower; python -m search reindex adds the array postings)"
-        )
-        if index.exists()
-        else "no index yet",
+        "in_index": in_index,
+        "index_format": index_format,
         "servers": servers,
         "crawl_errors": errors,
         "crawls": crawls,

@@ -16,6 +16,7 @@ from flask import Flask, render_template
 
 from search import db
 from search.index import Index
+from search.servers import has_scheme
 from search.web import security
 from search.web.settings import WebSettings
 
@@ -39,6 +40,7 @@ def create_app(settings: WebSettings, engine: Any = None) -> Flask:
     from search.web import admin, jobs, views
 
     app.extensions["spidersite.runner"] = jobs.make_runner(settings)
+    app.extensions["spidersite.login_limiter"] = security.RateLimiter(settings.login_attempts)
     app.register_blueprint(views.bp)
     app.register_blueprint(admin.bp)
     app.before_request(security.check_csrf)
@@ -50,6 +52,7 @@ def create_app(settings: WebSettings, engine: Any = None) -> Flask:
     )
     app.jinja_env.filters["when"] = views.format_time
     app.jinja_env.filters["size"] = views.format_size
+    app.jinja_env.filters["linkable"] = has_scheme
 
     def error(exc: Any) -> Any:
         code = getattr(exc, "code", 500) or 500
@@ -57,6 +60,6 @@ def create_app(settings: WebSettings, engine: Any = None) -> Flask:
         text = getattr(exc, "description", "")
         return render_template("error.html", code=code, name=name, text=text), code
 
-    for code in (400, 403, 404, 405, 413):
+    for code in (400, 403, 404, 405, 413, 500):
         app.register_error_handler(code, error)
     return app

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from datetime import UTC, datetime
@@ -21,11 +22,14 @@ from sqlalchemy import Date, cast, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from search import crawlargs
 from search.models import Crawl, CrawlError, Document, Seed, Server
-from search.servers import check_url, origin
+from search.servers import ConfigError, check_url, origin
 from search.web import jobs, security
 from search.web.forms import FIELDS, ServerForm
 from search.web.views import engine
+
+logger = logging.getLogger(__name__)
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -58,9 +62,30 @@ def login() -> Any:
     if request.method == "POST":
         if not enabled:
             abort(403, description="The admin is disabled: no admin password is configured.")
+        address = request.remote_addr
+        limiter: security.RateLimiter = current_app.extensions["spidersite.login_limiter"]
+        count, wait = limiter.hit(address)
+        if wait:
+            seconds = security.retry_after(wait)
+            if count == limiter.limit + 1:  # once per window, not once per attempt
+                logger.warning(
+                    "admin login attempts from %s over the limit (%d a minute): refused for %s s",
+                    address,
+                    limiter.limit,
+                    seconds,
+                )
+            page = render_template(
+                "error.html",
+                code=429,
+                name="Too Many Requests",
+                text=f"Too many login attempts from your address: wait {seconds} s and try again.",
+            )
+            return page, 429, {"Retry-After": seconds}
         if security.check_password(request.form.get("password", "")):
             security.log_in()
+            logger.info("admin login from %s", address)
             return redirect(security.safe_next(request.form.get("next")))
+        logger.warning("admin login from %s failed: wrong password", address)
         time.sleep(0.5)  # slows down guessing
         error = "Wrong password."
     return (
@@ -372,15 +397,13 @@ def crawl_start() -> Any:
         raw = (request.form.get("topic_threshold") or "").strip()
         if raw:
             try:
-                threshold = float(raw)
-                if not math.isfinite(threshold) or threshold < 0:
-                    raise ValueError
-            except ValueError:
-                error = f"topic_threshold: must be a number ≥ 0, not {raw!r}"
+                threshold = crawlargs.parse_threshold(raw)
+            except ConfigError as exc:
+                error = str(exc)
     else:
         topic = None
     recrawl = None
-    if mode.startswith("recrawl-") and mode[len("recrawl-") :] in jobs.RECRAWL_MODES:
+    if mode.startswith("recrawl-") and mode[len("recrawl-") :] in crawlargs.RECRAWL_MODES:
         recrawl = mode[len("recrawl-") :]
     elif mode not in ("normal", "topic"):
         error = f"unknown crawl mode {mode!r}"

@@ -38,8 +38,6 @@ from search.web.settings import WebSettings
 logger = logging.getLogger(__name__)
 
 SPIDER = "site"
-#: Values of the spider's ``recrawl`` argument: pages due for a visit, or every page.
-RECRAWL_MODES = ("due", "all")
 PENDING, RUNNING, FINISHED = "pending", "running", "finished"
 
 
@@ -225,7 +223,12 @@ class LocalRunner:
     def log(self, crawl: Crawl, limit: int = 512 * 1024) -> str:
         if not crawl.log_file:
             raise JobError("this crawl has no log file")
-        return _tail(Path(crawl.log_file), limit)
+        path = Path(crawl.log_file)
+        if not path.resolve().is_relative_to((self.settings.data_dir / "logs").resolve()):
+            # The admin shows only the logs it wrote: a path in the database never opens
+            # another file of the machine.
+            raise JobError(f"the log file {path} is not in {self.settings.data_dir / 'logs'}")
+        return _tail(path, limit)
 
 
 class ScrapydRunner:

@@ -2,14 +2,21 @@
 
 Every POST (the login form included) must carry the session's CSRF token in the form field
 ``csrf_token``; the admin pages need a logged-in session, and redirect to the login
-otherwise.  The admin password is only ever held as a hash.
+otherwise.  The admin password is only ever held as a hash.  Login attempts are counted per
+client address (:class:`RateLimiter`); every response carries the security headers of
+:func:`security_headers`.
 """
 
 from __future__ import annotations
 
 import functools
 import hmac
+import ipaddress
+import math
 import secrets
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -72,21 +79,99 @@ def log_in() -> None:
 
 
 def safe_next(target: str | None) -> str:
-    """A redirect target on this site only (no scheme, no host, no ``//``)."""
-    if not target:
-        return url_for("admin.overview")
+    """A redirect target on this site only: a path that starts with one ``/``.
+
+    Refused (the overview instead): a scheme (``https:``, ``javascript:``), a host
+    (``//evil``), and backslashes, spaces or control characters anywhere, since browsers
+    read ``/\\evil`` and ``/<tab>/evil`` as ``//evil``.
+    """
+    default = url_for("admin.overview")
+    if not target or not target.startswith("/") or target.startswith("//"):
+        return default
+    if "\\" in target or any(ord(c) <= 32 or c == "\x7f" for c in target):
+        return default
     parts = urlsplit(target)
-    if parts.scheme or parts.netloc or not target.startswith("/") or target.startswith("//"):
-        return url_for("admin.overview")
+    if parts.scheme or parts.netloc:
+        return default
     return target
 
 
+class RateLimiter:
+    """At most *limit* hits per client in each window of *window* seconds.
+
+    The table holds at most *max_clients* clients, in the order their window started:
+    expired windows are dropped from its front at each hit, and when it is full the oldest
+    window goes.  IPv6 clients are counted per /64 (one host usually owns a whole one).
+    """
+
+    def __init__(
+        self,
+        limit: int,
+        window: float = 60.0,
+        max_clients: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limit = limit
+        self.window = window
+        self.max_clients = max_clients
+        self.clock = clock
+        self._table: OrderedDict[str, list[float]] = OrderedDict()  # key -> [start, count]
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(address: str | None) -> str:
+        try:
+            ip = ipaddress.ip_address(address or "")
+        except ValueError:
+            return address or "-"
+        if isinstance(ip, ipaddress.IPv6Address):
+            if ip.ipv4_mapped is not None:
+                return str(ip.ipv4_mapped)
+            return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+        return str(ip)
+
+    def hit(self, address: str | None) -> tuple[int, float]:
+        """Count one hit; return (hits in the window so far, seconds to wait or 0)."""
+        key = self.key(address)
+        now = self.clock()
+        with self._lock:
+            table = self._table
+            while table:
+                first = next(iter(table.values()))
+                if first[0] + self.window > now:
+                    break
+                table.popitem(last=False)
+            entry = table.get(key)
+            if entry is None:
+                while len(table) >= self.max_clients:
+                    table.popitem(last=False)
+                entry = table[key] = [now, 0]
+            entry[1] += 1
+            count = int(entry[1])
+            if count <= self.limit:
+                return count, 0.0
+            return count, max(entry[0] + self.window - now, 0.0)
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+
+def retry_after(seconds: float) -> str:
+    """The Retry-After header value: whole seconds, at least 1."""
+    return str(max(1, math.ceil(seconds)))
+
+
+#: The Content-Security-Policy of every page: nothing from elsewhere, no inline script,
+#: never in a frame, forms post only here.
+CSP = (
+    "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+    "object-src 'none'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+)
+
+
 def security_headers(response: Any) -> Any:
-    response.headers.setdefault(
-        "Content-Security-Policy",
-        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
-        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
-    )
+    """``after_request`` hook, run for every response: pages, errors, static files."""
+    response.headers.setdefault("Content-Security-Policy", CSP)
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
     response.headers.setdefault("Referrer-Policy", "same-origin")
     response.headers.setdefault("X-Frame-Options", "DENY")

@@ -9,6 +9,7 @@
 | ``SPIDERSITE_SCRAPYD_USERNAME`` / ``SPIDERSITE_SCRAPYD_PASSWORD`` | Scrapyd's credentials |
 | ``SPIDERSITE_SCRAPYD_PROJECT`` | Scrapyd project name (default ``spidersite``) |
 | ``SPIDERSITE_COOKIE_SECURE`` | ``1``: session cookie only over HTTPS |
+| ``SPIDERSITE_LOGIN_ATTEMPTS`` | login attempts per client address and minute (default 10) |
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ class WebSettings:
     scrapyd_project: str = "spidersite"
     cookie_secure: bool = False
     per_page: int = 10
+    login_attempts: int = 10
 
     @classmethod
     def from_env(
@@ -115,6 +117,15 @@ class WebSettings:
         scrapyd = (env.get("SPIDERSITE_SCRAPYD_URL") or "").strip() or None
         if scrapyd and not scrapyd.startswith(("http://", "https://")):
             raise SettingsError(f"SPIDERSITE_SCRAPYD_URL {scrapyd!r} is not an http(s) URL")
+        raw = (env.get("SPIDERSITE_LOGIN_ATTEMPTS") or "").strip() or "10"
+        try:
+            attempts = int(raw)
+            if attempts < 1:
+                raise ValueError
+        except ValueError:
+            raise SettingsError(
+                f"SPIDERSITE_LOGIN_ATTEMPTS must be a whole number ≥ 1, not {raw!r}"
+            ) from None
         return cls(
             database_url=url,
             index_dir=index.resolve(),
@@ -126,4 +137,5 @@ class WebSettings:
             scrapyd_password=env.get("SPIDERSITE_SCRAPYD_PASSWORD") or None,
             scrapyd_project=env.get("SPIDERSITE_SCRAPYD_PROJECT") or "spidersite",
             cookie_secure=env.get("SPIDERSITE_COOKIE_SECURE", "") in ("1", "true", "yes"),
+            login_attempts=attempts,
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from flask import (
@@ -19,10 +20,12 @@ from flask import (
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from search.index import Index, IndexError_
+from search.index import Index, IndexMissing, SearchIndexError
 from search.models import Crawl, Document, Link, Posting, Server, Word
 from search.query import QueryError, parse_query
-from search.searcher import ResultPage, Searcher
+from search.results import ResultPage
+from search.searcher import Searcher
+from search.web.security import CSP
 
 bp = Blueprint("search", __name__)
 
@@ -84,11 +87,11 @@ class SearchRequest:
         return value
 
     def run(self) -> ResultPage:
-        """Search; raise QueryError or IndexError_ with a message for the user."""
+        """Search; raise QueryError or SearchIndexError with a message for the user."""
         parsed = parse_query(self.q, require_all=self.mode == "all", language=self.language)
         idx = index()
         if not idx.exists():
-            raise IndexError_(
+            raise IndexMissing(
                 "there is no search index yet: crawl a site first, or rebuild it "
                 "(python -m search reindex)"
             )
@@ -117,7 +120,7 @@ def home() -> Any:
     if req.q and not error:
         try:
             result = req.run()
-        except (QueryError, IndexError_) as exc:
+        except (QueryError, SearchIndexError) as exc:
             error = str(exc)
     pages: list[int] = []
     last = 1
@@ -140,7 +143,7 @@ def api_search() -> Any:
         result = req.run()
     except QueryError as exc:
         return jsonify(error=str(exc)), 400
-    except IndexError_ as exc:
+    except SearchIndexError as exc:
         return jsonify(error=str(exc)), 503
     data = result.as_dict()
     data["mode"] = req.mode
@@ -237,6 +240,14 @@ def document_cached(doc_id: int) -> Any:
         abort(404, description=f"No document #{doc_id}.")
     if row.warc_file is None or row.warc_offset is None:
         abort(404, description=f"Document #{doc_id} has no stored copy.")
+    data_dir = current_app.config["SPIDERSITE"].data_dir
+    if not Path(row.warc_file).resolve().is_relative_to(data_dir.resolve()):
+        # Only the data folder is served: a path in the database never opens another file.
+        abort(
+            404,
+            description=f"The stored copy of document #{doc_id} is outside the data "
+            "folder; read it with python -m search cached.",
+        )
     try:
         stored = read_response(row.warc_file, row.warc_offset)
     except PageStoreError as exc:
@@ -245,6 +256,8 @@ def document_cached(doc_id: int) -> Any:
     response.headers["Content-Type"] = "text/plain; charset=utf-8"
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Content-Disposition"] = "inline"
+    # Even a browser that renders it anyway runs no script of it, on no origin.
+    response.headers["Content-Security-Policy"] = CSP + "; sandbox"
     return response
 
 

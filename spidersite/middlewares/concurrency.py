@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import NotConfigured
 
 from spidersite.errors import ServerCutOff
-from spidersite.middlewares.servers import ServerConfigMiddleware
+from spidersite.serverstate import server_state
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -39,6 +39,7 @@ class ServerConcurrencyMiddleware:
             raise NotConfigured("CONCURRENCY_ENABLED is off")
         self.crawler = crawler
         self.stats = crawler.stats
+        self.state = server_state(crawler)
         self.semaphores: dict[str, asyncio.Semaphore] = {}
 
     @classmethod
@@ -46,8 +47,7 @@ class ServerConcurrencyMiddleware:
         return cls(crawler)
 
     async def process_request(self, request: Request) -> None:
-        registry = getattr(self.crawler.spider, "servers", None)
-        server = registry.get(request.url) if registry is not None else None
+        server = self.state.server(request.url)
         if server is None or (
             request.meta.get("dont_obey_robotstxt") and request.url.endswith("/robots.txt")
         ):
@@ -58,11 +58,11 @@ class ServerConcurrencyMiddleware:
         if semaphore.locked():
             self.stats.inc_value("concurrency/waited")
         await semaphore.acquire()
-        config = self.crawler.get_downloader_middleware(ServerConfigMiddleware)
-        if config is not None and server.url in config.disabled:
+        reason = self.state.disabled.get(server.url)
+        if reason is not None:
             semaphore.release()
             self.stats.inc_value("servers/cut_off_dropped")
-            raise ServerCutOff(f"server {server.url} cut off: {config.disabled[server.url]}")
+            raise ServerCutOff(f"server {server.url} cut off: {reason}")
         request.meta[_PERMIT] = server.url
 
     def _release(self, request: Request) -> None:

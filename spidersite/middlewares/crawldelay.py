@@ -22,6 +22,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from search.servers import origin
+from spidersite.serverstate import server_state
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -37,6 +38,7 @@ class CrawlDelayMiddleware:
             raise NotConfigured("CRAWLDELAY_ENABLED is off")
         self.crawler = crawler
         self.stats = crawler.stats
+        self.state = server_state(crawler)
         self.max_delay = settings.getfloat("CRAWLDELAY_MAX", 60.0)
         self.user_agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT")
         #: server URL -> delay asked by its robots.txt
@@ -66,8 +68,7 @@ class CrawlDelayMiddleware:
             )
 
     def process_request(self, request: Request) -> None:
-        registry = getattr(self.crawler.spider, "servers", None)
-        server = registry.get(request.url) if registry is not None else None
+        server = self.state.server(request.url)
         if server is None:
             return
         delay = server.crawl_delay

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import NotConfigured
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
+from spidersite.serverstate import server_state
+
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
@@ -28,11 +30,11 @@ class MaxHopsMiddleware(BaseSpiderMiddleware):
             raise NotConfigured("MAXHOPS_ENABLED is off")
         super().__init__(crawler)
         self.stats = crawler.stats
+        self.state = server_state(crawler)
 
     def get_processed_request(self, request: Request, response: Response | None) -> Request | None:
         hops = request.meta.get("hops", 0)
-        registry = getattr(self.crawler.spider, "servers", None)
-        server = registry.get(request.url) if registry is not None else None
+        server = self.state.server(request.url)
         if server is not None and hops > server.maxhops:
             self.stats.inc_value("maxhops/dropped")
             forget = getattr(self.crawler.spider, "forget", None)

@@ -3,9 +3,11 @@ and HTTP 5xx answers).
 
 Every failed attempt counts, retries included (this middleware sits between the retry
 middleware and the downloader), and so does a failed robots.txt request.  When a server
-reaches its ``max_net_errors`` (``0`` = never cut off), its remaining requests are dropped
-by the server-config middleware, the ``server_disabled`` signal tells the store to mark it
-in ``servers``, and the crawl goes on with the other servers.  Switch off with
+reaches its ``max_net_errors`` (``0`` = never cut off), it is marked cut off in the crawl's
+:class:`~spidersite.serverstate.ServerState` (which also holds the error counts), its
+remaining requests are dropped by the server-config and concurrency middlewares, the
+``server_disabled`` signal tells the store to mark it in ``servers``, and the crawl goes on
+with the other servers.  Switch off with
 ``NETERRORS_ENABLED = False``.
 
 Stats: ``neterrors/count``, ``neterrors/servers_cut_off``.
@@ -14,14 +16,13 @@ Stats: ``neterrors/count``, ``neterrors/servers_cut_off``.
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from typing import TYPE_CHECKING
 
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 
 from spidersite import signals
 from spidersite.errors import NETWORK_ERRORS, classify_exception
-from spidersite.middlewares.servers import ServerConfigMiddleware
+from spidersite.serverstate import server_state
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -37,8 +38,7 @@ class NetErrorMiddleware:
             raise NotConfigured("NETERRORS_ENABLED is off")
         self.crawler = crawler
         self.stats = crawler.stats
-        self.errors: Counter[str] = Counter()
-        self.cut_off: set[str] = set()
+        self.state = server_state(crawler)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NetErrorMiddleware:
@@ -57,16 +57,15 @@ class NetErrorMiddleware:
         return None
 
     def _count(self, request: Request, what: str) -> None:
-        registry = getattr(self.crawler.spider, "servers", None)
-        server = registry.get(request.url) if registry is not None else None
+        state = self.state
+        server = state.server(request.url)
         if server is None:
             return
         self.stats.inc_value("neterrors/count")
-        self.errors[server.url] += 1
-        count = self.errors[server.url]
+        state.errors[server.url] += 1
+        count = state.errors[server.url]
         limit = server.max_net_errors
-        if limit and count >= limit and server.url not in self.cut_off:
-            self.cut_off.add(server.url)
+        if limit and count >= limit and server.url not in state.disabled:
             reason = (
                 f"{count} network errors (max_net_errors = {limit}), last: {what} on {request.url}"
             )
@@ -77,12 +76,10 @@ class NetErrorMiddleware:
                 extra={"spider": self.crawler.spider},
             )
             self.stats.inc_value("neterrors/servers_cut_off")
-            config_mw = self.crawler.get_downloader_middleware(ServerConfigMiddleware)
-            if config_mw is not None:
-                config_mw.disable(server.url, reason)
+            state.disable(server.url, reason)
             self.crawler.signals.send_catch_log(
                 signals.server_disabled, server=server.url, errors=count, reason=reason
             )
-        if server.url in self.cut_off:
+        if server.url in state.disabled:
             # No retries for a server that is cut off; the failure keeps its own kind.
             request.meta["dont_retry"] = True

@@ -31,6 +31,7 @@ from w3lib.http import basic_auth_header
 from search.servers import origin
 from spidersite.crawllog import record_error
 from spidersite.errors import PageCapReached, ServerCutOff
+from spidersite.serverstate import server_state
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -45,8 +46,7 @@ class ServerConfigMiddleware:
             raise NotConfigured("SERVERS_ENABLED is off")
         self.crawler = crawler
         self.stats = crawler.stats
-        #: server URL -> reason, for servers cut off by the net-error middleware.
-        self.disabled: dict[str, str] = {}
+        self.state = server_state(crawler)
         #: server URL -> requests let through in this crawl (for ``max_pages``).
         self.counts: dict[str, int] = {}
 
@@ -54,19 +54,14 @@ class ServerConfigMiddleware:
     def from_crawler(cls, crawler: Crawler) -> ServerConfigMiddleware:
         return cls(crawler)
 
-    def disable(self, server: str, reason: str) -> None:
-        self.disabled[server] = reason
-
     def process_request(self, request: Request) -> None:
-        registry = getattr(self.crawler.spider, "servers", None)
-        if registry is None:
-            return
-        server = registry.get(request.url)
+        server = self.state.server(request.url)
         if server is None:
             return
-        if server.url in self.disabled and not request.url.endswith("/robots.txt"):
+        reason = self.state.disabled.get(server.url)
+        if reason is not None and not request.url.endswith("/robots.txt"):
             self.stats.inc_value("servers/cut_off_dropped")
-            raise ServerCutOff(f"server {server.url} cut off: {self.disabled[server.url]}")
+            raise ServerCutOff(f"server {server.url} cut off: {reason}")
         is_robots = request.meta.get("dont_obey_robotstxt") and request.url.endswith("/robots.txt")
         if server.max_pages and not is_robots and request.meta.get("stored") is None:
             count = self.counts.get(server.url, 0)

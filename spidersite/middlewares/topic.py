@@ -62,6 +62,7 @@ from search.analysis import (
     get_analyzer,
     page_sections,
 )
+from search.crawlargs import DEFAULT_TOPIC_THRESHOLD
 from search.ranking import query_weights
 from spidersite.items import PageItem
 
@@ -143,7 +144,8 @@ class TopicMiddleware:
 
     def _topic(self) -> tuple[str | None, float]:
         spider = self.crawler.spider
-        return getattr(spider, "topic", None), float(getattr(spider, "topic_threshold", 2.0))
+        threshold = getattr(spider, "topic_threshold", DEFAULT_TOPIC_THRESHOLD)
+        return getattr(spider, "topic", None), float(threshold)
 
     def _vector(self, topic: str, language: str | None) -> dict[str, float]:
         vector = self._vectors.get(language)
@@ -158,10 +160,6 @@ class TopicMiddleware:
         forget = getattr(spider, "forget", None)
         if callable(forget):
             forget(url)
-            return
-        seen = getattr(spider, "_seen", None)
-        if isinstance(seen, set):
-            seen.discard(url)
 
     def process_spider_output(self, response: Response, result: Iterable[Any]) -> Iterator[Any]:
         topic, threshold = self._topic()

@@ -20,93 +20,23 @@ from typing import Any
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response, TextResponse
-from scrapy.settings import BaseSettings
 from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
 from w3lib.url import canonicalize_url
 
+from search.db import DatabaseError
 from search.schedule import next_interval
-from search.servers import (
-    ConfigError,
-    ServerConfig,
-    ServerRegistry,
-    parse_seeds,
-    read_seeds_file,
-)
-from spidersite import errors, scaleout, storage
+from search.servers import MAX_URL_LENGTH, ServerConfig, ServerRegistry, check_url
+from spidersite import errors, storage
+from spidersite.arguments import build_registry, check_arguments, parse_recrawl, parse_threshold
 from spidersite.extract import extract_html, is_file_url, parse_http_date
-from spidersite.items import ErrorItem, GoneItem, PageItem, RevisitItem
+from spidersite.items import ErrorItem, GoneItem, LinkRecord, PageItem, RevisitItem
+from spidersite.serverstate import server_state
 
 logger = logging.getLogger(__name__)
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 TEXT_TYPES = ("text/plain",)
-
-
-def build_registry(
-    settings: BaseSettings,
-    seeds: str | None = None,
-    seeds_file: str | None = None,
-    sites: str | None = None,
-    require_seeds: bool = True,
-) -> tuple[ServerRegistry, list[str]]:
-    """Servers and seed URLs of a crawl, validated; raise ConfigError listing every problem.
-
-    A re-crawl (*require_seeds* false) may have no seed: it starts from stored documents.
-    """
-    registry = ServerRegistry(settings.getdict("SERVER_DEFAULTS"))
-    sites = sites or settings.get("SITES_FILE")
-    if sites:
-        registry.load_file(sites)
-    raw: list[str] = []
-    if seeds is not None:
-        raw.extend(str(seeds).split(","))
-    if seeds_file:
-        raw.extend(read_seeds_file(seeds_file))
-    good, bad = parse_seeds(s.strip() for s in raw)
-    for server in registry:
-        good.extend(server.seeds or [server.url])
-    if bad and not good:
-        raise ConfigError("\n".join([*bad, "no valid seed URL: the crawl cannot start"]))
-    if not good and require_seeds:
-        raise ConfigError(
-            "no seed URL: give -a seeds=URL[,URL...], -a seeds_file=PATH "
-            "or a sites file with [[server]] tables"
-        )
-    for line in bad:
-        logger.error("%s (skipped)", line)
-    for url in good:
-        registry.ensure(url)
-    # Seeds first seen in the sites file come after the explicit ones; keep order, no repeats.
-    return registry, list(dict.fromkeys(good))
-
-
-RECRAWL_MODES = ("due", "all")
-
-
-def parse_recrawl(value: str | None) -> str | None:
-    if value is None or value == "":
-        return None
-    mode = str(value).strip().lower()
-    if mode not in RECRAWL_MODES:
-        raise ConfigError(f"recrawl: {value!r} is not one of: {', '.join(RECRAWL_MODES)}")
-    return mode
-
-
-#: Default score a page needs against the topic to be kept (A = 4·B + C > threshold).
-DEFAULT_TOPIC_THRESHOLD = 2.0
-
-
-def parse_threshold(value: str | float | None) -> float:
-    if value is None or value == "":
-        return DEFAULT_TOPIC_THRESHOLD
-    try:
-        threshold = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"topic_threshold: {value!r} is not a number") from None
-    if threshold != threshold or threshold < 0:
-        raise ConfigError(f"topic_threshold: must be a number ≥ 0, not {value!r}")
-    return threshold
 
 
 class SiteSpider(Spider):
@@ -135,27 +65,25 @@ class SiteSpider(Spider):
         self.recrawl = parse_recrawl(recrawl)
         #: Name of a crawl shared by several processes (``-a crawl_key``); see frontier_key.
         self.crawl_key = crawl_key or None
-        self.database_url: str | None = None
         #: True when the last crawl with the same arguments was killed: pick it up.
         self.resuming = False
-        self.servers = ServerRegistry()
         self.seed_urls: list[str] = []
         self._canonical: dict[str, str] = {}
         self._seen: set[str] = set()
         self.max_seen = 2_000_000
         self.max_links: int | None = 5000
+        self.max_url_length: int | None = MAX_URL_LENGTH
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> SiteSpider:
         spider: SiteSpider = super().from_crawler(crawler, *args, **kwargs)
-        spider.servers, spider.seed_urls = build_registry(
+        server_state(crawler).registry, spider.seed_urls = build_registry(
             crawler.settings,
             spider.seeds_arg,
             spider.seeds_file,
             spider.sites,
             require_seeds=spider.recrawl is None,
         )
-        spider.database_url = storage.database_url(crawler.settings)
         spider.resuming = (
             spider.recrawl is None
             and crawler.settings.getbool("SITE_RESUME", True)
@@ -163,7 +91,13 @@ class SiteSpider(Spider):
         )
         spider.max_seen = crawler.settings.getint("SITE_SEEN_CACHE", 2_000_000)
         spider.max_links = crawler.settings.getint("SITE_MAX_LINKS", 5000) or None
+        spider.max_url_length = crawler.settings.getint("URLLENGTH_LIMIT", MAX_URL_LENGTH) or None
         return spider
+
+    @property
+    def servers(self) -> ServerRegistry:
+        """The crawl's servers (owned by :mod:`spidersite.serverstate`)."""
+        return server_state(self.crawler).registry
 
     def crawl_args(self) -> dict[str, Any]:
         """The arguments that identify this crawl (stored in ``crawls.args``)."""
@@ -189,62 +123,14 @@ class SiteSpider(Spider):
 
     def _previous_crawl_unfinished(self) -> bool:
         """Whether the last crawl with the same arguments never finished (it was killed)."""
-        from sqlalchemy import select
-        from sqlalchemy.exc import SQLAlchemyError
-
-        from search import db
-        from search.models import Crawl
-
-        assert self.database_url is not None
         try:
-            engine = db.create(self.database_url)
-            with engine.connect() as conn:
-                rows = conn.execute(
-                    select(Crawl.args, Crawl.finished_at)
-                    .where(Crawl.spider == self.name)
-                    .order_by(Crawl.id.desc())
-                    .limit(50)
-                ).all()
-            engine.dispose()
-        except SQLAlchemyError:  # no database or no tables yet: nothing to resume
+            crawldb = storage.crawl_db(self.crawler, migrate=False)
+        except DatabaseError:  # the store reports it when it opens
             return False
-        mine = self.crawl_args()
-        for args, finished_at in rows:
-            if (args or {}) == mine:
-                return finished_at is None
-        return False
+        return crawldb.crawl_unfinished(self.name, self.crawl_args())
 
-    @classmethod
-    def check_arguments(cls, settings: BaseSettings, spargs: dict[str, Any]) -> None:
-        """Validate spider arguments before Scrapy starts (used by our ``crawl`` command)."""
-        known = {
-            "seeds",
-            "seeds_file",
-            "sites",
-            "topic",
-            "topic_threshold",
-            "recrawl",
-            "crawl_key",
-        }
-        # Scrapyd passes its job id as the argument _job.
-        unknown = sorted(set(spargs) - known - {"_job"})
-        if unknown:
-            raise ConfigError(
-                f"unknown spider argument(s): {', '.join(unknown)} "
-                f"(the site spider takes: {', '.join(sorted(known))})"
-            )
-        recrawl = parse_recrawl(spargs.get("recrawl"))
-        build_registry(
-            settings,
-            spargs.get("seeds"),
-            spargs.get("seeds_file"),
-            spargs.get("sites"),
-            require_seeds=recrawl is None,
-        )
-        parse_threshold(spargs.get("topic_threshold"))
-        if "topic" in spargs and not str(spargs["topic"]).strip():
-            raise ConfigError('topic: give one or more words (-a topic="vacuum autovacuum")')
-        scaleout.check_settings(settings, spargs.get("crawl_key"))
+    #: Checks the arguments before Scrapy starts (called by our ``crawl`` command).
+    check_arguments = staticmethod(check_arguments)
 
     # -- requests ------------------------------------------------------------------------
 
@@ -254,34 +140,44 @@ class SiteSpider(Spider):
         self._seen.discard(url)
 
     def canonical(self, url: str) -> str:
-        """Canonical form of an absolute URL, cached (canonicalisation is costly)."""
+        """Canonical form of an absolute URL, cached (canonicalisation is costly);
+        ValueError for a URL that cannot be fetched (:func:`search.servers.check_url`)."""
         canon = self._canonical.get(url)
         if canon is None:
+            check_url(url, self.max_url_length)
             canon = canonicalize_url(url)
             if len(self._canonical) < self.max_seen:
                 self._canonical[url] = canon
         return canon
 
-    def make_request(self, url: str, hops: int, referer: str | None = None) -> Request:
-        meta = {"hops": hops}
-        headers = {"Referer": referer} if referer else None
-        if is_file_url(url):
-            return Request(
-                url,
-                method="HEAD",
-                callback=self.parse_file,
-                errback=self.on_error,
-                meta=meta,
-                priority=-hops,
-                headers=headers,
-            )
+    def make_request(
+        self,
+        url: str,
+        hops: int,
+        referer: str | None = None,
+        *,
+        file: bool | None = None,
+        stored: dict[str, Any] | None = None,
+        dont_filter: bool = False,
+    ) -> Request:
+        """The request for *url*, *hops* links from a seed: a HEAD request parsed as a file
+        when *file* (default: when the URL looks like a file's), else a GET parsed as a
+        page; with *stored* (a re-visit), conditional and answered 304, 404 or 410 too."""
+        if file is None:
+            file = is_file_url(url)
+        meta: dict[str, Any] = {"hops": hops}
+        if stored is not None:
+            meta["stored"] = stored
+            meta["handle_httpstatus_list"] = [304, 404, 410]
         return Request(
             url,
-            callback=self.parse,
+            method="HEAD" if file else "GET",
+            callback=self.parse_file if file else self.parse,
             errback=self.on_error,
             meta=meta,
             priority=-hops,
-            headers=headers,
+            headers={"Referer": referer} if referer else None,
+            dont_filter=dont_filter or stored is not None,
         )
 
     async def start(self) -> AsyncIterator[Any]:
@@ -302,140 +198,53 @@ class SiteSpider(Spider):
                 continue
             self._seen.add(canon)
             # Seeds are fetched as pages even when they look like files.
-            yield Request(
-                canon,
-                callback=self.parse,
-                errback=self.on_error,
-                meta={"hops": 0},
-                dont_filter=True,
-            )
+            yield self.make_request(canon, 0, file=False, dont_filter=True)
         if self.recrawl:
             for request in self._stored_requests():
                 yield request
 
-    def _engine(self) -> Any:
-        from search import db
-
-        assert self.database_url is not None
-        if not hasattr(self, "_db_engine"):
-            self._db_engine = db.connect(self.database_url)
-        return self._db_engine
-
     def _load_stored_urls(self) -> None:
         """Every stored URL counts as seen: found as a link, it is not fetched again
         (a due one is re-visited from the database instead)."""
-        from sqlalchemy import select
-
-        from search.models import Document
-
-        with self._engine().connect() as conn:
-            self._seen.update(conn.scalars(select(Document.url)))
+        self._seen.update(storage.crawl_db(self.crawler).stored_urls())
 
     def _resume_requests(self) -> Iterator[Request]:
         """Pick up a crawl that was killed: the links of stored pages that were never
         stored themselves are the frontier it had (the database knows what is done)."""
-        from sqlalchemy import select
-
-        from search.models import Document, Link
-
         count = 0
-        last_id = 0
-        while True:
-            q = (
-                select(Link.id, Link.to_url, Document.hops)
-                .join(Document, Document.id == Link.from_id)
-                .where(
-                    Link.id > last_id,
-                    Link.nofollow.is_(False),
-                    Document.nofollow.is_(False),
-                )
-                .order_by(Link.id)
-                .limit(5000)
-            )
-            with self._engine().connect() as conn:
-                rows = conn.execute(q).all()
-            if not rows:
-                break
-            last_id = rows[-1].id
-            for row in rows:
-                url = row.to_url
-                if url in self._seen:
-                    continue
-                self._seen.add(url)
-                server = self.servers.get(url)
-                if server is None or not server.allows(url):
-                    continue
-                if row.hops + 1 > server.maxhops:
-                    continue
-                count += 1
-                yield self.make_request(url, row.hops + 1)
+        for row in storage.crawl_db(self.crawler).frontier():
+            url = row.to_url
+            if url in self._seen:
+                continue
+            self._seen.add(url)
+            server = self.servers.get(url)
+            if server is None or not server.allows(url):
+                continue
+            if row.hops + 1 > server.maxhops:
+                continue
+            count += 1
+            yield self.make_request(url, row.hops + 1)
         self.crawler.stats.set_value("resume/requests", count)
         logger.info(
             "Resuming an unfinished crawl: %d URLs left to fetch", count, extra={"spider": self}
         )
 
     def _stored_requests(self) -> Iterator[Request]:
-        """Conditional requests for the stored documents to re-visit, 1000 rows a query."""
-        from datetime import UTC, datetime
-
-        from sqlalchemy import or_, select
-
-        from search.models import Document
-
-        now = datetime.now(UTC)
-        last_id = 0
+        """Conditional requests for the stored documents to re-visit."""
         count = 0
-        while True:
-            q = (
-                select(
-                    Document.id,
-                    Document.url,
-                    Document.hops,
-                    Document.kind,
-                    Document.etag,
-                    Document.last_modified,
-                    Document.checksum,
-                    Document.change_interval,
-                )
-                .where(Document.gone_at.is_(None), Document.id > last_id)
-                .order_by(Document.id)
-                .limit(1000)
-            )
-            if self.recrawl == "due":
-                q = q.where(
-                    or_(Document.next_index_time <= now, Document.next_index_time.is_(None))
-                )
-            with self._engine().connect() as conn:
-                rows = conn.execute(q).all()
-            if not rows:
-                break
-            last_id = rows[-1].id
-            for row in rows:
-                server = self.server_of(row.url)
-                if not server.allows(row.url):
-                    continue
-                count += 1
-                meta = {
-                    "hops": row.hops,
-                    "stored": {
-                        "id": row.id,
-                        "etag": row.etag,
-                        "last_modified": row.last_modified,
-                        "checksum": row.checksum,
-                        "change_interval": row.change_interval,
-                    },
-                    "handle_httpstatus_list": [304, 404, 410],
-                }
-                callback = self.parse_file if row.kind == "file" else self.parse
-                yield Request(
-                    row.url,
-                    method="HEAD" if row.kind == "file" else "GET",
-                    callback=callback,
-                    errback=self.on_error,
-                    meta=meta,
-                    priority=-row.hops,
-                    dont_filter=True,
-                )
+        for row in storage.crawl_db(self.crawler).revisits(due_only=self.recrawl == "due"):
+            server = self.server_of(row.url)
+            if not server.allows(row.url):
+                continue
+            count += 1
+            stored = {
+                "id": row.id,
+                "etag": row.etag,
+                "last_modified": row.last_modified,
+                "checksum": row.checksum,
+                "change_interval": row.change_interval,
+            }
+            yield self.make_request(row.url, row.hops, file=row.kind == "file", stored=stored)
         self.crawler.stats.set_value("recrawl/scheduled", count)
         logger.info(
             "Re-crawl (%s): %d stored documents to re-visit",
@@ -444,16 +253,30 @@ class SiteSpider(Spider):
             extra={"spider": self},
         )
 
-    def follow(self, response: Response, links: list[Any], hops: int) -> Iterator[Request]:
-        """New requests for the followable links of a page, each URL once per crawl."""
+    def valid_links(self, links: list[LinkRecord], follow: bool) -> list[LinkRecord]:
+        """The links of a page whose URLs can be fetched, in canonical form when they are
+        followed; the others are dropped and counted (``site/links_invalid``)."""
+        kept = []
+        for link in links:
+            try:
+                if follow and not link.nofollow:
+                    link.url = self.canonical(link.url)
+                else:
+                    check_url(link.url, self.max_url_length)
+            except ValueError:
+                self.crawler.stats.inc_value("site/links_invalid")
+                continue
+            kept.append(link)
+        return kept
+
+    def follow(self, response: Response, links: list[LinkRecord], hops: int) -> Iterator[Request]:
+        """New requests for the followable (canonical) links of a page, each URL once."""
         stats = self.crawler.stats
         seen = self._seen
-        canonical = self.canonical
         for link in links:
             if link.nofollow:
                 continue
-            url = canonical(link.url)
-            link.url = url
+            url = link.url
             if url in seen:
                 continue
             seen.add(url)
@@ -585,13 +408,16 @@ class SiteSpider(Spider):
                 yield ErrorItem(response.url, item.server, "parse", f"{type(exc).__name__}: {exc}")
                 return
             item.title, item.keywords, item.description = ex.title, ex.keywords, ex.description
-            item.text, item.links, item.link_count = ex.text, ex.links, ex.link_total
+            if ex.links_invalid:
+                self.crawler.stats.inc_value("site/links_invalid", ex.links_invalid)
+            links = self.valid_links(ex.links, follow=not ex.nofollow)
+            item.text, item.links, item.link_count = ex.text, links, ex.link_total
             if ex.link_total > len(ex.links):
                 self.crawler.stats.inc_value("site/links_dropped", ex.link_total - len(ex.links))
             item.noindex, item.nofollow = ex.noindex, ex.nofollow
             if not item.language:
                 item.language = ex.language
-            followable = [] if ex.nofollow else ex.links
+            followable = [] if ex.nofollow else links
         else:
             item.text = (
                 response.text

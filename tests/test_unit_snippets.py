@@ -1,10 +1,11 @@
-"""Unit tests for the pure helpers of search.searcher: snippets, phrases, hits."""
+"""Unit tests for search.snippets (snippets, phrases) and search.results (hits)."""
 
 from __future__ import annotations
 
 from search.analysis import get_analyzer
 from search.query import parse_query
-from search.searcher import Hit, Segment, _stems_of, contains_phrase, make_snippet
+from search.results import Hit, Segment
+from search.snippets import contains_phrase, make_snippet, word_stems
 
 
 def hit(snippet: list[Segment]) -> Hit:
@@ -15,18 +16,18 @@ def marked(segments: list[Segment]) -> list[str]:
     return [s.text for s in segments if s.match]
 
 
-# --- _stems_of / contains_phrase -------------------------------------------------------------
+# --- word_stems / contains_phrase -------------------------------------------------------------
 
 
-def test_stems_of_blanks_stop_words_and_keeps_offsets() -> None:
+def testword_stems_blanks_stop_words_and_keeps_offsets() -> None:
     text = "PostgreSQL is the best database"
-    words = _stems_of(text, None)
+    words = word_stems(text, None)
     assert [w[2] for w in words] == ["postgresql", "", "", "best", "databas"]
     assert [text[s:e] for s, e, _ in words] == ["PostgreSQL", "is", "the", "best", "database"]
 
 
 def test_contains_phrase_skips_stop_words() -> None:
-    words = _stems_of("PostgreSQL is the best database", None)
+    words = word_stems("PostgreSQL is the best database", None)
     assert contains_phrase(words, ["postgresql", "best"])  # "is the" in between are stop words
     assert contains_phrase(words, ["best", "databas"])
     assert contains_phrase(words, ["postgresql", "best", "databas"])
@@ -37,8 +38,8 @@ def test_contains_phrase_skips_stop_words() -> None:
 
 def test_contains_phrase_with_parsed_query_phrase() -> None:
     q = parse_query('"vacuuming the tables"')
-    assert contains_phrase(_stems_of("We vacuum tables nightly.", None), q.phrases[0])
-    assert not contains_phrase(_stems_of("Tables we vacuum.", None), q.phrases[0])
+    assert contains_phrase(word_stems("We vacuum tables nightly.", None), q.phrases[0])
+    assert not contains_phrase(word_stems("Tables we vacuum.", None), q.phrases[0])
 
 
 def test_contains_phrase_empty_words() -> None:
@@ -46,7 +47,7 @@ def test_contains_phrase_empty_words() -> None:
 
 
 def test_contains_phrase_chinese() -> None:
-    words = _stems_of("PostgreSQL数据库管理系统", None)
+    words = word_stems("PostgreSQL数据库管理系统", None)
     stems = [w[2] for w in words]
     assert contains_phrase(words, stems[:2])
     assert not contains_phrase(words, list(reversed(stems[:2])))
@@ -55,7 +56,7 @@ def test_contains_phrase_chinese() -> None:
 def test_phrase_check_agrees_with_query_for_dotted_capital_i() -> None:
     q = parse_query('"İstanbul Büyükşehir"', language="tr")
     assert q.phrases
-    assert contains_phrase(_stems_of("Welcome to İstanbul Büyükşehir", "tr"), q.phrases[0])
+    assert contains_phrase(word_stems("Welcome to İstanbul Büyükşehir", "tr"), q.phrases[0])
 
 
 # --- make_snippet ----------------------------------------------------------------------------

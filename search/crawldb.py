@@ -1,0 +1,218 @@
+"""The read side of the crawl database: every query the crawler, the indexer and the
+searcher make of the stored crawl.
+
+:class:`CrawlDB` wraps one engine and answers in plain rows; the writes are
+:class:`search.store.DocumentStore`'s.  Long scans (the resume frontier, the documents to
+re-visit, the documents to index) are paged by key (``WHERE id > last ORDER BY id LIMIT n``),
+one short connection per page, so that a reader that yields slowly (the spider hands its
+requests to Scrapy one by one) never holds a transaction open while the store writes.
+
+This module does not import Scrapy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine, and_, func, null, or_, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from search.analysis import SECTIONS
+from search.models import Crawl, Document, Link, Posting, Server, Word
+
+#: What makes a stored document belong in the index.
+INDEXABLE = and_(
+    Document.kind == "page",
+    Document.noindex.is_(False),
+    Document.status < 400,
+    Document.gone_at.is_(None),
+    Document.clone_of_id.is_(None),
+)
+
+#: The posting columns of the section counts, in :data:`search.analysis.SECTIONS` order.
+_SECTION_COLUMNS = [getattr(Posting, f"{s}_count") for s in SECTIONS]
+
+
+@dataclass(slots=True)
+class StoredPostings:
+    """An indexable document with its stored postings: ``(stem, counts per section)``."""
+
+    id: int
+    url: str
+    server_id: int | None
+    postings: list[tuple[str, tuple[int, ...]]]
+
+
+class CrawlDB:
+    """Reads of the stored crawl, over one engine (which the caller owns and disposes)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def _pages(self, stmt: Any, key: Any, chunk: int) -> Iterator[Sequence[Any]]:
+        """The rows of *stmt* in pages of *chunk*, ordered by the integer column *key*,
+        which is the statement's first column."""
+        last = 0
+        while True:
+            with self.engine.connect() as conn:
+                rows = conn.execute(stmt.where(key > last).order_by(key).limit(chunk)).all()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield rows
+
+    # -- the crawler ---------------------------------------------------------------------
+
+    def crawl_unfinished(self, spider: str, args: dict[str, Any], recent: int = 50) -> bool:
+        """Whether the last crawl of *spider* with these *args* (among the *recent* last
+        crawls) never finished: it was killed.  False while the database has no tables."""
+        try:
+            with self.engine.connect() as conn:
+                rows = conn.execute(
+                    select(Crawl.args, Crawl.finished_at)
+                    .where(Crawl.spider == spider)
+                    .order_by(Crawl.id.desc())
+                    .limit(recent)
+                ).all()
+        except SQLAlchemyError:  # no database or no tables yet: nothing to resume
+            return False
+        for row in rows:
+            if (row.args or {}) == args:
+                return row.finished_at is None
+        return False
+
+    def stored_urls(self) -> Iterator[str]:
+        """The URL of every stored document."""
+        with self.engine.connect() as conn:
+            yield from conn.scalars(select(Document.url))
+
+    def frontier(self, chunk: int = 5000) -> Iterator[Any]:
+        """The followable links of stored pages, as rows ``(to_url, hops)`` where *hops* is
+        the linking page's: the frontier of a crawl that was killed is among them."""
+        stmt = (
+            select(Link.id, Link.to_url, Document.hops)
+            .join(Document, Document.id == Link.from_id)
+            .where(Link.nofollow.is_(False), Document.nofollow.is_(False))
+        )
+        for rows in self._pages(stmt, Link.id, chunk):
+            yield from rows
+
+    def revisits(self, due_only: bool, now: datetime | None = None, chunk: int = 1000) -> Any:
+        """The stored documents to re-visit (every one not gone, or with *due_only* those
+        whose next index time has come), as rows with what a conditional request needs:
+        ``id, url, hops, kind, etag, last_modified, checksum, change_interval``."""
+        stmt = select(
+            Document.id,
+            Document.url,
+            Document.hops,
+            Document.kind,
+            Document.etag,
+            Document.last_modified,
+            Document.checksum,
+            Document.change_interval,
+        ).where(Document.gone_at.is_(None))
+        if due_only:
+            now = now or datetime.now(UTC)
+            stmt = stmt.where(
+                or_(Document.next_index_time <= now, Document.next_index_time.is_(None))
+            )
+        for rows in self._pages(stmt, Document.id, chunk):
+            yield from rows
+
+    # -- the indexer ---------------------------------------------------------------------
+
+    def _indexable(self, stmt: Any, only_unindexed: bool, before: datetime | None) -> Any:
+        stmt = stmt.where(INDEXABLE)
+        if only_unindexed:
+            stmt = stmt.where(Document.indexed.is_(False))
+        if before is not None:
+            stmt = stmt.where(Document.crawled_at < before)
+        return stmt
+
+    def indexable_documents(
+        self,
+        only_unindexed: bool = False,
+        before: datetime | None = None,
+        ids: Sequence[int] | None = None,
+        chunk: int = 200,
+    ) -> Iterator[StoredPostings]:
+        """The documents that belong in the index, with their postings, in id order
+        (only those not indexed yet, stored *before* a time, or among *ids*)."""
+        stmt = self._indexable(
+            select(Document.id, Document.url, Document.server_id), only_unindexed, before
+        )
+        if ids is not None:
+            stmt = stmt.where(Document.id.in_(list(ids)))
+        for docs in self._pages(stmt, Document.id, chunk):
+            postings: dict[int, list[tuple[str, tuple[int, ...]]]] = {d.id: [] for d in docs}
+            with self.engine.connect() as conn:
+                rows = conn.execute(
+                    select(Posting.document_id, Word.stem, *_SECTION_COLUMNS)
+                    .join(Word, Word.id == Posting.word_id)
+                    .where(Posting.document_id.in_(list(postings)))
+                )
+                for row in rows:
+                    postings[row.document_id].append((row.stem, tuple(row[2:])))
+            for d in docs:
+                yield StoredPostings(d.id, d.url, d.server_id, postings[d.id])
+
+    def count_indexable(self, only_unindexed: bool = False, before: datetime | None = None) -> int:
+        """How many stored documents belong in the index (see :meth:`indexable_documents`)."""
+        stmt = self._indexable(select(func.count()).select_from(Document), only_unindexed, before)
+        with self.engine.connect() as conn:
+            return int(conn.execute(stmt).scalar_one())
+
+    def indexable_ids(self) -> list[int]:
+        """The ids of the documents that should be in the index."""
+        with self.engine.connect() as conn:
+            return list(conn.scalars(select(Document.id).where(INDEXABLE)))
+
+    def server_settings(self) -> dict[int, dict[str, Any]]:
+        """Stored server id -> its stored settings (the fields of a sites file)."""
+        with self.engine.connect() as conn:
+            return {
+                row.id: row.settings or {}
+                for row in conn.execute(select(Server.id, Server.settings))
+            }
+
+    # -- the searcher --------------------------------------------------------------------
+
+    def section_counts(
+        self, ids: Sequence[int], stems: Sequence[str]
+    ) -> dict[int, dict[str, dict[str, int]]]:
+        """docid -> stem -> section -> count, from the stored postings."""
+        if not ids or not stems:
+            return {}
+        out: dict[int, dict[str, dict[str, int]]] = {}
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(Posting.document_id, Word.stem, *_SECTION_COLUMNS)
+                .join(Word, Word.id == Posting.word_id)
+                .where(Posting.document_id.in_(list(ids)), Word.stem.in_(list(stems)))
+            )
+            for row in rows:
+                out.setdefault(row.document_id, {})[row.stem] = dict(
+                    zip(SECTIONS, row[2:], strict=True)
+                )
+        return out
+
+    def documents(self, ids: Sequence[int], with_text: bool = False) -> dict[int, Any]:
+        """docid -> row ``id, url, title, description, content_type, language, text``
+        (``text`` is None unless *with_text*)."""
+        if not ids:
+            return {}
+        text = Document.text if with_text else null().label("text")
+        stmt = select(
+            Document.id,
+            Document.url,
+            Document.title,
+            Document.description,
+            Document.content_type,
+            Document.language,
+            text,
+        ).where(Document.id.in_(list(ids)))
+        with self.engine.connect() as conn:
+            return {row.id: row for row in conn.execute(stmt)}

@@ -1,0 +1,116 @@
+"""The ranking's reference: the formula of :mod:`search.ranking` on Whoosh's own matchers.
+
+The product ranks on the array postings (:class:`search.searcher.SearchSession`); this is a
+second, independent implementation of the same scores, queries and expansion, built from
+Whoosh's matchers and the weighting model :class:`search.index.BM25`.  The tests
+(``tests/test_unit_arrays.py``) and ``benchmarks/query.py`` compare the two; nothing the
+product runs imports this module.
+
+Query expansion here is the pure-Python :func:`search.ranking.feedback_terms`, over the
+feedback documents' term vectors read from the arrays' forward index (the index keeps no
+Whoosh term vectors).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from search import ranking
+from search.arrays import ArrayIndex
+from search.index import (
+    REINDEX,
+    WORDS_FIELD,
+    IndexOutdated,
+    WhooshQuery,
+    build_query,
+    stored,
+    weighted_query,
+)
+from search.query import ParsedQuery
+from search.results import Ranked
+from search.searcher import FREQUENT_SHARE
+
+
+class ReferenceSession:
+    """Rank, count and expand on one Whoosh searcher (opened with
+    :class:`search.index.BM25`), as :class:`search.searcher.SearchSession` does."""
+
+    def __init__(self, searcher: Any) -> None:
+        self.s = searcher
+        self.n = int(searcher.doc_count_all())
+        self.avglen = float(searcher.avg_field_length(WORDS_FIELD) or 1.0)
+        self._df: dict[str, int] = {}
+        forward = ArrayIndex.load(searcher, ranking.K1, ranking.B)
+        if forward is None:
+            raise IndexOutdated(f"the search index has no array postings: run `{REINDEX}`")
+        self._forward = forward
+
+    def df(self, stem: str) -> int:
+        n = self._df.get(stem)
+        if n is None:
+            n = self._df[stem] = int(self.s.doc_frequency(WORDS_FIELD, stem))
+        return n
+
+    def idf(self, stem: str) -> float:
+        return ranking.idf(self.n, self.df(stem))
+
+    def expands(self, weights: dict[str, float]) -> bool:
+        return ranking.expands(len(weights), self.n)
+
+    def rank(
+        self,
+        q: ParsedQuery,
+        limit: int,
+        expand: bool = True,
+        wquery: WhooshQuery | None = None,
+    ) -> list[Ranked]:
+        wquery = wquery or build_query(q)
+        weights = wquery.weights
+        expand = expand and not q.require_all and self.expands(weights)
+        if q.require_all:
+            return self._search(wquery.scored, limit, wquery)
+        hits = self.top(weights, limit if not expand else max(limit, ranking.FEEDBACK_DOCS), wquery)
+        if expand and hits:
+            expanded = self.expand(weights, hits[: ranking.FEEDBACK_DOCS])
+            if expanded != weights:
+                hits = self.top(expanded, limit, wquery)
+        return hits[:limit]
+
+    def expand(self, weights: dict[str, float], feedback: list[Ranked]) -> dict[str, float]:
+        """:func:`search.ranking.feedback_terms` over the feedback documents, their stems
+        found in more than :data:`search.searcher.FREQUENT_SHARE` of the documents left
+        out (but for the query's own)."""
+        frequent = FREQUENT_SHARE * self.n
+        texts = self._forward.texts
+        vectors = []
+        for hit in feedback:
+            length = self.s.doc_field_length(hit.docnum, WORDS_FIELD, 1)
+            gids, tfs, _ = self._forward.vector(hit.docnum)
+            vector: dict[str, float] = {}
+            for gid, tf in zip(gids.tolist(), tfs.tolist(), strict=True):
+                stem = texts[gid]
+                if stem not in weights and self.df(stem) > frequent:
+                    continue
+                vector[stem] = ranking.bm25(self.idf(stem), tf, length, self.avglen)
+            vectors.append(vector)
+        return ranking.feedback_terms(vectors, weights)
+
+    def top(self, weights: dict[str, float], limit: int, wquery: WhooshQuery) -> list[Ranked]:
+        """The best *limit* documents for a weighted OR query, in one Whoosh search."""
+        present = {s: w for s, w in weights.items() if self.df(s)}
+        if not present:
+            return []
+        return self._search(weighted_query(present), limit, wquery)
+
+    def _search(self, query: Any, limit: int, wquery: WhooshQuery) -> list[Ranked]:
+        if wquery.filter is not None and next(iter(wquery.filter.docs(self.s)), None) is None:
+            return []  # Whoosh takes a filter that matches nothing for no filter at all
+        results = self.s.search(query, filter=wquery.filter, mask=wquery.mask, limit=limit)
+        return [Ranked(float(score), *stored(self.s, d), d) for score, d in results.top_n]
+
+    def count(self, q: ParsedQuery, wquery: WhooshQuery) -> tuple[int, bool]:
+        """Documents matching *q*, counted by Whoosh: (number, True)."""
+        if wquery.filter is not None and next(iter(wquery.filter.docs(self.s)), None) is None:
+            return 0, True
+        results = self.s.search(wquery.scored, filter=wquery.filter, mask=wquery.mask, limit=1)
+        return len(results), True

@@ -1,0 +1,128 @@
+"""What a search answers: ranked documents, hits with snippets, result pages, explanations.
+
+:class:`Ranked` is a document as the index ranks it (score, document id, URL, Whoosh
+document number), before the database is read; :class:`Hit` is what is shown of it (title,
+description, :class:`Segment` snippet with the query words marked, optionally its
+:class:`Explanation`); a :class:`ResultPage` holds one page of hits, the number of hits and
+the time taken.  Every type renders itself for the command line, HTML and JSON.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class Segment:
+    """A piece of a snippet; *match*: a query word, shown marked."""
+
+    text: str
+    match: bool
+
+
+@dataclass(slots=True)
+class Ranked:
+    """One ranked document, before the database is read."""
+
+    score: float
+    docid: int
+    url: str
+    docnum: int
+
+
+@dataclass(slots=True)
+class TermExplanation:
+    stem: str
+    query_weight: float
+    idf: float
+    tf: float
+    counts: dict[str, int]
+    contribution: float
+
+
+@dataclass(slots=True)
+class Explanation:
+    """Why a document scored what it did: the terms of the formula of :mod:`search.ranking`."""
+
+    score: float
+    length: float
+    avg_length: float
+    k1: float
+    b: float
+    terms: list[TermExplanation]
+    expanded: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def lines(self) -> list[str]:
+        out = [
+            f"score {self.score:.4f} = Σ qw · idf · (k1+1)·tf' / (k1+tf'),  "
+            f"tf' = tf / (1 − b + b·len/avglen);  len {self.length:.0f}, "
+            f"avglen {self.avg_length:.1f}, k1 {self.k1}, b {self.b}"
+        ]
+        for t in self.terms:
+            where = ", ".join(f"{k} {v}" for k, v in t.counts.items() if v) or "-"
+            out.append(
+                f"  {t.contribution:8.4f}  {t.stem:<16} qw {t.query_weight:.3f}  "
+                f"idf {t.idf:.3f}  tf {t.tf:g} ({where})"
+            )
+        return out
+
+
+@dataclass(slots=True)
+class Hit:
+    rank: int
+    score: float
+    docid: int
+    url: str
+    title: str | None
+    description: str | None
+    content_type: str | None
+    snippet: list[Segment] = field(default_factory=list)
+    explanation: Explanation | None = None
+
+    def snippet_text(self, mark: tuple[str, str] = ("[", "]")) -> str:
+        return "".join(f"{mark[0]}{s.text}{mark[1]}" if s.match else s.text for s in self.snippet)
+
+    def snippet_html(self) -> str:
+        return "".join(
+            f"<b>{html.escape(s.text)}</b>" if s.match else html.escape(s.text)
+            for s in self.snippet
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("snippet")
+        if self.explanation is None:
+            data.pop("explanation")
+        data["snippet"] = self.snippet_text(("", ""))
+        data["snippet_html"] = self.snippet_html()
+        data["matches"] = [s.text for s in self.snippet if s.match]
+        return data
+
+
+@dataclass(slots=True)
+class ResultPage:
+    query: str
+    total: int
+    page: int
+    per_page: int
+    seconds: float
+    hits: list[Hit]
+    #: False when ``total`` is an estimate (the array postings count exactly: always True
+    #: today; the field stays in the JSON answer).
+    total_exact: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "total": self.total,
+            "total_exact": self.total_exact,
+            "page": self.page,
+            "per_page": self.per_page,
+            "seconds": round(self.seconds, 4),
+            "hits": [h.as_dict() for h in self.hits],
+        }

@@ -1,0 +1,196 @@
+"""The read side of the crawl database (search.crawldb), on SQLite and PostgreSQL; and the
+store's retries while the database is unreachable."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import update
+from sqlalchemy.exc import OperationalError
+
+from search import db
+from search.analysis import analyze_document
+from search.crawldb import CrawlDB
+from search.models import Document
+from search.store import DocumentRow, DocumentStore
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def page(
+    url: str,
+    text: str = "",
+    hops: int = 0,
+    links: list[tuple[str, str, bool]] | None = None,
+    **values: Any,
+) -> DocumentRow:
+    words = analyze_document({"body": text, "title": "", "url": url, "desc": "", "keywords": ""})
+    return DocumentRow(
+        url=url,
+        server="http://a.example/",
+        values={
+            "kind": "page",
+            "status": 200,
+            "hops": hops,
+            "crawled_at": NOW,
+            "text": text,
+            "title": f"title of {url}",
+            "noindex": False,
+            "nofollow": False,
+            "etag": None,
+            **values,
+        },
+        words=words,
+        links=links or [],
+    )
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Any]:
+    engine = db.connect(db_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def store(engine: Any) -> DocumentStore:
+    store = DocumentStore(engine)
+    store.upsert_servers([("http://a.example/", {"titleweight": 4})], NOW)
+    return store
+
+
+def ids_by_url(engine: Any) -> dict[str, int]:
+    with engine.connect() as conn:
+        return {row.url: row.id for row in conn.execute(Document.__table__.select())}
+
+
+def test_crawl_unfinished(engine: Any, store: DocumentStore) -> None:
+    crawldb = CrawlDB(engine)
+    assert not crawldb.crawl_unfinished("site", {"seeds": "x"})
+    store.start_crawl("site", {"seeds": "x"}, NOW)
+    assert crawldb.crawl_unfinished("site", {"seeds": "x"})
+    assert not crawldb.crawl_unfinished("site", {"seeds": "y"})
+    assert not crawldb.crawl_unfinished("other", {"seeds": "x"})
+    store.finish_crawl("finished", {}, NOW)
+    assert not crawldb.crawl_unfinished("site", {"seeds": "x"})
+
+
+def test_crawl_unfinished_without_tables(tmp_path: Any) -> None:
+    engine = db.create(f"sqlite:///{tmp_path / 'empty.db'}")
+    try:
+        assert not CrawlDB(engine).crawl_unfinished("site", {})
+    finally:
+        engine.dispose()
+
+
+def test_stored_urls_and_frontier_pages_by_key(engine: Any, store: DocumentStore) -> None:
+    links = [(f"http://a.example/{i}", "", i % 3 == 0) for i in range(12)]
+    store.write_batch(
+        [
+            page("http://a.example/", hops=2, links=links),
+            page("http://a.example/x", nofollow=True, links=[("http://a.example/n", "", False)]),
+        ]
+    )
+    crawldb = CrawlDB(engine)
+    assert set(crawldb.stored_urls()) == {"http://a.example/", "http://a.example/x"}
+    # Pages of 5 rows: every followable link of a followable page, once, in id order.
+    rows = list(crawldb.frontier(chunk=5))
+    assert [row.to_url for row in rows] == [u for u, _, nofollow in links if not nofollow]
+    assert {row.hops for row in rows} == {2}
+
+
+def test_revisits_all_and_due(engine: Any, store: DocumentStore) -> None:
+    store.write_batch([page(f"http://a.example/{i}", etag=f'"{i}"') for i in range(7)])
+    ids = ids_by_url(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            update(Document)
+            .where(Document.id == ids["http://a.example/1"])
+            .values(next_index_time=NOW + timedelta(days=30))
+        )
+        conn.execute(
+            update(Document).where(Document.id == ids["http://a.example/2"]).values(gone_at=NOW)
+        )
+    crawldb = CrawlDB(engine)
+    every = list(crawldb.revisits(due_only=False, chunk=2))
+    assert len(every) == 6 and "http://a.example/2" not in {r.url for r in every}
+    assert {r.etag for r in every} == {'"0"', '"1"', '"3"', '"4"', '"5"', '"6"'}
+    due = {r.url for r in crawldb.revisits(due_only=True, now=NOW + timedelta(days=10))}
+    assert due == {r.url for r in every} - {"http://a.example/1"}
+
+
+def test_indexable_documents_counts_and_ids(engine: Any, store: DocumentStore) -> None:
+    store.write_batch(
+        [
+            *(page(f"http://a.example/{i}", f"vacuum word{i}") for i in range(5)),
+            page("http://a.example/noindex", "hidden", noindex=True),
+            page("http://a.example/missing", "gone", status=404),
+        ]
+    )
+    ids = ids_by_url(engine)
+    crawldb = CrawlDB(engine)
+    wanted = sorted(ids[f"http://a.example/{i}"] for i in range(5))
+    assert sorted(crawldb.indexable_ids()) == wanted
+    assert crawldb.count_indexable() == 5
+    assert crawldb.count_indexable(before=NOW) == 0
+    docs = list(crawldb.indexable_documents(chunk=2))
+    assert [d.id for d in docs] == wanted
+    first = docs[0]
+    assert first.url == "http://a.example/0"
+    stems = dict(first.postings)
+    assert stems["vacuum"][0] == 1  # the body count comes first (SECTIONS order)
+    # Restricted to some ids, over more than one page of rows.
+    some = wanted[1:]
+    assert [d.id for d in crawldb.indexable_documents(ids=some, chunk=2)] == some
+    store.mark_indexed(wanted[:2])
+    assert crawldb.count_indexable(only_unindexed=True) == 3
+    assert crawldb.server_settings() == {first.server_id: {"titleweight": 4}}
+
+
+def test_documents_and_section_counts(engine: Any, store: DocumentStore) -> None:
+    store.write_batch([page("http://a.example/", "vacuum vacuum bloat")])
+    (docid,) = ids_by_url(engine).values()
+    crawldb = CrawlDB(engine)
+    row = crawldb.documents([docid])[docid]
+    assert (row.url, row.title, row.text) == (
+        "http://a.example/",
+        "title of http://a.example/",
+        None,
+    )
+    assert crawldb.documents([docid], with_text=True)[docid].text == "vacuum vacuum bloat"
+    assert crawldb.documents([]) == {}
+    counts = crawldb.section_counts([docid], ["vacuum", "nothing"])
+    assert counts[docid]["vacuum"]["body"] == 2
+    assert counts[docid]["vacuum"]["title"] == 0
+    assert "nothing" not in counts[docid]
+
+
+def test_store_retries_while_the_database_is_unreachable(
+    engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("search.store.time.sleep", lambda _: None)
+    retried: list[Exception] = []
+    store = DocumentStore(engine, retry_times=2, on_retry=retried.append)
+    failures = iter([OperationalError("x", {}, Exception("down")), None])
+    real = store._write_batch
+
+    def flaky(*args: Any) -> Any:
+        exc = next(failures)
+        if exc is not None:
+            raise exc
+        return real(*args)
+
+    monkeypatch.setattr(store, "_write_batch", flaky)
+    result = store.write_batch([page("http://a.example/")])
+    assert len(result.documents) == 1 and len(retried) == 1
+    # Past its retries, the failure is the caller's.
+    failing = DocumentStore(engine, retry_times=1, on_retry=retried.append)
+    monkeypatch.setattr(
+        failing, "_mark_indexed", lambda ids: (_ for _ in ()).throw(OperationalError("x", {}, None))
+    )
+    with pytest.raises(OperationalError):
+        failing.mark_indexed([1])
+    assert len(retried) == 2

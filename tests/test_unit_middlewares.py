@@ -1,0 +1,262 @@
+"""Component tests of the middlewares, as Scrapy tests its own: each built with
+``get_crawler``, fed requests and responses, and asserted on its stats and outputs."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import Any
+
+import pytest
+from scrapy import Request
+from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Response
+from scrapy.http.request import NO_CALLBACK
+from scrapy.robotstxt import ProtegoRobotParser
+from scrapy.utils.test import get_crawler
+from twisted.internet.error import ConnectionRefusedError
+
+from search.servers import ServerRegistry
+from spidersite import errors, signals
+from spidersite.middlewares.concurrency import ServerConcurrencyMiddleware
+from spidersite.middlewares.crawldelay import CrawlDelayMiddleware
+from spidersite.middlewares.hops import MaxHopsMiddleware
+from spidersite.middlewares.neterrors import NetErrorMiddleware
+from spidersite.middlewares.redirectloop import RedirectLoopMiddleware
+from spidersite.middlewares.robots import RobotsMiddleware
+from spidersite.middlewares.servers import ServerConfigMiddleware
+from spidersite.serverstate import server_state
+
+A = "http://a.example/"
+
+
+def crawler_with(servers: dict[str, dict[str, Any]] | None = None, **settings: Any) -> Any:
+    crawler = get_crawler(settings_dict=settings)
+    crawler.stats.open_spider()
+    registry = ServerRegistry()
+    for url, fields in (servers or {A: {}}).items():
+        registry.add({"url": url, **fields})
+    server_state(crawler).registry = registry
+    return crawler
+
+
+def stat(crawler: Any, name: str) -> Any:
+    return crawler.stats.get_value(name)
+
+
+# -- servers ------------------------------------------------------------------------------
+
+
+def test_server_config_applies_the_server_and_drops_cut_off_servers() -> None:
+    crawler = crawler_with({A: {"read_timeout": 7, "proxy": "proxy.example:3128"}})
+    mw = ServerConfigMiddleware.from_crawler(crawler)
+    request = Request(A + "page")
+    mw.process_request(request)
+    assert request.meta["download_timeout"] == 7
+    assert request.meta["download_slot"] == A
+    assert request.meta["proxy"] == "http://proxy.example:3128"
+    assert stat(crawler, "servers/requests") == 1 and stat(crawler, "servers/proxied") == 1
+    mw.process_request(Request("http://other.example/"))  # not a server of the crawl
+    assert stat(crawler, "servers/requests") == 1
+    server_state(crawler).disable(A, "too many errors")
+    with pytest.raises(errors.ServerCutOff, match="too many errors"):
+        mw.process_request(Request(A + "next"))
+    assert stat(crawler, "servers/cut_off_dropped") == 1
+
+
+def test_server_config_page_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    logged: list[tuple[str, str]] = []
+    monkeypatch.setattr(
+        "spidersite.middlewares.servers.record_error",
+        lambda crawler, url, server, kind, message: logged.append((url, kind)),
+    )
+    crawler = crawler_with({A: {"max_pages": 2}})
+    mw = ServerConfigMiddleware.from_crawler(crawler)
+    for i in range(2):
+        mw.process_request(Request(f"{A}{i}"))
+    for i in range(2, 5):
+        with pytest.raises(errors.PageCapReached):
+            mw.process_request(Request(f"{A}{i}"))
+    assert logged == [(f"{A}2", "page_cap")]  # one line per server
+    assert stat(crawler, "servers/page_cap_dropped") == 3
+
+
+def test_net_errors_cut_a_server_off_in_the_shared_state() -> None:
+    crawler = crawler_with({A: {"max_net_errors": 2}})
+    sent: list[dict[str, Any]] = []
+
+    def received(**kwargs: Any) -> None:
+        sent.append(kwargs)
+
+    crawler.signals.connect(received, signal=signals.server_disabled)  # a weak reference
+    mw = NetErrorMiddleware.from_crawler(crawler)
+    first = Request(A + "1")
+    assert mw.process_exception(first, ConnectionRefusedError()) is None
+    assert "dont_retry" not in first.meta
+    second = Request(A + "2")
+    mw.process_response(second, Response(A + "2", status=503))
+    state = server_state(crawler)
+    assert state.errors[A] == 2
+    assert "HTTP 503" in state.disabled[A]
+    assert second.meta["dont_retry"] is True
+    assert [s["server"] for s in sent] == [A]
+    assert stat(crawler, "neterrors/count") == 2
+    assert stat(crawler, "neterrors/servers_cut_off") == 1
+    # An IgnoreRequest is no network error; a 404 is no server failure.
+    mw.process_exception(Request(A + "3"), IgnoreRequest())
+    mw.process_response(Request(A + "4"), Response(A + "4", status=404))
+    assert stat(crawler, "neterrors/count") == 2
+
+
+def test_concurrency_drops_a_request_whose_server_was_cut_off_while_it_waited() -> None:
+    crawler = crawler_with({A: {"concurrency": 1}})
+    mw = ServerConcurrencyMiddleware.from_crawler(crawler)
+
+    async def run() -> None:
+        first = Request(A + "1")
+        await mw.process_request(first)
+        waiting = asyncio.ensure_future(mw.process_request(Request(A + "2")))
+        await asyncio.sleep(0)
+        server_state(crawler).disable(A, "gone")
+        mw.process_response(first, Response(A + "1"))
+        with pytest.raises(errors.ServerCutOff):
+            await waiting
+
+    asyncio.run(run())
+    assert stat(crawler, "concurrency/waited") == 1
+    assert stat(crawler, "servers/cut_off_dropped") == 1
+
+
+def test_max_hops_drops_and_forgets() -> None:
+    crawler = crawler_with({A: {"maxhops": 1}})
+
+    class Spider:
+        forgotten: list[str] = []
+
+        def forget(self, url: str) -> None:
+            self.forgotten.append(url)
+
+    crawler.spider = Spider()
+    mw = MaxHopsMiddleware.from_crawler(crawler)
+    near, far = Request(A + "near", meta={"hops": 1}), Request(A + "far", meta={"hops": 2})
+    assert mw.get_processed_request(near, None) is near
+    assert mw.get_processed_request(far, None) is None
+    assert Spider.forgotten == [A + "far"]
+    assert stat(crawler, "maxhops/dropped") == 1 and stat(crawler, "maxhops/max_seen") == 1
+
+
+def test_crawl_delay_remembers_what_robots_txt_asks() -> None:
+    crawler = crawler_with(ROBOTSTXT_USER_AGENT="spidersite", CRAWLDELAY_MAX=5.0)
+    mw = CrawlDelayMiddleware.from_crawler(crawler)
+    parser = ProtegoRobotParser(b"User-agent: *\nCrawl-delay: 30\n", None)
+    mw.robots_parsed(parser, Request(A + "page"))
+    assert mw.robots_delays == {A: 5.0}  # capped at CRAWLDELAY_MAX
+    assert stat(crawler, "crawldelay/robots_delay") == 1
+
+
+# -- failures by type ---------------------------------------------------------------------
+
+
+def redirect(url: str, location: str, **meta: Any) -> tuple[Request, Response]:
+    request = Request(url, meta=meta)
+    return request, Response(url, status=302, headers={"Location": location}, request=request)
+
+
+def test_redirect_loop_max_redirections_and_bad_locations() -> None:
+    crawler = crawler_with(REDIRECT_MAX_TIMES=3)
+    mw = RedirectLoopMiddleware.from_crawler(crawler)
+    request, response = redirect(A + "b", "/a", redirect_urls=[A + "a"])
+    with pytest.raises(errors.RedirectLoop, match=r"redirect loop: .*a -> .*b -> .*a"):
+        mw.process_response(request, response)
+    request, response = redirect(A + "4", "/5", redirect_times=3)
+    with pytest.raises(errors.RedirectLoop, match=r"max redirections \(3\)"):
+        mw.process_response(request, response)
+    assert stat(crawler, "redirectloop/detected") == 2
+    for location in ("http://127.0.0.1:99999/", "http://[::1/", "http://a..b/"):
+        request, response = redirect(A, location)
+        with pytest.raises(errors.BadRedirect, match="invalid URL"):
+            mw.process_response(request, response)
+    assert stat(crawler, "redirectloop/invalid_location") == 3
+    # What Scrapy would not follow passes through.
+    request, response = redirect(A + "b", "/a", redirect_urls=[A + "a"], dont_redirect=True)
+    assert mw.process_response(request, response) is response
+    request, response = redirect(A, "/next")
+    assert mw.process_response(request, response) is response
+
+
+def test_failures_are_classified_by_type() -> None:
+    assert errors.classify_exception(errors.RobotsDenied("x")) == "robots"
+    assert errors.classify_exception(errors.RobotsTxtFailed("x")) == "robots_txt"
+    assert errors.classify_exception(errors.RedirectLoop("x")) == "redirect"
+    assert errors.classify_exception(errors.BadRedirect("x")) == "redirect"
+    # The message no longer decides: an IgnoreRequest that mentions robots.txt is "ignored".
+    assert errors.classify_exception(IgnoreRequest("Forbidden by robots.txt")) == "ignored"
+
+
+def robots_request() -> Request:
+    return Request(A + "robots.txt", meta={"dont_obey_robotstxt": True}, callback=NO_CALLBACK)
+
+
+@pytest.fixture
+def robots(monkeypatch: pytest.MonkeyPatch) -> tuple[RobotsMiddleware, list[tuple[str, str]]]:
+    logged: list[tuple[str, str]] = []
+    monkeypatch.setattr(
+        "spidersite.middlewares.robots.record_error",
+        lambda crawler, url, server, kind, message: logged.append((kind, message)),
+    )
+    crawler = crawler_with(ROBOTSTXT_OBEY=True, ROBOTSTXT_USER_AGENT="spidersite")
+    return RobotsMiddleware.from_crawler(crawler), logged
+
+
+def test_robots_denied_is_raised(robots: tuple[RobotsMiddleware, list[Any]]) -> None:
+    mw, _ = robots
+    parser = ProtegoRobotParser(b"User-agent: *\nDisallow: /private/\n", None)
+    mw.process_request_2(parser, Request(A + "public"))
+    with pytest.raises(errors.RobotsDenied):
+        mw.process_request_2(parser, Request(A + "private/x"))
+    assert stat(mw.crawler, "robotstxt/forbidden") == 1
+
+
+def test_robots_txt_failures_are_recorded(robots: tuple[RobotsMiddleware, list[Any]]) -> None:
+    mw, logged = robots
+    # A failed fetch becomes an IgnoreRequest: Scrapy then allows all, with no traceback.
+    with pytest.raises(errors.RobotsTxtFailed):
+        mw.process_exception(robots_request(), ConnectionRefusedError())
+    request = robots_request()
+    answer = mw.process_response(request, Response(request.url, status=503, body=b"<html>"))
+    assert answer.body == b""
+    assert [kind for kind, _ in logged] == ["robots_txt", "robots_txt"]
+    assert logged[0][1].startswith("refused: ")
+    assert stat(mw.crawler, "robotstxt/failed") == 2
+    # Other requests, and a 404 robots.txt, are not failures.
+    assert mw.process_exception(Request(A), ConnectionRefusedError()) is None
+    ok = Response(request.url, status=404, body=b"nope")
+    assert mw.process_response(robots_request(), ok) is ok
+    assert stat(mw.crawler, "robotstxt/failed") == 2
+
+
+def test_robots_middleware_uses_only_public_hooks_of_scrapys() -> None:
+    """A Scrapy upgrade that renames or reshapes what we build on fails here, not silently."""
+    private = [
+        name
+        for name in vars(RobotsMiddleware)
+        if name.startswith("_") and not name.startswith("__") and hasattr(RobotsTxtMiddleware, name)
+    ]
+    assert private == []
+    hook = inspect.signature(RobotsTxtMiddleware.process_request_2)
+    assert list(hook.parameters) == ["self", "rp", "request"]
+    assert RobotsTxtMiddleware.DOWNLOAD_PRIORITY == 1000  # robots.txt requests go first
+    assert not hasattr(RobotsTxtMiddleware, "process_exception")
+    assert not hasattr(RobotsTxtMiddleware, "process_response")
+
+
+def test_every_kind_of_failure_is_listed_once() -> None:
+    from search.models import CrawlError
+
+    by_type = {kind for _, kind in errors._KINDS}
+    # Found without an exception type of their own: by the classifier, the spider's parse,
+    # and the server-config middleware's page cap.
+    other = {"tls", "ignored", "other", "parse", "page_cap"}
+    assert by_type | other == set(CrawlError.KINDS)
+    assert len(set(CrawlError.KINDS)) == len(CrawlError.KINDS)
