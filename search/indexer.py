@@ -4,7 +4,8 @@ Whoosh is pure Python and allows one writer at a time.  During a crawl the docum
 sent, already analyzed, by the crawl's worker (:mod:`search.worker`) to one
 :class:`IndexerProcess` (its child process, so that indexing overlaps analysis and
 storage) through a bounded inbox; the indexer adds them through one writer, commits every
-``batch_size`` documents and marks them ``indexed`` in the database.  :func:`reindex` rebuilds the whole index from the database, which is the record.
+``batch_size`` documents and marks them ``indexed`` in the database.  :func:`reindex`
+rebuilds the whole index from the database, which is the record.
 """
 
 from __future__ import annotations
