@@ -349,5 +349,7 @@ class CrawlWorker:
         while self.pending:
             await asyncio.wait(list(self.pending))
 
-    def shutdown(self) -> None:
-        self.executor.shutdown(wait=True)
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop the worker after the calls submitted; with *wait* False, return at once
+        (the process exits by itself, and Python joins it at exit)."""
+        self.executor.shutdown(wait=wait)

@@ -284,5 +284,7 @@ class StorePipeline:
         except Exception as exc:
             logger.error("The crawl's stats could not be recorded: %s", exc)
         finally:
-            worker, self.worker = self.worker, None
-            await asyncio.to_thread(worker.shutdown)
+            # Without waiting for the process to exit: the crawl is recorded as finished,
+            # and Scrapy's last log lines follow at once.
+            self.worker.shutdown(wait=False)
+            self.worker = None
