@@ -63,7 +63,7 @@ from whoosh import query as wq  # noqa: E402
 from whoosh import scoring  # noqa: E402
 from whoosh.fields import ID, STORED, TEXT, Schema  # noqa: E402
 
-from search.analysis import DEFAULT_WEIGHTS, analyze_document  # noqa: E402
+from search.analysis import analyze_document  # noqa: E402
 from search.index import BM25, Index, IndexDoc, build_query, weighted_query  # noqa: E402
 from search.query import parse_query  # noqa: E402
 from search.reference import ReferenceSession  # noqa: E402
@@ -151,7 +151,6 @@ def build(folder: Path, docs: list[tuple[str, str]], stock: bool = True) -> dict
                         f"http://bench.example/{docid}",
                         "bench.example",
                         records.values(),
-                        DEFAULT_WEIGHTS,
                     ),
                     update=False,
                 )

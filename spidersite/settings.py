@@ -79,9 +79,9 @@ SPIDER_MIDDLEWARES = {
 }
 
 ITEM_PIPELINES = {
-    "spidersite.pipelines.AnalyzePipeline": 100,
+    # The one pipeline: hands every item, in order, to the worker process that analyzes,
+    # stores and indexes (search/worker.py); waits while the worker is behind.
     "spidersite.pipelines.StorePipeline": 200,
-    "spidersite.pipelines.IndexPipeline": 300,
 }
 
 ADDONS = {
@@ -90,8 +90,11 @@ ADDONS = {
 }
 
 EXTENSIONS = {
-    # Writes the crawl's stats and finish reason into the `crawls` table.
-    "spidersite.pipelines.CrawlRecorder": 0,
+    # Writes the crawl's stats and finish reason into the `crawls` table, then stops the
+    # store's worker (after Scrapy's own spider_closed stats, so they are recorded too).
+    "spidersite.extensions.CrawlRecorder": 0,
+    # The Whoosh index of the crawl: its settings, the check it opens, its failures.
+    "spidersite.extensions.IndexExtension": 0,
     # The page store (WARC files); off unless PAGESTORE_ENABLED.
     "spidersite.pagestore.PageStore": 0,
 }
@@ -126,7 +129,9 @@ PAGESTORE_MAX_BYTES = 1024**3  # a new WARC file past this size
 
 STORE_ENABLED = True
 STORE_DATABASE_URL = None  # env DATABASE_URL, else sqlite:///<data dir>/spidersite.db
-STORE_BATCH_SIZE = 100
+STORE_BATCH_SIZE = 100  # rows (pages, failures, re-visits) per transaction
+STORE_BATCH_BYTES = 4_000_000  # page text per batch, in characters
+STORE_QUEUE_BATCHES = 4  # batches in flight to the worker; then the downloader waits
 STORE_RETRY_TIMES = 10  # a batch is retried this many times (back-off up to 30 s)
 
 SCALEOUT_REDIS_URL = None  # env SPIDERSITE_REDIS_URL, else none: the crawl runs alone
@@ -138,3 +143,4 @@ INDEX_DIR = None  # env SPIDERSITE_INDEX_DIR, else <data dir>/index
 INDEX_BATCH_SIZE = 1000
 INDEX_MAX_TERMS = 20_000
 INDEX_LIMITMB = 256
+INDEX_QUEUE_BATCHES = 8  # stored batches waiting for the indexer; then the worker waits

@@ -16,7 +16,7 @@ from whoosh import index as whoosh_index
 from whoosh.writing import CLEAR
 
 from search import arrays, ranking
-from search.analysis import DEFAULT_WEIGHTS, analyze_document
+from search.analysis import analyze_document
 from search.index import (
     BM25,
     FORMAT_FILE,
@@ -43,9 +43,7 @@ def _doc(rng: random.Random, docid: int) -> IndexDoc:
     title = " ".join(rng.choice(WORDS[:60]) for _ in range(rng.randint(1, 5)))
     host = "a.example" if docid % 3 else "b.example:8080"
     records = analyze_document({"title": title, "body": body})
-    return IndexDoc.from_records(
-        docid, f"http://{host}/{docid}", host, records.values(), DEFAULT_WEIGHTS
-    )
+    return IndexDoc.from_records(docid, f"http://{host}/{docid}", host, records.values())
 
 
 @pytest.fixture(scope="module")

@@ -34,6 +34,10 @@ Priority 950 in ``SPIDER_MIDDLEWARES``: output runs from high numbers to low, so
 gate sees the spider's output first and a dropped page's requests never reach the hops
 filter (900) or the scheduler.
 
+The gate decides on the reactor thread, before the page's requests reach the scheduler, so
+it analyzes the page (all its sections, with the server's weights) there; the analysis goes
+on with the item (``PageItem.words``), and the store's worker does not analyze it again.
+
 Switch off with ``TOPIC_ENABLED = False``; without ``-a topic`` it does nothing.
 
 Stats: ``topic/kept``, ``topic/dropped``, ``topic/requests_dropped``,
@@ -50,7 +54,14 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request
 from scrapy.exceptions import NotConfigured
 
-from search.analysis import DEFAULT_WEIGHTS, SECTIONS, analyze_document, get_analyzer
+from search.analysis import (
+    DEFAULT_WEIGHTS,
+    SECTIONS,
+    WordRecord,
+    analyze_document,
+    get_analyzer,
+    page_sections,
+)
 from search.crawlargs import DEFAULT_TOPIC_THRESHOLD
 from search.ranking import query_weights
 from spidersite.items import PageItem
@@ -86,6 +97,20 @@ def cosine(a: Mapping[str, float], b: Mapping[str, float]) -> float:
     return dot / norm
 
 
+def score_records(
+    topic: Mapping[str, float],
+    records: Mapping[str, WordRecord],
+    weights: Mapping[str, float] | None = None,
+) -> float:
+    """A = w_title · B + w_body · C of a page's analysis (its title and body counts)."""
+    title_vec = {s: float(r.counts[_TITLE]) for s, r in records.items() if r.counts[_TITLE]}
+    body_vec = {s: float(r.counts[_BODY]) for s, r in records.items() if r.counts[_BODY]}
+    w = {**DEFAULT_WEIGHTS, **(weights or {})}
+    b = SCALE * cosine(topic, title_vec)
+    c = SCALE * cosine(topic, body_vec)
+    return float(w["title"]) * b + float(w["body"]) * c
+
+
 def topic_score(
     topic: Mapping[str, float],
     title: str | None,
@@ -98,12 +123,7 @@ def topic_score(
     records = analyze_document(
         {"title": title or "", "body": body or ""}, language=language, max_words=max_words
     )
-    title_vec = {s: float(r.counts[_TITLE]) for s, r in records.items() if r.counts[_TITLE]}
-    body_vec = {s: float(r.counts[_BODY]) for s, r in records.items() if r.counts[_BODY]}
-    w = {**DEFAULT_WEIGHTS, **(weights or {})}
-    b = SCALE * cosine(topic, title_vec)
-    c = SCALE * cosine(topic, body_vec)
-    return float(w["title"]) * b + float(w["body"]) * c
+    return score_records(topic, records, weights)
 
 
 class TopicMiddleware:
@@ -115,6 +135,8 @@ class TopicMiddleware:
         self.stats = crawler.stats
         self.follow_hops = settings.getint("TOPIC_FOLLOW_HOPS", 0)
         self.max_words = settings.getint("ANALYZE_MAX_WORDS", 50_000) or None
+        #: Ship each page's analysis with its item, so the worker does not analyze it again.
+        self.ship_analysis = settings.getbool("ANALYZE_ENABLED", True)
         #: language -> topic vector (pages of other languages stem differently)
         self._vectors: dict[str | None, dict[str, float]] = {}
 
@@ -169,15 +191,18 @@ class TopicMiddleware:
             return
         keep = False
         for item in pages:
-            score = topic_score(
-                self._vector(topic, item.language),
-                item.title,
-                item.text,
+            # The gate must decide here, before the page's requests are scheduled; the
+            # page's whole analysis goes on with the item (analyzed once).
+            records = analyze_document(
+                page_sections(item.url, item.title, item.text, item.description, item.keywords),
                 item.weights,
                 item.language,
                 self.max_words,
             )
+            score = score_records(self._vector(topic, item.language), records, item.weights)
             item.topic_score = round(score, 4)
+            if self.ship_analysis:
+                item.words = records
             keep = keep or score > threshold
         hops = response.meta.get("hops", 0)
         if keep:
