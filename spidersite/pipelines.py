@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,9 +43,11 @@ class StorePipeline:
     from the environment, else ``sqlite:///<SPIDERSITE_DATA_DIR>/spidersite.db``),
     ``STORE_BATCH_SIZE`` (rows per transaction, 100), ``STORE_BATCH_BYTES`` (page text per
     batch, 4,000,000 characters), ``STORE_QUEUE_BATCHES`` (batches in flight to the
-    worker, 4), ``STORE_RETRY_TIMES`` (retries of a batch while the database is
-    unreachable, 10); ``ANALYZE_ENABLED`` (True) and ``ANALYZE_MAX_WORDS`` (50000) for the
-    worker's analysis; the index through :class:`spidersite.extensions.IndexExtension`.
+    worker, 4), ``STORE_FLUSH_SECONDS`` (a batch that has not filled up is handed on
+    after this long, 2.0; 0 = only when full), ``STORE_RETRY_TIMES`` (retries of a batch
+    while the database is unreachable, 10); ``ANALYZE_ENABLED`` (True) and
+    ``ANALYZE_MAX_WORDS`` (50000) for the worker's analysis; the index through
+    :class:`spidersite.extensions.IndexExtension`.
     Failures also go, one line each, to ``<data dir>/logs/crawl-<id>.log``.
     Stats (counted by the worker, applied here): ``analyze/pages``, ``analyze/words``,
     ``analyze/skipped_noindex``, ``store/documents``, ``store/pages``, ``store/files``,
@@ -52,7 +55,8 @@ class StorePipeline:
     ``store/near_duplicates``, ``store/batches``, ``store/retries``,
     ``store/failed_batches``, ``store/flushed_at_last`` (unix time of the last commit),
     and the indexer's ``index/*``; counted here: ``store/queue_full`` (times a full batch
-    waited for room: the worker was behind), ``store/worker_error``.
+    waited for room: the worker was behind), ``store/timed_flushes`` (batches handed on
+    by ``STORE_FLUSH_SECONDS`` before they filled up), ``store/worker_error``.
     """
 
     def __init__(self, crawler: Crawler) -> None:
@@ -64,6 +68,7 @@ class StorePipeline:
         self.batch_size = max(1, settings.getint("STORE_BATCH_SIZE", 100))
         self.batch_bytes = max(1, settings.getint("STORE_BATCH_BYTES", 4_000_000))
         self.queue_batches = max(1, settings.getint("STORE_QUEUE_BATCHES", 4))
+        self.flush_seconds = settings.getfloat("STORE_FLUSH_SECONDS", 2.0)
         self.config = WorkerConfig(
             database_url=storage.database_url(settings),
             analyze=settings.getbool("ANALYZE_ENABLED", True),
@@ -76,6 +81,9 @@ class StorePipeline:
         self.worker: CrawlWorker | None = None
         self.failed = False
         self.closing: asyncio.Future[None] | None = None
+        #: When the first row of the batch being gathered was added (time.monotonic).
+        self.batch_started = 0.0
+        self.ticker: asyncio.Task[None] | None = None
         crawler.signals.connect(self.server_disabled, signal=our_signals.server_disabled)
 
     @classmethod
@@ -107,6 +115,23 @@ class StorePipeline:
             raise CloseSpider("database_unusable") from None
         self.log_file = open(log_path, "a", encoding="utf-8")  # noqa: SIM115
         logger.info("Storing into %s", shown)
+        if self.flush_seconds > 0:
+            self.ticker = asyncio.ensure_future(self._flush_periodically())
+
+    async def _flush_periodically(self) -> None:
+        """Hand on a batch that has waited ``STORE_FLUSH_SECONDS`` without filling up (a
+        slow crawl, or its last pages): searchable soon after it was fetched, and a kill
+        loses at most that much of it."""
+        while True:
+            await asyncio.sleep(self.flush_seconds / 2)
+            if (
+                len(self.batch)
+                and time.monotonic() - self.batch_started >= self.flush_seconds
+                and self.worker is not None
+                and self.worker.has_room()
+            ):
+                self.stats.inc_value("store/timed_flushes")
+                self._submit()
 
     def server_disabled(self, server: str, errors: int, reason: str) -> None:
         if self.worker is not None and not self.failed:
@@ -136,6 +161,8 @@ class StorePipeline:
 
     def _add(self, item: Any) -> bool:
         batch = self.batch
+        if not len(batch):
+            self.batch_started = time.monotonic()
         if isinstance(item, PageItem):
             batch.docs.append(self._row(item))
             self.batch_text += len(item.text or "")
@@ -253,6 +280,9 @@ class StorePipeline:
             self.closing = asyncio.ensure_future(engine.close_spider_async(reason="store_failed"))
 
     async def close_spider(self) -> None:
+        if self.ticker is not None:
+            self.ticker.cancel()
+            self.ticker = None
         if self.worker is None:
             return
         self._submit()

@@ -210,3 +210,32 @@ def test_stored_pages_are_made_searchable(tmp_path: Path) -> None:
     assert Index(tmp_path / "index").docids() == ids
     flags = _rows(tmp_path, "SELECT indexed FROM documents WHERE noindex = 0")
     assert all(r["indexed"] for r in flags)
+
+
+def test_a_batch_that_does_not_fill_up_is_handed_on_after_flush_seconds(
+    tmp_path: Path,
+) -> None:
+    """A slow crawl's pages are stored (and searchable) while the crawl runs, not when it
+    ends: the partial batch goes to the worker after STORE_FLUSH_SECONDS."""
+    crawler = _crawler(tmp_path, STORE_BATCH_SIZE=100, STORE_FLUSH_SECONDS=0.2)
+    pipeline = StorePipeline.from_crawler(crawler)
+
+    async def run() -> list[sqlite3.Row]:
+        await pipeline.open_spider()
+        await pipeline.process_item(_page(1))
+        await pipeline.process_item(_page(2))
+        for _ in range(100):  # the worker commits within a few seconds
+            await asyncio.sleep(0.1)
+            if crawler.stats.get_value("store/documents"):
+                break
+        stored = _rows(tmp_path, "SELECT url FROM documents ORDER BY url")
+        await pipeline.close_spider()
+        await pipeline.finish("finished")
+        return stored
+
+    stored = asyncio.run(run())
+    assert [row["url"] for row in stored] == [
+        "http://example.org/p1.html",
+        "http://example.org/p2.html",
+    ]
+    assert crawler.stats.get_value("store/timed_flushes") == 1
