@@ -17,7 +17,10 @@ Every ``MEMPROFILE_INTERVAL`` seconds (and when the spider closes) one JSON line
   that holds a collection, its length and its deep size in bytes (``sys.getsizeof`` of it
   and of everything it holds, through collections and objects' ``__dict__``/``__slots__``,
   estimated from a sample of 200 elements for longer collections);
-- ``gc_types``: the most numerous object types the garbage collector tracks;
+- ``gc_types``: the most numerous object types the garbage collector tracks, and
+  ``gc_seconds``/``gc_runs``: time spent in its collections so far, by generation;
+- with ``MEMPROFILE_REFERRERS`` = a type name (``WordRecord``), ``referrers``: for 5 live
+  objects of that type, the chain of what holds them (first referrer, 10 levels up);
 - with ``MEMPROFILE_TRACEMALLOC`` = N > 0, tracemalloc (N frames) traces the allocations
   of a window: from the first snapshot ``MEMPROFILE_TRACEMALLOC_AFTER`` seconds into the
   crawl (default 0) to the first one ``MEMPROFILE_TRACEMALLOC_FOR`` seconds later (default
@@ -89,7 +92,9 @@ def deep_size(obj: Any, seen: set[int], depth: int = 12) -> int:
     collections longer than :data:`SAMPLE` are estimated from a sample."""
     if id(obj) in seen or isinstance(obj, _SKIP_TYPES) or depth < 0:
         return 0
-    if hasattr(obj, "crawler") and hasattr(obj, "start_requests"):  # the spider itself
+    if type(obj).__name__ in {"Crawler", "AsyncCrawler"} or (
+        hasattr(obj, "crawler") and hasattr(obj, "start_requests")  # the spider itself
+    ):
         return 0
     seen.add(id(obj))
     try:
@@ -112,10 +117,64 @@ def deep_size(obj: Any, seen: set[int], depth: int = 12) -> int:
     return size
 
 
+def referrer_chains(type_name: str, chains: int = 5, depth: int = 10) -> list[list[str]]:
+    """For a few live objects of the type named *type_name*, what holds them: each chain
+    goes from the object up through its first referrer (not a frame) ``depth`` times."""
+    objects = gc.get_objects()
+    found = [o for o in objects if type(o).__name__ == type_name]
+    del objects
+    if not found:
+        return []
+    step = max(1, len(found) // chains)
+    picked = found[::step][:chains]
+    del found
+    out = []
+    for obj in picked:
+        out.append(_chain(obj, type_name, depth, {id(picked)}))
+    return out
+
+
+def _chain(here: Any, name: str, depth: int, ignore: set[int]) -> list[str]:
+    """The chain of first referrers of *here* (plain loops only: a comprehension would
+    hold *here* in a closure cell of its own)."""
+    chain = [name]
+    ignore.add(id(chain))
+    for _ in range(depth):
+        holders = gc.get_referrers(here)
+        ignore.add(id(holders))
+        holder = None
+        for candidate in holders:
+            if id(candidate) not in ignore and not isinstance(candidate, types.FrameType):
+                holder = candidate
+                break
+        del holders
+        if holder is None:
+            chain.append("(no tracked referrer)")
+            break
+        label = type(holder).__name__
+        if isinstance(holder, dict):
+            for key, value in holder.items():
+                if value is here:
+                    label += f"[{str(key)[:40]!r}]"
+                    break
+        elif isinstance(holder, list | tuple | set) or label == "deque":
+            label += f"(len {len(holder)})"
+        elif hasattr(holder, "__qualname__"):
+            label += f" {holder.__qualname__}"
+        chain.append(label)
+        here = holder
+    return chain
+
+
 def _len(value: Any) -> int | None:
     try:
         return len(value)
     except TypeError:
+        pass
+    queue = getattr(value, "_work_queue", value)  # a ThreadPoolExecutor: its queue
+    try:
+        return int(queue.qsize())
+    except (AttributeError, NotImplementedError, TypeError):
         return None
 
 
@@ -156,10 +215,15 @@ def census(crawler: Any) -> list[dict[str, Any]]:
         for attr, value in list(attributes.items()):
             if isinstance(value, _SKIP_TYPES) or _children(value) is None:
                 continue
-            size = deep_size(value, seen)
-            if size < 64 * 1024:
+            if attr == "crawler":
                 continue
-            rows.append({"where": f"{name}.{attr}", "len": _len(value), "bytes": size})
+            size = deep_size(value, seen)
+            length = _len(value)
+            if hasattr(value, "_work_queue"):  # a thread pool: the work waiting for it
+                rows.append({"where": f"{name}.{attr} (queued work)", "len": length, "bytes": 0})
+            if size < 64 * 1024 and (length or 0) < 1000:
+                continue
+            rows.append({"where": f"{name}.{attr}", "len": length, "bytes": size})
     rows.sort(key=lambda r: int(r["bytes"]), reverse=True)
     return rows
 
@@ -178,6 +242,11 @@ class MemProfile:
         self.trace_after = settings.getfloat("MEMPROFILE_TRACEMALLOC_AFTER", 0.0)
         self.trace_for = settings.getfloat("MEMPROFILE_TRACEMALLOC_FOR", 0.0)
         self.trace_started: float | None = None
+        self.referrers = settings.get("MEMPROFILE_REFERRERS") or ""
+        self.gc_seconds = [0.0, 0.0, 0.0]
+        self.gc_runs = [0, 0, 0]
+        self._gc_began = 0.0
+        gc.callbacks.append(self._gc_callback)
         self.path = Path(settings.get("MEMPROFILE_FILE") or "memprofile.jsonl")
         self.started = time.monotonic()
         self.loop = task.LoopingCall(self.snapshot)
@@ -202,6 +271,14 @@ class MemProfile:
         self.snapshot(final=True)
         if tracemalloc.is_tracing():
             tracemalloc.stop()
+
+    def _gc_callback(self, phase: str, info: dict[str, int]) -> None:
+        """Time spent in the garbage collector, by generation."""
+        if phase == "start":
+            self._gc_began = time.perf_counter()
+        else:
+            self.gc_seconds[info["generation"]] += time.perf_counter() - self._gc_began
+            self.gc_runs[info["generation"]] += 1
 
     def _trace_window(self, now: float) -> None:
         """Start tracing when the window opens."""
@@ -229,6 +306,10 @@ class MemProfile:
             record["components_error"] = repr(exc)
         counts = Counter(type(o).__name__ for o in gc.get_objects())
         record["gc_types"] = counts.most_common(20)
+        record["gc_seconds"] = [round(x, 2) for x in self.gc_seconds]
+        record["gc_runs"] = list(self.gc_runs)
+        if self.referrers:
+            record["referrers"] = referrer_chains(self.referrers)
         if tracemalloc.is_tracing() and self.trace_started is not None:
             record["traced_for_s"] = round(began - self.trace_started, 1)
             record["traced_responses"] = record["responses"] - self.trace_responses
@@ -300,7 +381,14 @@ def summary(path: Path, rows: int = 12) -> None:
         )
         for row in rec.get("components", [])[:rows]:
             print(f"  {row['bytes'] / 2**20:8.1f} MB  len {row['len']!s:>9}  {row['where']}")
+        for row in rec.get("components", []):
+            if row["where"].endswith("(queued work)"):
+                print(f"  queued work: {row['len']} tasks waiting in {row['where'].split()[0]}")
+        if "gc_seconds" in rec:
+            print(f"  gc collections so far: {rec['gc_runs']} runs, {rec['gc_seconds']} s")
         print("  gc:", ", ".join(f"{name} {n:,}" for name, n in rec.get("gc_types", [])[:8]))
+        for chain in rec.get("referrers", [])[:3]:
+            print("  held by:", " <- ".join(chain))
     traced = [r for r in records if r.get("by_traceback")]
     if traced:
         rec = traced[-1]
