@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -274,14 +275,29 @@ def serve(root: Path, kind: str | None = None) -> Iterator[str]:
                 raise RuntimeError(f"{kind} server on {root}: {exc}\n{detail}") from None
             yield base_url
         finally:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop(proc)
             errors.close()
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate a child process; kill it if it is still there after 10 s."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def machine() -> dict[str, object]:
+    """What a benchmark's JSON says of the machine it ran on."""
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
 
 
 # -- peak memory -----------------------------------------------------------------------

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import sqlite3
 import sys
@@ -432,11 +431,7 @@ def main(argv: list[str] | None = None) -> int:
         report = {
             "benchmark": "crawl",
             "measured_at": datetime.now(tz=UTC).isoformat(timespec="seconds"),
-            "machine": {
-                "cpus": os.cpu_count(),
-                "python": platform.python_version(),
-                "platform": platform.platform(),
-            },
+            "machine": _corpus.machine(),
             "server": kind,
             "sites": args.sites,
             "runs": [asdict(r) for r in results],

@@ -37,7 +37,6 @@ import http.client
 import json
 import math
 import os
-import platform
 import random
 import shutil
 import socket
@@ -246,12 +245,7 @@ def search_server(data: Path, log: Path) -> Iterator[int]:
             _wait_for_port(port, proc, timeout=60)
             yield port
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            _corpus.stop(proc)
 
 
 class Api:
@@ -590,11 +584,7 @@ def main(argv: list[str] | None = None) -> int:
         figures = {
             "benchmark": "scale",
             "measured_at": datetime.now(tz=UTC).isoformat(timespec="seconds"),
-            "machine": {
-                "cpus": os.cpu_count(),
-                "python": platform.python_version(),
-                "platform": platform.platform(),
-            },
+            "machine": _corpus.machine(),
             **asdict(report),
         }
         args.json.write_text(json.dumps(figures, indent=2, default=str) + "\n", encoding="utf-8")
