@@ -6,7 +6,7 @@
   (nginx when it is installed, else Python's ``http.server``), so the server does not
   compete for the GIL with a crawler measured in this process.
 - :func:`run_measured` runs a command and reports its wall time and peak RSS (the
-  process and every descendant it spawns).
+  process and every descendant it spawns), with the RSS of the whole tree over time.
 
 Environment:
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -181,6 +182,35 @@ def server_kind() -> str:
     return "nginx" if shutil.which("nginx") else "python"
 
 
+def ensure_server_kind() -> str:
+    """As :func:`server_kind`, but install nginx first when it is missing.
+
+    Without nginx on ``PATH`` (and no ``SPIDERSITE_HTTP_SERVER``), runs ``apt-get install
+    nginx-light`` when apt-get is there and we are root (or ``sudo -n`` works); if nginx is
+    still missing, warns on stderr and returns ``python``.
+    """
+    if os.environ.get("SPIDERSITE_HTTP_SERVER", "").strip() or shutil.which("nginx"):
+        return server_kind()
+    apt = shutil.which("apt-get")
+    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    if apt and (not sudo or shutil.which("sudo")):
+        print("nginx is missing: apt-get install nginx-light ...", file=sys.stderr, flush=True)
+        subprocess.run(
+            [*sudo, apt, "install", "-y", "-q", "nginx-light"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            check=False,
+        )
+    if shutil.which("nginx"):
+        return "nginx"
+    print(
+        "warning: nginx is not installed and could not be; serving with Python's http.server "
+        "instead (slower: the figures are not comparable with nginx's)",
+        file=sys.stderr,
+    )
+    return "python"
+
+
 def _server_command(kind: str, root: Path, port: int, tmp: Path) -> list[str]:
     if kind == "python":
         return [sys.executable, "-c", _PY_SERVER, str(root), str(port)]
@@ -245,14 +275,29 @@ def serve(root: Path, kind: str | None = None) -> Iterator[str]:
                 raise RuntimeError(f"{kind} server on {root}: {exc}\n{detail}") from None
             yield base_url
         finally:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop(proc)
             errors.close()
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate a child process; kill it if it is still there after 10 s."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def machine() -> dict[str, object]:
+    """What a benchmark's JSON says of the machine it ran on."""
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
 
 
 # -- peak memory -----------------------------------------------------------------------
@@ -318,6 +363,9 @@ class Measured:
     left_behind: list[str] = field(default_factory=list)
     """Processes of the command's group still running 5 s after it exited (then ended)."""
     child_peaks_mb: dict[int, float] = field(default_factory=dict)
+    timeline: list[tuple[float, float, float]] = field(default_factory=list)
+    """One ``(seconds since start, RSS of the whole tree MB, RSS of the main process MB)``
+    per sample."""
 
 
 def _group_alive(pgid: int) -> bool:
@@ -381,7 +429,8 @@ def run_measured(
     """Run ``cmd`` to the end, sampling the memory of it and its descendants.
 
     Every ``interval`` seconds the ``VmHWM`` (peak RSS) of the process and of each
-    descendant is read from ``/proc``; at the end, ``wait4`` adds the kernel's own
+    descendant is read from ``/proc``, and the sum of their current RSS is added to the
+    result's ``timeline``; at the end, ``wait4`` adds the kernel's own
     ``ru_maxrss`` for the process (which also covers the children it waited for). The
     command runs in its own session; on timeout its whole process group is killed.
     """
@@ -399,6 +448,7 @@ def run_measured(
         main_peak = 0.0
         tree_peak = 0.0
         child_peaks: dict[int, float] = {}
+        timeline: list[tuple[float, float, float]] = []
         timed_out = False
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -407,13 +457,15 @@ def run_measured(
             hwm = vm_hwm_mb(proc.pid)
             if hwm is not None:
                 main_peak = max(main_peak, hwm)
-            total_kib = _status_kib(proc.pid, "VmRSS") or 0
+            main_kib = _status_kib(proc.pid, "VmRSS") or 0
+            total_kib = main_kib
             for child in descendants(proc.pid):
                 child_hwm = vm_hwm_mb(child)
                 if child_hwm is not None:
                     child_peaks[child] = max(child_peaks.get(child, 0.0), child_hwm)
                 total_kib += _status_kib(child, "VmRSS") or 0
             tree_peak = max(tree_peak, total_kib / 1024)
+            timeline.append((time.monotonic() - start, total_kib / 1024, main_kib / 1024))
             if timeout is not None and time.monotonic() - start > timeout and not timed_out:
                 timed_out = True
                 with contextlib.suppress(ProcessLookupError):
@@ -435,4 +487,5 @@ def run_measured(
         timed_out=timed_out,
         left_behind=left_behind,
         child_peaks_mb=child_peaks,
+        timeline=timeline,
     )

@@ -28,11 +28,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import sqlite3
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,6 +73,9 @@ class RunResult:
     """The largest sum of the RSS of the process and its children at one sample."""
     left_behind: list[str] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
+    rss_timeline: list[tuple[float, float, float]] = field(default_factory=list)
+    """``(seconds since start, RSS MB of the whole process tree, of the main process)``
+    at each sample."""
 
 
 # -- small helpers ---------------------------------------------------------------------
@@ -142,12 +145,13 @@ def apply_memory(result: RunResult, measured: _corpus.Measured) -> None:
     result.child_peak_rss_mb = max(measured.child_peaks_mb.values(), default=None)
     result.tree_peak_rss_mb = measured.tree_peak_rss_mb
     result.left_behind = measured.left_behind
+    result.rss_timeline = measured.timeline
 
 
 # -- the runs --------------------------------------------------------------------------
 
 
-def run_baseline(seeds: list[str], work: Path, timeout: float) -> RunResult:
+def run_baseline(seeds: list[str], work: Path, timeout: float, interval: float = 0.2) -> RunResult:
     result = RunResult(run="baseline (plain CrawlSpider)")
     folder = work / "baseline"
     folder.mkdir()
@@ -160,6 +164,7 @@ def run_baseline(seeds: list[str], work: Path, timeout: float) -> RunResult:
         stdout_path=stdout,
         stderr_path=stderr,
         timeout=timeout,
+        interval=interval,
     )
     apply_memory(result, measured)
     lines = stdout.read_text(encoding="utf-8", errors="replace").strip().splitlines()
@@ -208,7 +213,15 @@ def read_product_db(db: Path) -> tuple[dict[str, Any], Any, Any, int]:
     return stats, started_at, finished_at, int(documents)
 
 
-def run_product(seeds: list[str], work: Path, timeout: float) -> RunResult:
+def run_product(
+    seeds: list[str],
+    work: Path,
+    timeout: float,
+    interval: float = 0.2,
+    settings: Sequence[str] = (),
+) -> RunResult:
+    """Crawl ``seeds`` with the product into ``work/product``; ``settings`` are more
+    ``NAME=VALUE`` pairs for ``-s``."""
     result = RunResult(run="product (scrapy crawl site)")
     data = work / "product"
     data.mkdir()
@@ -220,6 +233,8 @@ def run_product(seeds: list[str], work: Path, timeout: float) -> RunResult:
         "-s", "LOG_LEVEL=INFO",
         "-s", f"LOG_FILE={log}",
     ]  # fmt: skip
+    for setting in settings:
+        cmd += ["-s", setting]
     stdout, stderr = work / "product-stdout.txt", work / "product-stderr.txt"
     try:
         measured = _corpus.run_measured(
@@ -229,6 +244,7 @@ def run_product(seeds: list[str], work: Path, timeout: float) -> RunResult:
             stdout_path=stdout,
             stderr_path=stderr,
             timeout=timeout,
+            interval=interval,
         )
     except OSError as exc:
         result.message = f"could not start {cmd[0]}: {exc}"
@@ -415,11 +431,7 @@ def main(argv: list[str] | None = None) -> int:
         report = {
             "benchmark": "crawl",
             "measured_at": datetime.now(tz=UTC).isoformat(timespec="seconds"),
-            "machine": {
-                "cpus": os.cpu_count(),
-                "python": platform.python_version(),
-                "platform": platform.platform(),
-            },
+            "machine": _corpus.machine(),
             "server": kind,
             "sites": args.sites,
             "runs": [asdict(r) for r in results],

@@ -58,6 +58,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _synthetic import VOCABULARY, ZIPF_S, make_queries, vocabulary, zipf_cum_weights  # noqa: E402
 from whoosh import index as whoosh_index  # noqa: E402
 from whoosh import query as wq  # noqa: E402
 from whoosh import scoring  # noqa: E402
@@ -71,41 +72,16 @@ from search.results import Ranked  # noqa: E402
 from search.searcher import SearchSession  # noqa: E402
 
 CACHE = ROOT / "benchmarks" / ".cache"
-VOCABULARY = 60_000
-ZIPF_S = 1.07
 MEDIAN_WORDS = 300
 SIGMA = 0.8
 BATCH = 5_000
-
-_ONSETS = "b c d f g h j k l m n p r s t v z br ch dr gr kl pl sh st tr".split()
-_VOWELS = "a e i o u ai ea ou".split()
-_CODAS = ["", "", "n", "r", "s", "l", "m", "k", "nd", "st"]
-
-
-def vocabulary(n: int, rng: random.Random) -> list[str]:
-    """*n* distinct pronounceable pseudo-words (2–4 syllables), rank order random."""
-    words: set[str] = set()
-    out: list[str] = []
-    while len(out) < n:
-        syllables = rng.choice((2, 2, 3, 3, 3, 4))
-        word = "".join(
-            rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(syllables)
-        )
-        if word not in words:
-            words.add(word)
-            out.append(word)
-    return out
 
 
 def documents(n: int, seed: int) -> tuple[list[str], list[tuple[str, str]]]:
     """The vocabulary (rank order) and *n* (title, body) pairs."""
     rng = random.Random(seed)
     vocab = vocabulary(VOCABULARY, rng)
-    cum: list[float] = []
-    total = 0.0
-    for r in range(1, VOCABULARY + 1):
-        total += 1.0 / r**ZIPF_S
-        cum.append(total)
+    cum = zipf_cum_weights(VOCABULARY, ZIPF_S)
     docs = []
     for _ in range(n):
         length = max(20, int(rng.lognormvariate(math.log(MEDIAN_WORDS), SIGMA)))
@@ -113,21 +89,6 @@ def documents(n: int, seed: int) -> tuple[list[str], list[tuple[str, str]]]:
         title = " ".join(rng.choices(vocab, cum_weights=cum, k=rng.randint(3, 9)))
         docs.append((title, body))
     return vocab, docs
-
-
-def make_queries(vocab: list[str], count: int, seed: int) -> list[str]:
-    rng = random.Random(seed + 1000)
-    queries = []
-    for _ in range(count):
-        n = rng.choices((1, 2, 3, 4, 5), weights=(30, 30, 20, 12, 8))[0]
-        words = []
-        for _ in range(n):
-            if rng.random() < 0.8:
-                words.append(vocab[rng.randint(300, 20_000)])
-            else:
-                words.append(vocab[rng.randint(20, 300)])
-        queries.append(" ".join(words))
-    return queries
 
 
 def build(folder: Path, docs: list[tuple[str, str]], stock: bool = True) -> dict[str, float]:

@@ -1,0 +1,600 @@
+"""Crawl and search at size: a synthetic site of N pages, the plain CrawlSpider, the product.
+
+    python benchmarks/scale.py [--pages 100000] [--seed 1] [--skip-baseline] [--skip-product]
+                               [--skip-queries] [--skip-reindex] [--queries 300]
+                               [--set NAME=VALUE ...] [--json FILE] [--keep] [--timeout S]
+
+1. A site of ``--pages`` pages is generated once into ``benchmarks/.cache/scale/`` (reused
+   while ``--pages`` and ``--seed`` match): each page has a title, a meta description and
+   keywords, ~600 words of body text drawn from a Zipf vocabulary (that of
+   ``benchmarks/query.py``), ~30 links, and one marker word found on that page only. Page
+   0 is ``/index.html``, page *n* is ``/p/<n // 1000>/<n>.html``; page *n* links to its
+   parent ``(n - 1) // 8``, its children ``8n + 1 … 8n + 8`` (so every page is reachable
+   from page 0 in at most log₈ N hops), page *n + 1*, and random pages up to 30 links.
+2. The site is served on 127.0.0.1 by nginx (``apt-get install nginx-light`` when it is
+   missing and we may; otherwise Python's ``http.server``, with a warning).
+3. The baseline (``_plain_spider.py``) and the product (``scrapy crawl site``) crawl it
+   from page 0, each in its own subprocess whose whole process tree's RSS is sampled every
+   second: pages/s (downloaded; for the product also stored and searchable, read from its
+   database as ``crawl.py`` does), peak RSS, RSS at 25/50/75/100 % of the run and the
+   growth over its second half.
+4. The product's index is served (``python -m search serve``): a sample of marker words
+   must each find their own page first; then ``/api/search`` latency, the first query of
+   the fresh server and p50/p95 of ``--queries`` warm ones (1-5 vocabulary words), and the
+   first query of a fresh CLI process (``python -m search query --json``).
+5. ``python -m search reindex`` rebuilds the index from the database: documents/s.
+
+It prints every figure and issue 13's targets, met or not. The exit status is 1 when a run
+fails or a check of correctness does (a page not stored, a marker not found), never
+because a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import math
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import _corpus
+import _synthetic
+import crawl
+import numpy as np
+
+SITE_FORMAT = 1
+"""Bumped when the generated pages change, so that an old cached site is not reused."""
+FANOUT = 8
+LINKS = 30
+MEDIAN_WORDS = 600
+MARKERS = 100
+SAMPLE_INTERVAL = 1.0
+
+# Issue 13's targets.
+PEAK_TARGET_MB = 500.0
+GROWTH_TARGET = 0.10
+SEARCHABLE_TARGET = 1.0
+P95_TARGET_MS = 20.0
+FIRST_QUERY_EXTRA_MS = 200.0
+REINDEX_TARGET = 1000.0
+
+_MARKER_LETTERS = "bcdfghjklmnprstvwxyz"
+
+
+# -- the site --------------------------------------------------------------------------
+
+
+def marker(n: int) -> str:
+    """Page *n*'s marker: ``q`` + *n* in base 20 + ``zq``. The vocabulary has no ``q``,
+    and a ``zq`` ending is left alone by the stemmers."""
+    digits = ""
+    while True:
+        n, digit = divmod(n, len(_MARKER_LETTERS))
+        digits = _MARKER_LETTERS[digit] + digits
+        if n == 0:
+            return f"q{digits}zq"
+
+
+def page_path(n: int) -> str:
+    """Page *n*'s URL path."""
+    return "/index.html" if n == 0 else f"/p/{n // 1000}/{n}.html"
+
+
+def site_dir(pages: int, seed: int) -> Path:
+    return _corpus.BENCH_DIR / ".cache" / "scale" / f"site-{pages}-{seed}-v{SITE_FORMAT}"
+
+
+def _links(n: int, pages: int, rng: random.Random) -> list[int]:
+    targets = [] if n == 0 else [(n - 1) // FANOUT]
+    targets += [c for c in range(FANOUT * n + 1, FANOUT * n + FANOUT + 1) if c < pages]
+    if n + 1 < pages:
+        targets.append(n + 1)
+    chosen = set(targets)
+    while len(targets) < min(LINKS, pages - 1):
+        t = rng.randrange(pages)
+        if t != n and t not in chosen:
+            chosen.add(t)
+            targets.append(t)
+    return targets
+
+
+class _Words:
+    """Draws words of the vocabulary by their Zipf frequencies."""
+
+    def __init__(self, seed: int) -> None:
+        self.vocab = _synthetic.vocabulary(_synthetic.VOCABULARY, random.Random(seed))
+        cum = np.array(_synthetic.zipf_cum_weights(_synthetic.VOCABULARY))
+        self.cdf = cum / cum[-1]
+        self.np_rng = np.random.default_rng(seed)
+
+    def draw(self, k: int) -> list[str]:
+        ranks = np.searchsorted(self.cdf, self.np_rng.random(k), side="right")
+        return [self.vocab[i] for i in np.minimum(ranks, len(self.vocab) - 1).tolist()]
+
+
+def _page_html(n: int, pages: int, words: _Words, rng: random.Random) -> str:
+    title = " ".join(words.draw(rng.randint(3, 9))).capitalize()
+    description = " ".join(words.draw(rng.randint(12, 25))).capitalize() + "."
+    keywords = ", ".join(words.draw(rng.randint(3, 6)))
+    length = max(150, int(rng.lognormvariate(math.log(MEDIAN_WORDS), 0.25)))
+    body = words.draw(length)
+    body.insert(rng.randrange(len(body) + 1), marker(n))
+    paragraphs = []
+    start = 0
+    while start < len(body):
+        end = start + rng.randint(40, 120)
+        paragraphs.append("<p>" + " ".join(body[start:end]).capitalize() + ".</p>")
+        start = end
+    links = "\n".join(
+        f'<li><a href="{page_path(t)}">{" ".join(words.draw(rng.randint(1, 3)))}</a></li>'
+        for t in _links(n, pages, rng)
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{title}</title>\n"
+        f'<meta name="description" content="{description}">\n'
+        f'<meta name="keywords" content="{keywords}">\n'
+        f"</head>\n<body>\n<h1>{title}</h1>\n" + "\n".join(paragraphs) + "\n"
+        f"<ul>\n{links}\n</ul>\n</body>\n</html>\n"
+    )
+
+
+def generate_site(pages: int, seed: int) -> Path:
+    """The site's folder, generated unless a complete one is cached.
+
+    Pages are written into a temporary folder renamed when complete; ``site.json`` (its
+    parameters) is the last file written.
+    """
+    target = site_dir(pages, seed)
+    if (target / "site.json").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    print(f"generating {pages:,} pages into {target} ...", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    words = _Words(seed)
+    rng = random.Random(seed + 1)
+    root = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
+    root.chmod(0o755)  # mkdtemp's 0700 would keep nginx's workers out
+    try:
+        (root / "robots.txt").write_text("User-agent: *\nAllow: /\n", encoding="ascii")
+        for n in range(pages):
+            path = root / page_path(n).lstrip("/")
+            if n == 1 or n % 1000 == 0:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(_page_html(n, pages, words, rng), encoding="utf-8")
+        manifest = {"pages": pages, "seed": seed, "format": SITE_FORMAT}
+        (root / "site.json").write_text(json.dumps(manifest) + "\n", encoding="utf-8")
+        if target.exists():  # a partial folder left by something else
+            shutil.rmtree(target)
+        root.rename(target)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    print(f"  generated in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    return target
+
+
+# -- memory over time ------------------------------------------------------------------
+
+
+def rss_profile(timeline: list[tuple[float, float, float]]) -> dict[str, Any]:
+    """RSS of the whole tree at 25/50/75/100 % of the run, and its growth over the second
+    half: (the largest RSS after 50 %) / (RSS at 50 %) - 1."""
+    if not timeline:
+        return {}
+    end = timeline[-1][0]
+
+    def at(fraction: float) -> float:
+        moment = fraction * end
+        return min(timeline, key=lambda s: abs(s[0] - moment))[1]
+
+    at_half = at(0.5)
+    second_half = max(s[1] for s in timeline if s[0] >= 0.5 * end)
+    return {
+        "rss_at_mb": {f"{p}%": round(at(p / 100), 1) for p in (25, 50, 75, 100)},
+        "growth_second_half": (second_half / at_half - 1) if at_half else None,
+        "samples": len(timeline),
+    }
+
+
+# -- the index served ------------------------------------------------------------------
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"python -m search serve exited (code {proc.returncode})")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"python -m search serve did not listen on {port}")
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def search_server(data: Path, log: Path) -> Iterator[int]:
+    """``python -m search serve`` on ``data``, on a free port; yield the port."""
+    port = _corpus.free_port()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "search", "serve", "--port", str(port), "--data-dir", str(data)],
+            cwd=_corpus.REPO_ROOT,
+            env=crawl.clean_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            _wait_for_port(port, proc, timeout=60)
+            yield port
+        finally:
+            _corpus.stop(proc)
+
+
+class Api:
+    """``GET /api/search`` over one kept-alive HTTP connection."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+
+    def search(self, query: str, n: int = 10) -> tuple[float, dict[str, Any]]:
+        """Seconds the answer took, and the answer."""
+        path = "/api/search?" + urllib.parse.urlencode({"q": query, "n": n})
+        for attempt in (1, 2):
+            started = time.perf_counter()
+            try:
+                self.conn.request("GET", path)
+                response = self.conn.getresponse()
+                body = response.read()
+            except (http.client.HTTPException, OSError):
+                self.conn.close()  # the server closed a kept-alive connection: once more
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+                if attempt == 2:
+                    raise
+                continue
+            seconds = time.perf_counter() - started
+            if response.status != 200:
+                raise RuntimeError(
+                    f"/api/search?q={query!r}: HTTP {response.status}: {body!r:.200}"
+                )
+            return seconds, json.loads(body)
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(p / 100 * len(ordered)) - 1))]
+
+
+def check_markers(api: Api, base_url: str, pages: int, seed: int) -> dict[str, Any]:
+    """Search a sample of markers; each must find its own page first."""
+    sample = random.Random(seed + 2).sample(range(pages), min(MARKERS, pages))
+    missed = []
+    for n in sample:
+        _, answer = api.search(marker(n), n=3)
+        hits = answer.get("hits") or []
+        expected = urllib.parse.urljoin(base_url, page_path(n))
+        if not hits or hits[0].get("url") != expected:
+            missed.append({"page": n, "marker": marker(n), "got": [h.get("url") for h in hits]})
+    return {"checked": len(sample), "found": len(sample) - len(missed), "missed": missed[:10]}
+
+
+def measure_queries(api: Api, vocab: list[str], count: int, seed: int) -> dict[str, Any]:
+    """The first query of the fresh server, then p50/p95 of ``count`` warm queries."""
+    queries = _synthetic.make_queries(vocab, count + 21, seed)
+    first_s, _ = api.search(queries[0])
+    for query in queries[1:21]:  # warm-up
+        api.search(query)
+    times = [api.search(query)[0] * 1000 for query in queries[21:]]
+    p50 = statistics.median(times)
+    return {
+        "queries": len(times),
+        "first_ms": first_s * 1000,
+        "p50_ms": p50,
+        "p95_ms": percentile(times, 95),
+        "max_ms": max(times),
+    }
+
+
+def cli_first_query(data: Path, query: str) -> dict[str, Any]:
+    """``python -m search query --json`` in a fresh process: its own reported seconds,
+    and the wall time of the whole process."""
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "search", "query", "--json", "--data-dir", str(data), query],
+        cwd=_corpus.REPO_ROOT,
+        env=crawl.clean_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"python -m search query failed ({proc.returncode}): {proc.stderr}")
+    return {"cli_query_ms": json.loads(proc.stdout)["seconds"] * 1000, "cli_wall_s": wall}
+
+
+def run_reindex(data: Path, work: Path, documents: int, timeout: float) -> dict[str, Any]:
+    measured = _corpus.run_measured(
+        [sys.executable, "-m", "search", "reindex", "--quiet", "--data-dir", str(data)],
+        cwd=_corpus.REPO_ROOT,
+        env=crawl.clean_env(),
+        stdout_path=work / "reindex-stdout.txt",
+        stderr_path=work / "reindex-stderr.txt",
+        timeout=timeout,
+        interval=SAMPLE_INTERVAL,
+    )
+    if measured.returncode != 0 or measured.timed_out:
+        raise RuntimeError(
+            f"python -m search reindex failed (code {measured.returncode}, timed out: "
+            f"{measured.timed_out}):\n" + crawl.tail(work / "reindex-stderr.txt")
+        )
+    return {
+        "seconds": measured.wall_s,
+        "docs_per_s": documents / measured.wall_s,
+        "peak_rss_mb": measured.tree_peak_rss_mb,
+    }
+
+
+def disk_use(data: Path, documents: int) -> dict[str, Any]:
+    def size(path: Path) -> int:
+        if path.is_file():
+            return path.stat().st_size
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+    db = sum(size(p) for p in data.glob("spidersite.db*"))
+    index = size(data / "index") if (data / "index").exists() else 0
+    return {
+        "database_mb": db / 1e6,
+        "index_mb": index / 1e6,
+        "kb_per_page": (db + index) / 1e3 / documents if documents else None,
+    }
+
+
+# -- report ----------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    pages: int
+    seed: int
+    server: str
+    load_start: tuple[float, float, float]
+    load_end: tuple[float, float, float] | None = None
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    markers: dict[str, Any] | None = None
+    latency: dict[str, Any] | None = None
+    reindex: dict[str, Any] | None = None
+    disk: dict[str, Any] | None = None
+    targets: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def run_figures(result: crawl.RunResult) -> dict[str, Any]:
+    figures = asdict(result)
+    timeline = figures.pop("rss_timeline")
+    figures.pop("stats")
+    figures.update(rss_profile(timeline))
+    figures["rss_timeline"] = [[round(t, 1), round(tree, 1)] for t, tree, _ in timeline]
+    return figures
+
+
+def targets(report: Report) -> dict[str, Any]:
+    """Issue 13's targets, each ``{value, target, met}`` (``met`` None when not measured)."""
+    product = report.runs.get("product", {})
+    baseline = report.runs.get("baseline", {})
+    latency = report.latency or {}
+    out: dict[str, Any] = {}
+
+    def put(name: str, value: float | None, target: float, at_most: bool) -> None:
+        met = None if value is None else (value <= target if at_most else value >= target)
+        out[name] = {"value": value, "target": target, "met": met}
+
+    put("peak RSS MB (whole tree)", product.get("tree_peak_rss_mb"), PEAK_TARGET_MB, True)
+    put("RSS growth, second half", product.get("growth_second_half"), GROWTH_TARGET, True)
+    base, searchable = baseline.get("pages_per_s"), product.get("searchable_per_s")
+    ratio = searchable / base if base and searchable else None
+    put("searchable pages/s / baseline pages/s", ratio, SEARCHABLE_TARGET, False)
+    put("/api/search p95 ms (warm)", latency.get("p95_ms"), P95_TARGET_MS, True)
+    first_extra = (
+        latency["first_ms"] - latency["p50_ms"]
+        if "first_ms" in latency and "p50_ms" in latency
+        else None
+    )
+    put("first query - warm p50, ms (web)", first_extra, FIRST_QUERY_EXTRA_MS, True)
+    cli_extra = (
+        latency["cli_query_ms"] - latency["p50_ms"]
+        if "cli_query_ms" in latency and "p50_ms" in latency
+        else None
+    )
+    put("first query - warm p50, ms (CLI)", cli_extra, FIRST_QUERY_EXTRA_MS, True)
+    put("reindex documents/s", (report.reindex or {}).get("docs_per_s"), REINDEX_TARGET, False)
+    return out
+
+
+def fmt(value: Any, pattern: str = "{:,.1f}") -> str:
+    return "-" if value is None else pattern.format(value)
+
+
+def print_report(report: Report) -> None:
+    print()
+    print(
+        f"{report.pages:,} pages, served by {report.server}; load {report.load_start} -> "
+        f"{report.load_end}"
+    )
+    for name, run in report.runs.items():
+        print(f"\n{name}: {run['run']}")
+        print(
+            f"  responses {fmt(run['responses'], '{:,}')}, documents "
+            f"{fmt(run['documents'], '{:,}')}, elapsed {fmt(run['elapsed_s'])} s, wall "
+            f"{fmt(run['wall_s'])} s"
+        )
+        print(
+            f"  pages/s downloaded {fmt(run['pages_per_s'])}, stored {fmt(run['stored_per_s'])}, "
+            f"searchable {fmt(run['searchable_per_s'])}"
+        )
+        print(
+            f"  peak RSS {fmt(run['tree_peak_rss_mb'], '{:,.0f}')} MB whole tree, "
+            f"{fmt(run['main_peak_rss_mb'], '{:,.0f}')} MB main process; RSS at "
+            + ", ".join(f"{k} {v:,.0f}" for k, v in run.get("rss_at_mb", {}).items())
+            + f" MB; growth over the second half {fmt(run.get('growth_second_half'), '{:+.0%}')}"
+        )
+        if run["message"]:
+            print(f"  {run['message']}")
+    if report.markers:
+        print(f"\nmarkers: {report.markers['found']}/{report.markers['checked']} found their page")
+    if report.latency:
+        lat = report.latency
+        print(
+            f"/api/search: first {fmt(lat.get('first_ms'))} ms, warm p50 {fmt(lat.get('p50_ms'))}"
+            f" / p95 {fmt(lat.get('p95_ms'))} ms over {lat.get('queries')} queries; CLI first "
+            f"query {fmt(lat.get('cli_query_ms'))} ms (process {fmt(lat.get('cli_wall_s'))} s)"
+        )
+    if report.reindex:
+        r = report.reindex
+        print(
+            f"reindex: {fmt(r['seconds'])} s, {fmt(r['docs_per_s'])} documents/s, peak RSS "
+            f"{fmt(r['peak_rss_mb'], '{:,.0f}')} MB"
+        )
+    if report.disk:
+        d = report.disk
+        print(
+            f"disk: database {fmt(d['database_mb'])} MB, index {fmt(d['index_mb'])} MB, "
+            f"{fmt(d['kb_per_page'])} kB a page"
+        )
+    print("\nissue 13's targets:")
+    for name, entry in report.targets.items():
+        verdict = {None: "not measured", True: "met", False: "NOT met"}[entry["met"]]
+        value = "-" if entry["value"] is None else f"{entry['value']:,.3g}"
+        print(f"  {name}: {value} (target {entry['target']:g}): {verdict}")
+    for problem in report.problems:
+        print(f"\nproblem: {problem}")
+
+
+# -- main ------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--pages", type=int, default=100_000, help="pages of the site (100000)")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the site's text (1)")
+    parser.add_argument("--skip-baseline", action="store_true", help="no plain CrawlSpider")
+    parser.add_argument("--skip-product", action="store_true", help="no product crawl")
+    parser.add_argument("--skip-queries", action="store_true", help="no latency measurement")
+    parser.add_argument("--skip-reindex", action="store_true", help="no reindex")
+    parser.add_argument("--queries", type=int, default=300, help="warm queries timed (300)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a Scrapy setting for the product's crawl (repeatable)",
+    )
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures here")
+    parser.add_argument("--keep", action="store_true", help="keep the logs and the data folder")
+    parser.add_argument(
+        "--timeout", type=float, default=7200, help="seconds allowed per crawl (7200)"
+    )
+    args = parser.parse_args(argv)
+    if args.pages < 2:
+        parser.error("--pages must be at least 2")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    report = Report(args.pages, args.seed, "", os.getloadavg())
+    root = generate_site(args.pages, args.seed)
+    report.server = _corpus.ensure_server_kind()
+    work = Path(tempfile.mkdtemp(prefix="spidersite-bench-scale-"))
+    product: crawl.RunResult | None = None
+    with _corpus.serve(root, report.server) as base_url:
+        seeds = [urllib.parse.urljoin(base_url, page_path(0))]
+        print(f"serving {root} at {base_url} ({report.server})", flush=True)
+        if not args.skip_baseline:
+            print("crawling with the baseline ...", flush=True)
+            baseline = crawl.run_baseline(seeds, work, args.timeout, SAMPLE_INTERVAL)
+            report.runs["baseline"] = run_figures(baseline)
+            if not baseline.ok:
+                report.problems.append(f"baseline: {baseline.message}")
+            elif baseline.responses is None or baseline.responses < args.pages:
+                report.problems.append(f"baseline: {baseline.responses} responses")
+        if not args.skip_product:
+            print("crawling with the product ...", flush=True)
+            product = crawl.run_product(seeds, work, args.timeout, SAMPLE_INTERVAL, args.set)
+            report.runs["product"] = run_figures(product)
+            if not product.ok:
+                report.problems.append(f"product: {product.message}")
+            elif product.documents != args.pages:
+                report.problems.append(
+                    f"product: {product.documents} documents stored of {args.pages} pages"
+                )
+        data = work / "product"
+        if product is not None and product.documents:
+            report.disk = disk_use(data, product.documents)
+            print("searching ...", flush=True)
+            vocab = _Words(args.seed).vocab
+            try:
+                with search_server(data, work / "serve.log") as port:
+                    api = Api(port)
+                    try:
+                        if not args.skip_queries:
+                            report.latency = measure_queries(api, vocab, args.queries, args.seed)
+                        report.markers = check_markers(api, base_url, args.pages, args.seed)
+                    finally:
+                        api.close()
+                if report.latency is not None:
+                    query = _synthetic.make_queries(vocab, 1, args.seed + 7)[0]
+                    report.latency.update(cli_first_query(data, query))
+            except (RuntimeError, TimeoutError, OSError, ValueError) as exc:
+                report.problems.append(f"search: {exc}")
+            if report.markers and report.markers["found"] != report.markers["checked"]:
+                report.problems.append(f"markers not found: {report.markers['missed']}")
+            if not args.skip_reindex:
+                print("reindexing ...", flush=True)
+                try:
+                    report.reindex = run_reindex(data, work, product.documents, args.timeout)
+                except RuntimeError as exc:
+                    report.problems.append(f"reindex: {exc}")
+    report.load_end = os.getloadavg()
+    report.targets = targets(report)
+    print_report(report)
+    if args.json:
+        figures = {
+            "benchmark": "scale",
+            "measured_at": datetime.now(tz=UTC).isoformat(timespec="seconds"),
+            "machine": _corpus.machine(),
+            **asdict(report),
+        }
+        args.json.write_text(json.dumps(figures, indent=2, default=str) + "\n", encoding="utf-8")
+        print(f"\nfigures written to {args.json}")
+    if args.keep or report.problems:
+        print(f"\nlogs and data kept in {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if report.problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""benchmarks/scale.py end to end on a small synthetic site: correctness, never timings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PAGES = 300
+
+
+@pytest.mark.slow
+def test_scale_benchmark_stores_every_page_and_finds_every_marker(tmp_path: Path) -> None:
+    figures_file = tmp_path / "scale.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "scale.py"),
+            "--pages",
+            str(PAGES),
+            "--queries",
+            "30",
+            "--json",
+            str(figures_file),
+            "--timeout",
+            "900",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    figures = json.loads(figures_file.read_text(encoding="utf-8"))
+
+    assert figures["problems"] == []
+    baseline, product = figures["runs"]["baseline"], figures["runs"]["product"]
+    assert baseline["ok"] and product["ok"]
+    assert baseline["responses"] >= PAGES
+    assert product["documents"] == PAGES
+    assert figures["markers"]["checked"] == min(100, PAGES)
+    assert figures["markers"]["found"] == figures["markers"]["checked"]
+
+    for run in (baseline, product):
+        for key in ("pages_per_s", "tree_peak_rss_mb", "growth_second_half"):
+            assert run[key] is not None, key
+        assert set(run["rss_at_mb"]) == {"25%", "50%", "75%", "100%"}
+    for key in ("stored_per_s", "searchable_per_s"):
+        assert product[key] is not None, key
+    for key in ("first_ms", "p50_ms", "p95_ms", "cli_query_ms"):
+        assert figures["latency"][key] is not None, key
+    assert figures["latency"]["queries"] == 30
+    assert figures["reindex"]["docs_per_s"] is not None
+    assert figures["disk"]["database_mb"] > 0 and figures["disk"]["index_mb"] > 0
+    assert {entry["met"] for entry in figures["targets"].values()} <= {True, False}
