@@ -145,7 +145,9 @@ def test_process_item_waits_while_the_worker_is_behind(
         assert crawler.stats.get_value("store/batches") is None
         locked.execute("COMMIT")
         await asyncio.wait_for(second, 30)
-        assert crawler.stats.get_value("store/batches") == 1  # the first one, committed
+        # The first one is committed (the second may be too, by now: it was handed on as
+        # soon as there was room).
+        assert crawler.stats.get_value("store/batches") >= 1
         await pipeline.close_spider()
         await pipeline.finish("finished")
 
