@@ -1,54 +1,116 @@
-"""Near-duplicate detection with simhash (Charikar), as pure functions.
+"""Near-duplicate detection with simhash (Charikar) over word shingles (Broder).
 
-A page's simhash is a 64-bit fingerprint of its weighted stems: each stem's 64-bit hash
-votes +weight on the bits it has set and −weight on the others; the fingerprint keeps the
-bits with a positive total.  Pages that share most of their weighted words get
-fingerprints that differ in few bits.  Two pages are **near-duplicates when their
-fingerprints differ in at most** :data:`NEAR_DUPLICATE_BITS` **= 3 bits** (of 64), the
-threshold Manku et al. found right for web pages ("Detecting near-duplicates for web
-crawling", WWW 2007).
+A page's fingerprint is the 64-bit simhash of the set of its body's **3-word shingles**
+(every run of :data:`SHINGLE_WORDS` consecutive words, stop words included, as the
+analyzer's tokenizer reads them): each distinct shingle's 64-bit hash votes +1 on the bits it
+has set and −1 on the others, and the fingerprint keeps the bits with a positive total.  Two
+pages that share most of their shingles get fingerprints that differ in few bits; two pages
+that merely share a vocabulary (the common words of a site or a language) share few
+shingles, so their fingerprints are about 32 bits apart.  A shingle set needs no statistics
+of the collection (an idf would, and there are none at the start of a crawl), and the
+fingerprint of a page depends on that page alone, so it is deterministic.
 
-:class:`SimhashIndex` finds candidates without comparing with every page: a fingerprint is
-cut into 4 bands of 16 bits, and two fingerprints within 3 bits of each other share at
-least one band exactly (pigeonhole).
+Two pages are **near-duplicates when their fingerprints differ in at most**
+:data:`NEAR_DUPLICATE_BITS` **= 3 bits** (of 64), the threshold Manku, Jain and Das Sarma
+found right for web pages ("Detecting near-duplicates for web crawling", WWW 2007).  The
+angle between two shingle sets decides the expected distance (64 θ / π bits), so a page
+must share about 99 % of its shingles with another to be found reliably: a few words
+changed in a page of a thousand, another footer line.
+
+:class:`SimhashIndex` finds candidates without comparing with every page (Manku et al.'s
+banded tables): a fingerprint is cut into 4 bands of 16 bits, and two fingerprints within
+3 bits of each other share at least one band exactly (pigeonhole).  The index is numpy
+arrays, about 40 bytes a page, and a lookup examines at most :data:`MAX_CANDIDATES` earlier
+fingerprints per band plus the few added since the tables were last merged.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from search.analysis import get_analyzer
 
 NEAR_DUPLICATE_BITS = 3
+#: Words per shingle.
+SHINGLE_WORDS = 3
+#: Words of a body read for its fingerprint (the rest of a longer page does not count).
+MAX_WORDS = 50_000
+#: Earlier fingerprints examined per band and lookup (the earliest stored of the band's
+#: bucket); a page whose only near-duplicates lie beyond is not marked.
+MAX_CANDIDATES = 256
+#: Fingerprints added since the last merge into the sorted tables, compared one by one.
+PENDING = 1024
+
 _BANDS = 4
 _BAND_BITS = 64 // _BANDS
 _MASK64 = (1 << 64) - 1
 
+# The polynomial hash of a byte span: Σ b_i P^i over the span, divided by P^start (P odd,
+# so invertible modulo 2^64), then scrambled by SplitMix64's finaliser.
+_P = 0x100000001B3  # FNV-1's 64-bit prime
+_P_INV = pow(_P, -1, 1 << 64)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
 
-def _hash64(stem: str) -> int:
-    return int.from_bytes(hashlib.blake2b(stem.encode("utf-8"), digest_size=8).digest(), "big")
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    x = x ^ (x >> np.uint64(30))
+    x = x * _M1
+    x = x ^ (x >> np.uint64(27))
+    x = x * _M2
+    return x ^ (x >> np.uint64(31))
 
 
-#: Only the heaviest stems of a page vote (they carry its content; and it keeps the cost low).
-FEATURES = 64
+def _powers(base: int, n: int) -> np.ndarray:
+    out = np.full(n, base, dtype=np.uint64)
+    out[0] = 1
+    return np.cumprod(out, dtype=np.uint64)  # wraps modulo 2^64
 
 
-def simhash(weights: Mapping[str, float]) -> int:
-    """The unsigned 64-bit simhash of ``{stem: weight}`` (0 for an empty page), from its
-    :data:`FEATURES` heaviest stems."""
-    totals = [0.0] * 64
-    top = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[:FEATURES]
-    for stem, weight in top:
-        h = _hash64(stem)
-        for bit in range(64):
-            if h >> bit & 1:
-                totals[bit] += weight
-            else:
-                totals[bit] -= weight
-    value = 0
-    for bit, total in enumerate(totals):
-        if total > 0:
-            value |= 1 << bit
-    return value
+def shingles(words: Sequence[str], size: int = SHINGLE_WORDS) -> np.ndarray:
+    """The 64-bit hashes (uint64) of the *size*-word shingles of *words*, one per position
+    (a text shorter than *size* words is one shingle; no words, none).
+
+    Vectorised: the words are joined with NUL bytes and every shingle's hash is read off
+    one prefix sum of the polynomial hash of the bytes."""
+    if not words:
+        return np.zeros(0, dtype=np.uint64)
+    data = np.frombuffer("\0".join(words).encode("utf-8"), dtype=np.uint8)
+    n = len(data)
+    seps = np.flatnonzero(data == 0)
+    starts = np.concatenate(([0], seps + 1))
+    ends = np.concatenate((seps, [n]))
+    count = max(1, len(starts) - size + 1)
+    first, last = starts[:count], ends[-count:]
+    prefix = np.zeros(n + 1, dtype=np.uint64)
+    np.cumsum((data.astype(np.uint64) + np.uint64(1)) * _powers(_P, n), out=prefix[1:])
+    spans = (prefix[last] - prefix[first]) * _powers(_P_INV, n)[first]
+    return _mix(spans ^ (last - first).astype(np.uint64))
+
+
+def simhash(hashes: np.ndarray) -> int:
+    """The unsigned 64-bit simhash of a set of 64-bit feature hashes (duplicates count
+    once; 0 for none): bit *i* is set when more than half the features have it set."""
+    unique = np.sort(np.asarray(hashes, dtype=np.uint64))
+    if not len(unique):
+        return 0
+    unique = unique[np.concatenate(([True], unique[1:] != unique[:-1]))]  # np.unique is slower
+    octets = unique.astype("<u8").view(np.uint8).reshape(-1, 8)
+    votes = np.unpackbits(octets, axis=1, bitorder="little").sum(axis=0, dtype=np.int64)
+    bits = (votes * 2 > len(unique)).astype(np.uint8)
+    return int(np.packbits(bits, bitorder="little").view("<u8")[0])
+
+
+def fingerprint(text: str | None, max_words: int = MAX_WORDS) -> int | None:
+    """The fingerprint of a page's body text, or ``None`` when it has no words."""
+    if not text:
+        return None
+    words = get_analyzer().words(text, max_words)
+    if not words:
+        return None
+    return simhash(shingles(words))
 
 
 def distance(a: int, b: int) -> int:
@@ -65,31 +127,101 @@ def to_unsigned(value: int) -> int:
     return value & _MASK64
 
 
+_POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    count = getattr(np, "bitwise_count", None)  # numpy >= 2.0
+    if count is not None:
+        return np.asarray(count(x))
+    return _POPCOUNT8[x.view(np.uint8)].reshape(-1, 8).sum(axis=1)
+
+
 class SimhashIndex:
-    """Fingerprints by band, to find near-duplicates of a new page quickly."""
+    """Fingerprints by band, to find near-duplicates of a new page in bounded time.
 
-    def __init__(self, items: Iterable[tuple[int, int]] = ()) -> None:
-        self._bands: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    Documents are rows of two growing arrays (id, fingerprint).  For each band, a table
+    sorted by (band value, row) holds the rows merged so far; rows added since (at most
+    :data:`PENDING`) are compared one by one, until the next merge.  A lookup reads the
+    bucket of each of its 4 band values by binary search and compares at most
+    *max_candidates* of each (the earliest rows).
+    """
+
+    def __init__(
+        self, items: Iterable[tuple[int, int]] = (), max_candidates: int = MAX_CANDIDATES
+    ) -> None:
+        self.max_candidates = max_candidates
+        self._ids = np.zeros(1024, dtype=np.int64)
+        self._values = np.zeros(1024, dtype=np.uint64)
+        self._size = 0
+        self._merged = 0
+        self._keys = [np.zeros(0, dtype=np.uint16) for _ in range(_BANDS)]
+        self._rows = [np.zeros(0, dtype=np.uint32) for _ in range(_BANDS)]
         for doc_id, value in items:
-            self.add(doc_id, value)
+            self._append(doc_id, value)
+        self._merge()
 
-    def _keys(self, value: int) -> list[tuple[int, int]]:
-        mask = (1 << _BAND_BITS) - 1
-        return [(i, value >> (i * _BAND_BITS) & mask) for i in range(_BANDS)]
+    def __len__(self) -> int:
+        return self._size
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the arrays (capacity included)."""
+        tables = sum(k.nbytes + r.nbytes for k, r in zip(self._keys, self._rows, strict=True))
+        return self._ids.nbytes + self._values.nbytes + tables
+
+    def _append(self, doc_id: int, value: int) -> None:
+        if self._size == len(self._ids):
+            self._ids = np.resize(self._ids, 2 * self._size)
+            self._values = np.resize(self._values, 2 * self._size)
+        self._ids[self._size] = doc_id
+        self._values[self._size] = value
+        self._size += 1
+
+    def _merge(self) -> None:
+        """Insert the pending rows into the sorted band tables."""
+        if self._merged == self._size:
+            return
+        rows = np.arange(self._merged, self._size, dtype=np.uint32)
+        values = self._values[self._merged : self._size]
+        for band in range(_BANDS):
+            keys = ((values >> np.uint64(band * _BAND_BITS)) & np.uint64(0xFFFF)).astype(np.uint16)
+            order = np.argsort(keys, kind="stable")
+            keys, new_rows = keys[order], rows[order]
+            # New rows come after every merged one: inserting after equal keys keeps the
+            # (band value, row) order.
+            at = np.searchsorted(self._keys[band], keys, side="right")
+            self._keys[band] = np.insert(self._keys[band], at, keys)
+            self._rows[band] = np.insert(self._rows[band], at, new_rows)
+        self._merged = self._size
 
     def add(self, doc_id: int, value: int) -> None:
-        for key in self._keys(value):
-            self._bands.setdefault(key, []).append((doc_id, value))
+        self._append(doc_id, value)
+        if self._size - self._merged >= PENDING:
+            self._merge()
+
+    def candidates(self, value: int) -> np.ndarray:
+        """Rows examined for *value*: each band's bucket (at most *max_candidates* of it)
+        and the pending rows."""
+        parts = [np.arange(self._merged, self._size, dtype=np.uint32)]
+        for band in range(_BANDS):
+            key = value >> (band * _BAND_BITS) & 0xFFFF
+            keys = self._keys[band]
+            lo = int(np.searchsorted(keys, key, side="left"))
+            hi = int(np.searchsorted(keys, key, side="right"))
+            parts.append(self._rows[band][lo : min(hi, lo + self.max_candidates)])
+        return np.concatenate(parts)
 
     def nearest(self, value: int, exclude: int | None = None) -> int | None:
-        """The earliest document within the threshold of *value*, if any."""
-        best: int | None = None
-        for key in self._keys(value):
-            for doc_id, other in self._bands.get(key, ()):
-                if (
-                    doc_id != exclude
-                    and distance(value, other) <= NEAR_DUPLICATE_BITS
-                    and (best is None or doc_id < best)
-                ):
-                    best = doc_id
-        return best
+        """The earliest document (lowest id) among the candidates within the threshold of
+        *value*, if any."""
+        rows = self.candidates(value)
+        if not len(rows):
+            return None
+        ids = self._ids[rows]
+        near = _popcount(self._values[rows] ^ np.uint64(value)) <= NEAR_DUPLICATE_BITS
+        if exclude is not None:
+            near &= ids != exclude
+        if not near.any():
+            return None
+        return int(ids[near].min())

@@ -24,7 +24,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from search.analysis import SECTIONS, WordRecord
 from search.models import Crawl, CrawlError, Document, Link, Posting, Server, Word
-from search.simhash import SimhashIndex, simhash, to_signed, to_unsigned
+from search.simhash import SimhashIndex, fingerprint, to_signed, to_unsigned
 
 logger = logging.getLogger(__name__)
 
@@ -387,16 +387,18 @@ class DocumentStore:
     def _mark_near_duplicates(
         self, conn: Any, rows: list[DocumentRow], ids: dict[str, int], clones: dict[int, int]
     ) -> dict[int, int]:
-        """Fingerprint every page (simhash of its weighted stems) and record the earlier
-        page it nearly duplicates, if any (see :mod:`search.simhash` for the threshold)."""
+        """Fingerprint every indexable page (simhash of its body's word shingles) and record
+        the earlier page it nearly duplicates, if any (see :mod:`search.simhash` for the
+        threshold and the bound on the candidates compared)."""
         if self._simhashes is None:
+            query = (
+                select(Document.id, Document.simhash)
+                .where(Document.simhash.is_not(None), Document.gone_at.is_(None))
+                .order_by(Document.id)
+                .execution_options(yield_per=20_000)
+            )
             self._simhashes = SimhashIndex(
-                (did, to_unsigned(value))
-                for did, value in conn.execute(
-                    select(Document.id, Document.simhash).where(
-                        Document.simhash.is_not(None), Document.gone_at.is_(None)
-                    )
-                )
+                (did, to_unsigned(value)) for did, value in conn.execute(query)
             )
         near: dict[int, int] = {}
         updates = []
@@ -404,14 +406,23 @@ class DocumentStore:
             if not r.words:
                 continue
             did = ids[r.url]
-            value = simhash({stem: rec.weight for stem, rec in r.words.items()})
-            other = None if did in clones else self._simhashes.nearest(value, exclude=did)
-            if other is not None and other < did:
+            value = fingerprint(r.values.get("text"))
+            other = None
+            if value is not None and did not in clones:
+                # An exact duplicate's fingerprint is its original's: not added twice.
+                other = self._simhashes.nearest(value, exclude=did)
+                if other is not None and other > did:
+                    other = None
+                self._simhashes.add(did, value)
+            if other is not None:
                 near[did] = other
-            else:
-                other = None
-            self._simhashes.add(did, value)
-            updates.append({"doc_id": did, "simhash": to_signed(value), "near": other})
+            updates.append(
+                {
+                    "doc_id": did,
+                    "simhash": None if value is None else to_signed(value),
+                    "near": other,
+                }
+            )
         if updates:
             conn.execute(
                 update(Document)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -160,6 +161,23 @@ def test_near_duplicates_are_recorded(site: Site, crawl) -> None:
     assert second[2] is None and second[4]  # recorded, not a clone, still indexed
     assert other[1] is None and other[3] is not None
     assert result.stats["store/near_duplicates"] == 1
+
+
+def test_distinct_pages_sharing_a_vocabulary_are_not_near_duplicates(site: Site, crawl) -> None:
+    """Pages of one site drawn from one Zipf vocabulary share their common words, not their
+    text: none is a near-duplicate (the heaviest-stems fingerprint marked most of them)."""
+    rng = random.Random(12)
+    vocab = [f"v{rank}k{rng.randrange(10**5)}" for rank in range(5000)]
+    weights = [1 / r**1.07 for r in range(1, len(vocab) + 1)]
+    paths = [f"/p{i}.html" for i in range(40)]
+    site.page("/", "Home", "home", paths)
+    for path in paths:
+        site.page(path, "Page", " ".join(rng.choices(vocab, weights=weights, k=500)))
+    result = crawl("-a", f"seeds={site.url}")
+    assert result.returncode == 0, result.stderr
+    rows = result.rows("SELECT near_duplicate_of_id, simhash FROM documents WHERE url LIKE '%/p%'")
+    assert len(rows) == 40 and all(near is None and value is not None for near, value in rows)
+    assert "store/near_duplicates" not in result.stats
 
 
 def test_reindex_follow_feeds_the_index_of_crawlers_without_one(site: Site, crawl) -> None:
