@@ -12,23 +12,27 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from search import config, db
+from search import db
 from search.crawldb import CrawlDB
+from spidersite.crawlsettings import CrawlSettings, crawl_settings
 
 #: crawler -> (its CrawlDB, whether the schema was brought up to date)
 _databases: weakref.WeakKeyDictionary[Any, tuple[CrawlDB, bool]] = weakref.WeakKeyDictionary()
 
 
+# The three below read Scrapy settings for components not yet given their CrawlSettings.
+
+
 def data_dir(settings: Any) -> str:
-    return str(config.data_dir(settings.get("SPIDERSITE_DATA_DIR")))
+    return str(CrawlSettings.from_settings(settings).data_dir)
 
 
 def database_url(settings: Any) -> str:
-    return config.database_url(settings.get("STORE_DATABASE_URL"), data_dir(settings))
+    return CrawlSettings.from_settings(settings).store_database_url
 
 
 def index_dir(settings: Any) -> str:
-    return str(config.index_dir(settings.get("INDEX_DIR"), data_dir(settings)))
+    return str(CrawlSettings.from_settings(settings).index_dir)
 
 
 def crawl_db(crawler: Any, migrate: bool = True) -> CrawlDB:
@@ -37,7 +41,7 @@ def crawl_db(crawler: Any, migrate: bool = True) -> CrawlDB:
     exist yet).  Raises :class:`search.db.DatabaseError` when it cannot be opened."""
     entry = _databases.get(crawler)
     if entry is None:
-        entry = (CrawlDB(db.create(database_url(crawler.settings))), False)
+        entry = (CrawlDB(db.create(crawl_settings(crawler).store_database_url)), False)
         _databases[crawler] = entry
     crawldb, migrated = entry
     if migrate and not migrated:
