@@ -5,6 +5,11 @@ database engine (one place for all components: spider, pipelines, extensions).
 (the read side; its ``engine`` feeds the store's writes too), opened on first use and
 disposed by :func:`close_crawl_db`.  The indexer runs in a process of its own and opens its
 own engine.
+
+:func:`lock_writers` takes, for the life of the crawl process, the locks of what only one
+process may write: the Whoosh index the crawl feeds, and the SQLite file it stores into (a
+PostgreSQL database is shared by design: the processes of a scaled-out crawl write to it
+together, with ``INDEX_ENABLED=False``).
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from typing import Any
 
 from search import db
 from search.crawldb import CrawlDB
+from search.locks import Locked, WriterLock, database_lock, index_lock
+from search.servers import ConfigError
 from spidersite.crawlsettings import CrawlSettings, crawl_settings
 
 #: crawler -> (its CrawlDB, whether the schema was brought up to date)
@@ -55,3 +62,30 @@ def close_crawl_db(crawler: Any) -> None:
     entry = _databases.pop(crawler, None)
     if entry is not None:
         entry[0].engine.dispose()
+
+
+#: The writer locks this process holds (released by the OS when it ends).
+_held: dict[str, WriterLock] = {}
+
+
+def lock_writers(config: CrawlSettings) -> None:
+    """Lock the index this crawl writes and its SQLite file; ConfigError (one line) when
+    another process holds one, or its lock file cannot be created."""
+    locks = []
+    if config.writes_index:
+        locks.append(index_lock(config.index_dir))
+    sqlite = db.sqlite_path(config.store_database_url) if config.store_enabled else None
+    if sqlite is not None:
+        locks.append(database_lock(sqlite))
+    for lock in locks:
+        if str(lock.path) in _held:
+            continue
+        try:
+            _held[str(lock.path)] = lock.acquire()
+        except Locked as exc:
+            raise ConfigError(
+                f"another crawl is running: {exc}; wait for it to end, or give this crawl "
+                f"its own SPIDERSITE_DATA_DIR (or INDEX_DIR, STORE_DATABASE_URL)"
+            ) from None
+        except OSError as exc:
+            raise ConfigError(f"cannot lock {lock.what}: {lock.path}: {exc.strerror}") from None
