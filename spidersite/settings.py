@@ -46,6 +46,22 @@ DEPTH_LIMIT = 0
 # The statistics are kept in the `crawls` table; log them at INFO as well.
 LOG_LEVEL = "INFO"
 
+DOWNLOAD_HANDLERS = {
+    # Scrapy's handlers with the whole download bounded (spidersite.handlers, the watchdog):
+    # FTP by the request's download_timeout (Scrapy's FTP handler has no timeout at all),
+    # http(s) WATCHDOG_GRACE seconds after it, under Scrapy's own timeout.
+    "http": "spidersite.handlers.HTTPDownloadHandler",
+    "https": "spidersite.handlers.HTTPDownloadHandler",
+    "ftp": "spidersite.handlers.FTPDownloadHandler",
+    # Off: a crawl fetches only http, https and ftp. No seed or link can reach these today
+    # (search.servers.check_url refuses other schemes); defence in depth, so that none ever
+    # reads the machine's files (file:), a cloud bucket with the host's credentials (s3:),
+    # or turns a data: link into a page.
+    "file": None,
+    "s3": None,
+    "data": None,
+}
+
 DOWNLOADER_MIDDLEWARES = {
     # robots.txt with its failures in the crawl log, in place of Scrapy's (same priority).
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
