@@ -6,32 +6,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from search.locks import Locked, WriterLock, database_lock, index_lock
-from tests.conftest import ROOT, Site, _env, run_crawl, wait_for_documents
-
-
-def start_crawl(data_dir: Path, *args: str, database_url: str | None = None, **settings: object):
-    cmd = [sys.executable, "-m", "scrapy", "crawl", "site", *args]
-    for key, value in {"LOG_FILE": str(data_dir / "first.log"), **settings}.items():
-        cmd += ["-s", f"{key}={value}"]
-    data_dir.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        env=_env(data_dir, database_url),
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+from tests.conftest import Site, run_crawl, start_crawl, wait_for_documents
 
 
 def slow_site(site: Site, pages: int = 12, delay: float = 0.5) -> None:
@@ -58,7 +39,7 @@ def test_a_second_crawl_on_the_same_data_folder_refuses_to_start(
 ) -> None:
     slow_site(site)
     data = tmp_path / "data"
-    first = start_crawl(data, "-a", f"seeds={site.url}", CONCURRENT_REQUESTS=1)
+    first = start_crawl(data, "-a", f"seeds={site.url}", settings={"CONCURRENT_REQUESTS": 1})
     try:
         wait_for_lock(index_lock(data / "index"))
         second = run_crawl(
@@ -85,7 +66,9 @@ def test_a_second_crawl_on_the_same_data_folder_refuses_to_start(
 def test_the_sqlite_file_is_locked_without_an_index(site: Site, tmp_path: Path) -> None:
     slow_site(site)
     data = tmp_path / "data"
-    first = start_crawl(data, "-a", f"seeds={site.url}", CONCURRENT_REQUESTS=1, INDEX_ENABLED=False)
+    first = start_crawl(
+        data, "-a", f"seeds={site.url}", settings={"CONCURRENT_REQUESTS": 1, "INDEX_ENABLED": False}
+    )
     try:
         wait_for_lock(database_lock(data / "spidersite.db"))
         second = run_crawl(
@@ -104,7 +87,7 @@ def test_the_sqlite_file_is_locked_without_an_index(site: Site, tmp_path: Path) 
 def test_a_killed_crawl_leaves_no_stale_lock(site: Site, tmp_path: Path) -> None:
     slow_site(site)
     data = tmp_path / "data"
-    first = start_crawl(data, "-a", f"seeds={site.url}", CONCURRENT_REQUESTS=1)
+    first = start_crawl(data, "-a", f"seeds={site.url}", settings={"CONCURRENT_REQUESTS": 1})
     wait_for_lock(index_lock(data / "index"))
     os.killpg(first.pid, signal.SIGKILL)
     first.communicate(timeout=60)
@@ -119,7 +102,9 @@ def test_crawls_sharing_a_postgresql_without_an_index_run_together(
 ) -> None:
     slow_site(site, pages=6)
     data = tmp_path / "data"
-    first = start_crawl(data, "-a", f"seeds={site.url}", database_url=pg_url, INDEX_ENABLED=False)
+    first = start_crawl(
+        data, "-a", f"seeds={site.url}", database_url=pg_url, settings={"INDEX_ENABLED": False}
+    )
     try:
         wait_for_documents(pg_url, 1)
         second = run_crawl(
