@@ -63,8 +63,7 @@ from whoosh import query as wq  # noqa: E402
 from whoosh import scoring  # noqa: E402
 from whoosh.fields import ID, STORED, TEXT, Schema  # noqa: E402
 
-from search import ranking  # noqa: E402
-from search.analysis import DEFAULT_WEIGHTS, analyze_document  # noqa: E402
+from search.analysis import analyze_document  # noqa: E402
 from search.index import BM25, Index, IndexDoc, build_query, weighted_query  # noqa: E402
 from search.query import parse_query  # noqa: E402
 from search.reference import ReferenceSession  # noqa: E402
@@ -152,7 +151,6 @@ def build(folder: Path, docs: list[tuple[str, str]], stock: bool = True) -> dict
                         f"http://bench.example/{docid}",
                         "bench.example",
                         records.values(),
-                        DEFAULT_WEIGHTS,
                     ),
                     update=False,
                 )
@@ -190,9 +188,9 @@ def exhaustive(session: ReferenceSession, weights: dict[str, float], limit: int)
 
 def reference(session: ReferenceSession, text: str, limit: int = 10) -> list[Ranked]:
     q = parse_query(text)
-    weights = build_query(q).weights
+    weights = build_query(q, session.params.decay).weights
     if session.expands(weights):
-        feedback = exhaustive(session, weights, ranking.FEEDBACK_DOCS)
+        feedback = exhaustive(session, weights, session.params.fb_docs)
         weights = session.expand(weights, feedback)
     return exhaustive(session, weights, limit)
 

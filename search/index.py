@@ -169,28 +169,20 @@ def make_schema() -> Schema:
     return Schema(**fields)
 
 
-def merge_fields(
-    fields: Mapping[str, Mapping[str, tuple[int, float]]],
-) -> dict[str, tuple[int, float]]:
-    """The ``words`` field of a document: per stem, (rounded, exact) weighted count.
-
-    *fields* maps section fields to ``{stem: (count, count × section weight)}``.
-    """
-    merged: dict[str, float] = {}
-    for postings in fields.values():
-        for stem, (_, weight) in _pre_analyzed(postings).items():
-            merged[stem] = merged.get(stem, 0.0) + weight
-    return {s: (max(1, round(w)), w) for s, w in merged.items() if w > 0}
+def postings(weights: Mapping[str, float]) -> dict[str, tuple[int, float]]:
+    """The ``words`` field of a document: per stem, (rounded, exact) weighted count."""
+    return {s: (max(1, round(w)), w) for s, w in weights.items() if w > 0}
 
 
 @dataclass(slots=True)
 class IndexDoc:
-    """One document as the index sees it."""
+    """One document as the index sees it: its stems with their weighted counts
+    ``Σ_f w_f · count_f`` (:attr:`search.analysis.WordRecord.weight`)."""
 
     docid: int
     url: str
     host: str
-    fields: dict[str, dict[str, tuple[int, float]]] = field(default_factory=dict)
+    weights: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_records(
@@ -199,10 +191,9 @@ class IndexDoc:
         url: str,
         host: str,
         records: Iterable[WordRecord],
-        weights: Mapping[str, float],
         max_terms: int | None = None,
     ) -> IndexDoc:
-        """Build the per-field postings from analyzer records.
+        """The document of analyzer records, whose weights are already merged.
 
         *max_terms* keeps only that many distinct stems (highest weights first), the design
         documents' cap on the words indexed per page.
@@ -211,17 +202,7 @@ class IndexDoc:
         if max_terms is not None and len(recs) > max_terms:
             recs.sort(key=lambda r: r.weight, reverse=True)
             recs = recs[:max_terms]
-        fields: dict[str, dict[str, tuple[int, float]]] = {f: {} for f in TEXT_FIELDS}
-        section_fields = [
-            (i, FIELD_OF_SECTION[s], float(weights.get(s, 1.0))) for i, s in enumerate(SECTIONS)
-        ]
-        for rec in recs:
-            counts = rec.counts
-            for i, fname, w in section_fields:
-                c = counts[i]
-                if c:
-                    fields[fname][rec.stem] = (c, c * w)
-        return cls(docid, url, host, {k: v for k, v in fields.items() if v})
+        return cls(docid, url, host, {r.stem: r.weight for r in recs})
 
 
 class Index:
@@ -328,7 +309,7 @@ class IndexWriter:
 
     def add(self, doc: IndexDoc, update: bool = True) -> None:
         values: dict[str, Any] = {"docid": str(doc.docid), "url": doc.url, "host": doc.host}
-        words = merge_fields(doc.fields)
+        words = postings(doc.weights)
         if words:
             values[WORDS_FIELD] = words
         if update:
@@ -417,13 +398,14 @@ def site_query(site: str) -> wq.Query:
     )
 
 
-def build_query(q: ParsedQuery) -> WhooshQuery:
-    """The Whoosh query of a parsed query (BM25F, query words weighted by qw(t)).
+def build_query(q: ParsedQuery, decay: float | None = None) -> WhooshQuery:
+    """The Whoosh query of a parsed query (BM25F, query words weighted by qw(t), later
+    words by *decay*: :func:`search.ranking.query_weights`).
 
     Phrase words and ``site:`` restrictions become a filter and exclusions a mask, so they
     select documents without changing scores.
     """
-    weights = ranking.query_weights(q.all_stems)
+    weights = ranking.query_weights(q.all_stems, decay)
     scored = weighted_query(weights, q.require_all)
     sites = [site_query(s) for s in q.sites]
     required: list[wq.Query] = [term_query(s) for phrase in q.phrases for s in phrase]

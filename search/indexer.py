@@ -1,10 +1,11 @@
 """Feeding the Whoosh index: a writer process for crawls, and rebuilds from the database.
 
 Whoosh is pure Python and allows one writer at a time.  During a crawl the documents are
-sent, already analyzed, to one :class:`IndexerProcess` (a child process, so indexing runs
-on the second core instead of competing with Scrapy for the first), which adds them
-through one writer, commits every ``batch_size`` documents and marks them ``indexed`` in the
-database.  :func:`reindex` rebuilds the whole index from the database, which is the record.
+sent, already analyzed, by the crawl's worker (:mod:`search.worker`) to one
+:class:`IndexerProcess` (its child process, so that indexing overlaps analysis and
+storage) through a bounded inbox; the indexer adds them through one writer, commits every
+``batch_size`` documents and marks them ``indexed`` in the database.  :func:`reindex`
+rebuilds the whole index from the database, which is the record.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from sqlalchemy import Engine, not_, update
 from search import db
 from search.analysis import DEFAULT_WEIGHTS, SECTIONS
 from search.crawldb import INDEXABLE, CrawlDB
-from search.index import FIELD_OF_SECTION, Index, IndexDoc
+from search.index import Index, IndexDoc
 from search.models import Document
 from search.store import DocumentStore, chunks
 
@@ -163,10 +164,19 @@ class IndexerProcess:
         self.process.start()
 
     def send(self, batch: Batch) -> None:
-        self._drain()
-        if self.error:
-            raise RuntimeError(f"the indexer process failed: {self.error}")
-        self.inbox.put(batch)
+        """Queue *batch*, waiting while the inbox is full (the indexer is behind: the
+        wait is the back-pressure); raises if the indexer has failed."""
+        while True:
+            self._drain()
+            if not self.error and not self.process.is_alive():
+                self.error = f"exit code {self.process.exitcode}"
+            if self.error:
+                raise RuntimeError(f"the indexer process failed: {self.error}")
+            try:
+                self.inbox.put(batch, timeout=1.0)
+                return
+            except queue.Full:
+                continue
 
     def _drain(self) -> None:
         while True:
@@ -230,17 +240,18 @@ def iter_index_docs(
     """Rebuild IndexDocs from the stored postings, *chunk* documents per query."""
     crawldb = CrawlDB(engine)
     weights = server_weights(crawldb)
-    fields = [FIELD_OF_SECTION[s] for s in SECTIONS]
     for doc in crawldb.indexable_documents(only_unindexed, before, ids, chunk):
         w = weights.get(doc.server_id) if doc.server_id is not None else None
         w = w or DEFAULT_WEIGHTS
-        terms: dict[str, dict[str, tuple[int, float]]] = {f: {} for f in fields}
+        terms: dict[str, float] = {}
         for stem, counts in doc.postings:
+            weight = 0.0  # Σ count × section weight, in section order, as the analyzer sums
             for i, section in enumerate(SECTIONS):
                 if counts[i]:
-                    terms[fields[i]][stem] = (counts[i], counts[i] * w[section])
+                    weight += counts[i] * w[section]
+            terms[stem] = weight
         host = doc.url.split("/")[2] if "://" in doc.url else ""
-        yield IndexDoc(doc.id, doc.url, host, {k: v for k, v in terms.items() if v})
+        yield IndexDoc(doc.id, doc.url, host, terms)
 
 
 def count_indexable(

@@ -6,9 +6,10 @@ Whoosh's matchers and the weighting model :class:`search.index.BM25`.  The tests
 (``tests/test_unit_arrays.py``) and ``benchmarks/query.py`` compare the two; nothing the
 product runs imports this module.
 
-Query expansion here is the pure-Python :func:`search.ranking.feedback_terms`, over the
-feedback documents' term vectors read from the arrays' forward index (the index keeps no
-Whoosh term vectors).
+Query expansion here is the pure-Python :func:`search.ranking.rm3_terms` or
+:func:`search.ranking.feedback_terms`, over the feedback documents' term vectors read from
+the arrays' forward index (the index keeps no Whoosh term vectors).  The Whoosh searcher
+must be opened with the weighting of the same parameters, ``BM25(params.b, params.k1)``.
 """
 
 from __future__ import annotations
@@ -28,19 +29,19 @@ from search.index import (
 )
 from search.query import ParsedQuery
 from search.results import Ranked
-from search.searcher import FREQUENT_SHARE
 
 
 class ReferenceSession:
     """Rank, count and expand on one Whoosh searcher (opened with
     :class:`search.index.BM25`), as :class:`search.searcher.SearchSession` does."""
 
-    def __init__(self, searcher: Any) -> None:
+    def __init__(self, searcher: Any, params: ranking.Params = ranking.DEFAULT) -> None:
         self.s = searcher
+        self.params = params
         self.n = int(searcher.doc_count_all())
         self.avglen = float(searcher.avg_field_length(WORDS_FIELD) or 1.0)
         self._df: dict[str, int] = {}
-        forward = ArrayIndex.load(searcher, ranking.K1, ranking.B)
+        forward = ArrayIndex.load(searcher, params.k1, params.b)
         if forward is None:
             raise IndexOutdated(f"the search index has no array postings: run `{REINDEX}`")
         self._forward = forward
@@ -55,7 +56,7 @@ class ReferenceSession:
         return ranking.idf(self.n, self.df(stem))
 
     def expands(self, weights: dict[str, float]) -> bool:
-        return ranking.expands(len(weights), self.n)
+        return self.params.expansion != "none" and ranking.expands(len(weights), self.n)
 
     def rank(
         self,
@@ -64,23 +65,27 @@ class ReferenceSession:
         expand: bool = True,
         wquery: WhooshQuery | None = None,
     ) -> list[Ranked]:
-        wquery = wquery or build_query(q)
+        wquery = wquery or build_query(q, self.params.decay)
         weights = wquery.weights
         expand = expand and not q.require_all and self.expands(weights)
         if q.require_all:
             return self._search(wquery.scored, limit, wquery)
-        hits = self.top(weights, limit if not expand else max(limit, ranking.FEEDBACK_DOCS), wquery)
+        fb_docs = self.params.fb_docs
+        hits = self.top(weights, limit if not expand else max(limit, fb_docs), wquery)
         if expand and hits:
-            expanded = self.expand(weights, hits[: ranking.FEEDBACK_DOCS])
+            expanded = self.expand(weights, hits[:fb_docs])
             if expanded != weights:
                 hits = self.top(expanded, limit, wquery)
         return hits[:limit]
 
     def expand(self, weights: dict[str, float], feedback: list[Ranked]) -> dict[str, float]:
-        """:func:`search.ranking.feedback_terms` over the feedback documents, their stems
-        found in more than :data:`search.searcher.FREQUENT_SHARE` of the documents left
+        """The expansion of the session's parameters over the feedback documents, in pure
+        Python; their stems found in more than the method's share of the documents left
         out (but for the query's own)."""
-        frequent = FREQUENT_SHARE * self.n
+        p = self.params
+        rm3 = p.expansion == "rm3"
+        share = ranking.RM3_MAX_DF_SHARE if rm3 else ranking.ROCCHIO_MAX_DF_SHARE
+        frequent = share * self.n
         texts = self._forward.texts
         vectors = []
         for hit in feedback:
@@ -91,9 +96,14 @@ class ReferenceSession:
                 stem = texts[gid]
                 if stem not in weights and self.df(stem) > frequent:
                     continue
-                vector[stem] = ranking.bm25(self.idf(stem), tf, length, self.avglen)
+                vector[stem] = (
+                    tf if rm3 else ranking.bm25(self.idf(stem), tf, length, self.avglen, p.b, p.k1)
+                )
             vectors.append(vector)
-        return ranking.feedback_terms(vectors, weights)
+        if rm3:
+            scores = [h.score for h in feedback]
+            return ranking.rm3_terms(vectors, scores, weights, p.fb_terms, p.fb_weight)
+        return ranking.feedback_terms(vectors, weights, p.fb_terms)
 
     def top(self, weights: dict[str, float], limit: int, wquery: WhooshQuery) -> list[Ranked]:
         """The best *limit* documents for a weighted OR query, in one Whoosh search."""

@@ -39,18 +39,16 @@ from search.query import ParsedQuery, check_window
 from search.results import Explanation, Hit, Ranked, ResultPage, TermExplanation
 from search.snippets import contains_phrase, make_snippet, word_stems
 
-#: A stem in more than this share of the documents is "frequent": its posting list is
-#: long and its idf low, so query expansion does not add it (:meth:`SearchSession.expand`).
-FREQUENT_SHARE = 0.05
-
 
 class SearchSession:
     """One open Whoosh searcher and its array postings: rank, count, expand, explain
     (reuse it for many queries)."""
 
-    def __init__(self, searcher: Any) -> None:
+    def __init__(self, searcher: Any, params: ranking.Params = ranking.DEFAULT) -> None:
         self.s = searcher
-        arrays = ArrayIndex.load(searcher, ranking.K1, ranking.B)
+        #: The ranking's parameters (:class:`search.ranking.Params`).
+        self.params = params
+        arrays = ArrayIndex.load(searcher, params.k1, params.b)
         if arrays is None:
             raise IndexOutdated(
                 f"the search index has segments without array postings: run `{REINDEX}` "
@@ -74,6 +72,10 @@ class SearchSession:
 
     # -- ranking ---------------------------------------------------------------------
 
+    def query(self, q: ParsedQuery) -> WhooshQuery:
+        """*q* for this session (its query weights with the session's *decay*)."""
+        return build_query(q, self.params.decay)
+
     def rank(
         self,
         q: ParsedQuery,
@@ -83,14 +85,14 @@ class SearchSession:
     ) -> list[Ranked]:
         """The best *limit* documents for *q* (with query expansion unless told not to):
         every matching document scored."""
-        wquery = wquery or build_query(q)
+        wquery = wquery or self.query(q)
         weights = wquery.weights
         expand = expand and not q.require_all and self.expands(weights)
         scores = self._scores(weights, wquery, q.require_all)
         if expand:
-            feedback = [d for _, d in self.arrays.best(scores, ranking.FEEDBACK_DOCS)]
+            feedback = self.arrays.best(scores, self.params.fb_docs)
             if feedback:
-                expanded = self.arrays.feedback(feedback, weights, FREQUENT_SHARE * self.n)
+                expanded = self._expand(weights, feedback)
                 # A score is linear in the query weights: the expanded query's scores are
                 # the first ones plus those of the weights the expansion added.
                 added = {
@@ -104,21 +106,34 @@ class SearchSession:
 
     def expanded_weights(self, q: ParsedQuery) -> dict[str, float]:
         """The query weights after expansion (for explanations)."""
-        wquery = build_query(q)
+        wquery = self.query(q)
         if q.require_all or not self.expands(wquery.weights):
             return wquery.weights
-        hits = self.top(wquery.weights, ranking.FEEDBACK_DOCS, wquery)
+        hits = self.top(wquery.weights, self.params.fb_docs, wquery)
         return self.expand(wquery.weights, hits)
 
     def expands(self, weights: dict[str, float]) -> bool:
         """Whether a query is expanded (see :mod:`search.ranking`)."""
-        return ranking.expands(len(weights), self.n)
+        return self.params.expansion != "none" and ranking.expands(len(weights), self.n)
 
     def expand(self, weights: dict[str, float], feedback: list[Ranked]) -> dict[str, float]:
-        """Pseudo-relevance feedback (:func:`search.ranking.feedback_terms`), over the stems
-        that are not frequent (see :data:`FREQUENT_SHARE`)."""
-        frequent = FREQUENT_SHARE * self.n
-        return self.arrays.feedback([h.docnum for h in feedback], weights, frequent)
+        """Pseudo-relevance feedback from the documents *feedback* (the best of the first
+        ranking): the method of the session's parameters (:mod:`search.ranking`)."""
+        return self._expand(weights, [(h.score, h.docnum) for h in feedback])
+
+    def _expand(
+        self, weights: dict[str, float], feedback: list[tuple[float, int]]
+    ) -> dict[str, float]:
+        p = self.params
+        docnums = [d for _, d in feedback]
+        if p.expansion == "rm3":
+            frequent = ranking.RM3_MAX_DF_SHARE * self.n
+            scores = [score for score, _ in feedback]
+            return self.arrays.rm3(docnums, scores, weights, frequent, p.fb_terms, p.fb_weight)
+        if p.expansion == "rocchio":
+            frequent = ranking.ROCCHIO_MAX_DF_SHARE * self.n
+            return self.arrays.rocchio(docnums, weights, frequent, p.fb_terms)
+        return dict(weights)
 
     def top(self, weights: dict[str, float], limit: int, wquery: WhooshQuery) -> list[Ranked]:
         """The best *limit* documents for a weighted OR query."""
@@ -209,6 +224,7 @@ class SearchSession:
         """
         gids, tfs, length = self.arrays.vector(docnum)
         tf_of = dict(zip(gids.tolist(), tfs.tolist(), strict=True))
+        p = self.params
         terms = []
         for stem, qw in weights.items():
             gid = self.arrays.ids.get(stem)
@@ -216,7 +232,7 @@ class SearchSession:
             if not tf:
                 continue
             idf_value = self.idf(stem)
-            part = qw * ranking.bm25(idf_value, tf, length, self.avglen)
+            part = qw * ranking.bm25(idf_value, tf, length, self.avglen, p.b, p.k1)
             terms.append(
                 TermExplanation(stem, qw, idf_value, tf, (counts or {}).get(stem, {}), part)
             )
@@ -225,8 +241,8 @@ class SearchSession:
             sum(t.contribution for t in terms),
             length,
             self.avglen,
-            ranking.K1,
-            ranking.B,
+            p.k1,
+            p.b,
             terms,
             expanded,
         )
@@ -239,8 +255,12 @@ class Searcher:
     a long-lived Searcher (the web application, a benchmark) does not reopen it per query.
     """
 
-    def __init__(self, engine: Engine | None, index: Index) -> None:
+    def __init__(
+        self, engine: Engine | None, index: Index, params: ranking.Params = ranking.DEFAULT
+    ) -> None:
         self.engine = engine
+        #: The ranking's parameters (:class:`search.ranking.Params`).
+        self.params = params
         #: The database's reads (titles, texts, section counts); None: hits without them.
         self.db = CrawlDB(engine) if engine is not None else None
         self.index = index
@@ -252,13 +272,14 @@ class Searcher:
             self._searcher = None
 
     @contextmanager
-    def session(self) -> Iterator[SearchSession]:
-        """A :class:`SearchSession` on the current index (the reader is kept open)."""
+    def session(self, params: ranking.Params | None = None) -> Iterator[SearchSession]:
+        """A :class:`SearchSession` on the current index (the reader is kept open), with
+        the Searcher's ranking parameters or *params*."""
         if self._searcher is None:
             self._searcher = open_searcher(self.index)
         elif not self._searcher.up_to_date():
             self._searcher = self._searcher.refresh()
-        yield SearchSession(self._searcher)
+        yield SearchSession(self._searcher, params or self.params)
 
     def search(
         self,
@@ -270,7 +291,7 @@ class Searcher:
     ) -> ResultPage:
         check_window(page, per_page)
         started = time.perf_counter()
-        wquery = build_query(q)
+        wquery = build_query(q, self.params.decay)
         offset = (page - 1) * per_page
         query_stems = set(q.stems)
         words_of: dict[int, list[tuple[int, int, str]]] = {}

@@ -182,8 +182,12 @@ class CrawlSettings:
     #: Words read from a page's body (the design documents' per-page cap); None: all.
     analyze_max_words: int | None = _setting(50_000, _whole(0, zero_means_none=True))
     store_enabled: bool = _setting(True, _flag)
-    #: Documents and errors per transaction.
+    #: Documents, errors, re-visits and gone pages per batch (one transaction).
     store_batch_size: int = _setting(100, _whole(1))
+    #: Page text per batch, in characters (a batch of big pages goes before it is full).
+    store_batch_bytes: int = _setting(4_000_000, _whole(1))
+    #: Batches in flight to the store's worker process; then the downloader waits.
+    store_queue_batches: int = _setting(4, _whole(1))
     #: Retries of a batch while the database is unreachable (back-off up to 30 s).
     store_retry_times: int = _setting(10, _whole(0))
     #: Feed the Whoosh index (needs store_enabled: the index is fed from stored documents).
@@ -194,6 +198,8 @@ class CrawlSettings:
     index_max_terms: int | None = _setting(20_000, _whole(0, zero_means_none=True))
     #: Memory of the Whoosh writer, in MB.
     index_limitmb: int = _setting(256, _whole(1))
+    #: Stored batches waiting for the indexer process; then the worker waits.
+    index_queue_batches: int = _setting(8, _whole(1))
     #: Write every fetched HTML/text page to WARC files.
     pagestore_enabled: bool = _setting(False, _flag)
     #: Folder of the WARC files; None: ``<data dir>/warc``.

@@ -44,8 +44,10 @@ class PageItem:
     etag: str | None = None
     checksum: str | None = None
     crawled_at: datetime = field(default_factory=utcnow)
-    #: Filled by the Analyze pipeline: stem -> WordRecord.
+    #: stem -> WordRecord, when the topic gate analyzed the page (else the store's worker
+    #: analyzes it, off the reactor thread).
     words: dict[str, Any] | None = None
+    #: Body words read; counted by the store's worker.
     word_count: int = 0
     #: Section weights of the page's server (filled by the spider).
     weights: dict[str, float] = field(default_factory=dict)

@@ -96,9 +96,9 @@ SPIDER_MIDDLEWARES = {
 }
 
 ITEM_PIPELINES = {
-    "spidersite.pipelines.AnalyzePipeline": 100,
+    # The one pipeline: hands every item, in order, to the worker process that analyzes,
+    # stores and indexes (search/worker.py); waits while the worker is behind.
     "spidersite.pipelines.StorePipeline": 200,
-    "spidersite.pipelines.IndexPipeline": 300,
 }
 
 ADDONS = {
@@ -107,8 +107,11 @@ ADDONS = {
 }
 
 EXTENSIONS = {
-    # Writes the crawl's stats and finish reason into the `crawls` table.
-    "spidersite.pipelines.CrawlRecorder": 0,
+    # Writes the crawl's stats and finish reason into the `crawls` table, then stops the
+    # store's worker (after Scrapy's own spider_closed stats, so they are recorded too).
+    "spidersite.extensions.CrawlRecorder": 0,
+    # The Whoosh index of the crawl: its settings, the check it opens, its failures.
+    "spidersite.extensions.IndexExtension": 0,
     # The page store (WARC files); off unless PAGESTORE_ENABLED.
     "spidersite.pagestore.PageStore": 0,
 }

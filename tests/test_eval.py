@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 
 from search.cli import main
-from search.commands.eval import doc_name, evaluate, ranked
+from search.commands._common import CLIError
+from search.commands.eval import (
+    Evaluation,
+    cross_validate,
+    doc_name,
+    evaluate,
+    parse_sweep,
+    ranked,
+)
+from search.ranking import DEFAULT
 
 # q1: /d1 and /d3 relevant; q2: /d2 relevant; q3: /d5 relevant but nothing retrieved;
 # q9: judged, nothing relevant (not scored).
@@ -124,3 +133,97 @@ def test_cli_bad_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert "qrels.txt:1: expected 'qid 0 docname grade'" in capsys.readouterr().err
     assert main(["eval", "--qrels", str(tmp_path / "nope.txt"), "--run", "x"]) == 2
     assert main(["eval", "--qrels", str(tmp_path / "qrels.txt")]) == 2
+
+
+def test_parse_sweep_grid() -> None:
+    names, grid = parse_sweep("k1=0.6:1.0:0.2, b=0.4/0.75", DEFAULT)
+    assert names == ["k1", "b"]
+    assert [(p.k1, p.b) for p in grid] == [
+        (0.6, 0.4),
+        (0.6, 0.75),
+        (0.8, 0.4),
+        (0.8, 0.75),
+        (1.0, 0.4),
+        (1.0, 0.75),
+    ]
+    assert all(p.fb_docs == DEFAULT.fb_docs for p in grid)
+    _, grid = parse_sweep("expansion=rm3/none,fb_docs=5", DEFAULT)
+    assert [(p.expansion, p.fb_docs) for p in grid] == [("rm3", 5), ("none", 5)]
+
+
+@pytest.mark.parametrize(
+    "spec", ["k1", "k1=", "k3=1", "k1=1:0:0.1", "k1=0:1:0", "b=2", "k1=1,k1=2", "k1=a:b:c"]
+)
+def test_parse_sweep_refuses(spec: str) -> None:
+    with pytest.raises(CLIError):
+        parse_sweep(spec, DEFAULT)
+
+
+def _evaluation(maps: dict[str, float]) -> Evaluation:
+    per_query = {q: {"MAP": v, "nDCG@10": v, "P@10": v} for q, v in maps.items()}
+    return Evaluation(len(maps), {}, per_query)
+
+
+def test_cross_validation_by_hand() -> None:
+    # Two folds, round robin in query order: {1, 3} and {2, 4}.
+    grid = [DEFAULT.with_values(k1=k) for k in (1, 2)]
+    evaluations = [
+        _evaluation({"1": 0.9, "2": 0.1, "3": 0.9, "4": 0.1}),  # good on fold 1 only
+        _evaluation({"1": 0.5, "2": 0.5, "3": 0.5, "4": 0.5}),
+    ]
+    folds, held_out = cross_validate(grid, evaluations, 2)
+    # Fold 1 is scored with what fold 2 prefers (k1=2: 0.5 > 0.1), and the other way round.
+    assert [f.queries for f in folds] == [["1", "3"], ["2", "4"]]
+    assert [f.params.k1 for f in folds] == [2.0, 1.0]
+    assert [f.fitted for f in folds] == pytest.approx([0.5, 0.9])
+    assert [f.held_out["MAP"] for f in folds] == pytest.approx([0.5, 0.1])
+    assert held_out["MAP"] == pytest.approx(0.3)
+
+
+def test_cli_sweep_and_folds(tmp_path: Path) -> None:
+    from search import db
+    from search.analysis import DEFAULT_WEIGHTS, analyze_document
+    from search.index import Index, IndexDoc
+
+    db.connect(f"sqlite:///{tmp_path / 'spidersite.db'}", upgrade=True).dispose()
+    texts = [
+        "vacuum full lock table",
+        "vacuum analyze statistics",
+        "lock contention table rows",
+        "write ahead log checkpoint",
+        "checkpoint interval log",
+        "table partition rows",
+    ]
+    with Index(tmp_path / "index").writer() as w:
+        for i, text in enumerate(texts, 1):
+            records = analyze_document({"title": "", "body": text})
+            w.add(
+                IndexDoc.from_records(i, f"http://h/d{i}", "h", records.values(), DEFAULT_WEIGHTS)
+            )
+    (tmp_path / "q.tsv").write_text("1\tvacuum lock\n2\tcheckpoint log\n3\ttable rows\n")
+    (tmp_path / "qrels.txt").write_text("1 0 /d1 1\n2 0 /d4 1\n3 0 /d6 1\n")
+    args = ["eval", "--data-dir", str(tmp_path), "--queries", str(tmp_path / "q.tsv")]
+    args += ["--qrels", str(tmp_path / "qrels.txt"), "--sweep", "k1=0.5:1.5:0.5,b=0/1"]
+    out = io.StringIO()
+    assert main([*args, "--folds", "2"], out) == 0
+    lines = out.getvalue().splitlines()
+    assert lines[0].split() == ["k1", "b", "MAP", "nDCG@10", "P@10"]
+    assert [line.split()[:2] for line in lines[1:7]] == [
+        [k, b] for k in ("0.5", "1.0", "1.5") for b in ("0.0", "1.0")
+    ]
+    assert sum(line.endswith("*") for line in lines) == 1
+    assert any(line.startswith("held out, all 3 queries: MAP") for line in lines)
+    out = io.StringIO()
+    assert main([*args, "--folds", "3", "--json"], out) == 0
+    data = json.loads(out.getvalue())
+    assert len(data["grid"]) == 6 and data["grid"][0]["params"] == {"k1": 0.5, "b": 0.0}
+    assert len(data["folds"]) == 3 and set(data["held_out"]) == {"MAP", "nDCG@10", "P@10"}
+
+
+def test_cli_folds_need_a_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "qrels.txt").write_text(QRELS)
+    args = ["eval", "--qrels", str(tmp_path / "qrels.txt"), "--queries", "q.tsv"]
+    assert main([*args, "--folds", "2"]) == 2
+    assert "--folds needs --sweep" in capsys.readouterr().err
+    assert main([*args, "--b", "3"]) == 2
+    assert "b must be between 0 and 1" in capsys.readouterr().err

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from search.ranking import feedback_terms, position_weight, query_weights
+from search.ranking import feedback_terms, position_weight, query_weights, rm3_terms
 
 
 def test_position_weight_is_capped() -> None:
-    assert position_weight(4) == pytest.approx(0.5)  # 1 / (1 + 0.25 × 4)
-    assert position_weight(30) == pytest.approx(0.5)
+    assert position_weight(4, 0.25) == pytest.approx(0.5)  # 1 / (1 + 0.25 × 4)
+    assert position_weight(30, 0.25) == pytest.approx(0.5)
 
 
 def test_query_weights_count_repeats_at_first_position() -> None:
     # vacuum: twice, position 0 -> 2 × 1; full: position 1 -> 0.8; lock: position 2 -> 1/1.5
-    weights = query_weights(["vacuum", "full", "vacuum", "lock"])
+    weights = query_weights(["vacuum", "full", "vacuum", "lock"], decay=0.25)
     assert weights == pytest.approx({"vacuum": 2.0, "full": 0.8, "lock": 1 / 1.5})
 
 
@@ -30,3 +30,33 @@ def test_feedback_terms_by_hand() -> None:
 def test_feedback_terms_nothing_to_add() -> None:
     assert feedback_terms([], {"a": 1.0}) == {"a": 1.0}
     assert feedback_terms([{"a": 1.0}], {"a": 1.0}, beta=0) == {"a": 1.0}
+
+
+def test_rm3_terms_by_hand() -> None:
+    query = {"a": 1.0, "b": 0.5}  # Σ qw = 1.5
+    docs = [{"a": 2.0, "x": 4.0, "y": 1.0, "z": 1.0}, {"x": 1.0, "y": 1.0}]
+    scores = [3.0, 1.0]
+    # Each document keeps its 2 heaviest terms (ties by stem): d1 {x 4, a 2} / 6, d2 {x, y} / 2
+    # P(t|R) ∝ Σ P(t|d) · score(d): x 4/6·3 + 1/2·1 = 2.5, a 2/6·3 = 1, y 1/2·1 = 0.5
+    # the 2 heaviest: x 2.5, a 1 (total 3.5); weight 0.5: scale = 1 × 1.5 / 3.5
+    expanded = rm3_terms(docs, scores, query, terms=2, weight=0.5)
+    scale = 1.5 / 3.5
+    assert expanded == pytest.approx({"a": 1.0 + scale * 1.0, "b": 0.5, "x": scale * 2.5})
+
+
+def test_rm3_terms_weight_of_the_query() -> None:
+    query = {"a": 1.0}
+    docs = [{"x": 1.0}]
+    # q' = w · q / Σq + (1 − w) · P(t|R), scaled by Σq / w: x gets (1 − w) / w
+    assert rm3_terms(docs, [2.0], query, weight=0.25) == pytest.approx({"a": 1.0, "x": 3.0})
+    assert rm3_terms(docs, [2.0], query, weight=1.0) == query
+    assert rm3_terms([], [], query) == query
+    assert rm3_terms([{}], [1.0], query) == query
+
+
+def test_query_weights_without_decay_count_only_repeats() -> None:
+    assert query_weights(["vacuum", "full", "vacuum", "lock"], decay=0.0) == {
+        "vacuum": 2.0,
+        "full": 1.0,
+        "lock": 1.0,
+    }

@@ -102,6 +102,18 @@ def test_on_topic_page_is_kept_with_its_score() -> None:
     assert mw.stats.get_value("topic/kept") == 1
 
 
+def test_the_gate_ships_its_analysis_with_the_page() -> None:
+    # The page is analyzed once, here: the store's worker stores this analysis.
+    mw = _middleware("vacuum autovacuum bloat")
+    response, output = _output("Routine Vacuuming", "autovacuum removes bloat", hops=1)
+    list(mw.process_spider_output(response, output))
+    words = output[-1].words
+    assert words is not None
+    assert words["vacuum"].counts[:2] == [0, 1]  # in the title, not the body
+    assert words["autovacuum"].weight == 1.0
+    assert "exampl" in words  # the URL's words too: the page's whole analysis
+
+
 def test_off_topic_page_and_its_links_are_dropped() -> None:
     mw = _middleware("vacuum autovacuum bloat")
     response, output = _output("ECPG", "embedded SQL in C", hops=1)

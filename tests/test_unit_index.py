@@ -23,8 +23,10 @@ from search.index import (
     IndexMissing,
     IndexOutdated,
     IndexUnavailable,
+    PreAnalyzed,
     SearchIndexError,
     make_schema,
+    postings,
 )
 
 WEIGHTS = {"body": 1.0, "title": 10.0, "url": 3.0, "desc": 0.5, "keywords": 2.0}
@@ -46,28 +48,26 @@ def test_text_fields_follow_sections() -> None:
     assert set(schema.names()) == {"docid", "url", "host", WORDS_FIELD}
 
 
-def test_from_records_fields_per_section_with_count_times_weight() -> None:
+def test_from_records_carries_the_merged_weights() -> None:
     records = [record("vacuum", body=2, title=1, url=1), record("tabl", body=1, desc=3)]
-    doc = IndexDoc.from_records(5, "http://a.example/v", "a.example", records, WEIGHTS)
+    doc = IndexDoc.from_records(5, "http://a.example/v", "a.example", records)
     assert (doc.docid, doc.url, doc.host) == (5, "http://a.example/v", "a.example")
-    assert doc.fields == {
-        "body": {"vacuum": (2, 2.0), "tabl": (1, 1.0)},  # 2×1, 1×1
-        "title": {"vacuum": (1, 10.0)},  # 1×10
-        "urlwords": {"vacuum": (1, 3.0)},  # 1×3
-        "desc": {"tabl": (3, 1.5)},  # 3×0.5
-    }
-    assert "keywords" not in doc.fields  # empty fields are left out
-
-
-def test_from_records_missing_weight_defaults_to_one() -> None:
-    doc = IndexDoc.from_records(1, "u", "h", [record("x", keywords=3)], {"body": 1.0})
-    assert doc.fields == {"keywords": {"x": (3, 3.0)}}
+    # Σ count × section weight, as the analyzer computed it: not split again by section.
+    assert doc.weights == {"vacuum": 2 * 1 + 1 * 10 + 1 * 3, "tabl": 1 * 1 + 3 * 0.5}
 
 
 def test_from_records_from_analyze_document() -> None:
     records = analyze_document({"body": "vacuum vacuuming", "title": "Vacuum"}, weights=WEIGHTS)
-    doc = IndexDoc.from_records(1, "u", "h", records.values(), WEIGHTS)
-    assert doc.fields == {"body": {"vacuum": (2, 2.0)}, "title": {"vacuum": (1, 10.0)}}
+    doc = IndexDoc.from_records(1, "u", "h", records.values())
+    assert doc.weights == {"vacuum": 2 * 1.0 + 1 * 10.0}
+
+
+def test_postings_round_weights_into_freqs() -> None:
+    assert postings({"a": 12.0, "b": 1.5, "c": 0.3, "gone": 0.0}) == {
+        "a": (12, 12.0),
+        "b": (2, 1.5),
+        "c": (1, 0.3),  # at least 1
+    }
 
 
 def test_from_records_max_terms_keeps_highest_weights() -> None:
@@ -77,21 +77,20 @@ def test_from_records_max_terms_keeps_highest_weights() -> None:
         record("mid", body=2, desc=2),  # weight 2 + 1 = 3
         record("top", title=2),  # weight 20
     ]
-    doc = IndexDoc.from_records(1, "u", "h", records, WEIGHTS, max_terms=2)
-    kept = {stem for postings in doc.fields.values() for stem in postings}
-    assert kept == {"top", "high"}
-    doc3 = IndexDoc.from_records(1, "u", "h", records, WEIGHTS, max_terms=3)
-    assert {s for p in doc3.fields.values() for s in p} == {"top", "high", "mid"}
+    doc = IndexDoc.from_records(1, "u", "h", records, max_terms=2)
+    assert set(doc.weights) == {"top", "high"}
+    doc3 = IndexDoc.from_records(1, "u", "h", records, max_terms=3)
+    assert set(doc3.weights) == {"top", "high", "mid"}
 
 
 def test_from_records_max_terms_not_reached_keeps_all() -> None:
     records = [record("a", body=1), record("b", body=1)]
-    doc = IndexDoc.from_records(1, "u", "h", records, WEIGHTS, max_terms=5)
-    assert doc.fields == {"body": {"a": (1, 1.0), "b": (1, 1.0)}}
+    doc = IndexDoc.from_records(1, "u", "h", records, max_terms=5)
+    assert doc.weights == {"a": 1.0, "b": 1.0}
 
 
 def test_from_records_empty() -> None:
-    assert IndexDoc.from_records(1, "u", "h", [], WEIGHTS).fields == {}
+    assert IndexDoc.from_records(1, "u", "h", []).weights == {}
 
 
 # --- a real index ----------------------------------------------------------------------------
@@ -103,10 +102,10 @@ def docs() -> list[IndexDoc]:
             1,
             "http://a.example/1",
             "a.example",
-            {"body": {"vacuum": (2, 2.0), "tabl": (1, 1.0)}, "title": {"vacuum": (1, 4.0)}},
+            {"vacuum": 2.0 + 4.0, "tabl": 1.0},
         ),
-        IndexDoc(2, "http://b.example/2", "b.example", {"body": {"tabl": (3, 3.0)}}),
-        IndexDoc(3, "http://c.example/3", "c.example", {"title": {"vacuum": (1, 4.0)}}),
+        IndexDoc(2, "http://b.example/2", "b.example", {"tabl": 3.0}),
+        IndexDoc(3, "http://c.example/3", "c.example", {"vacuum": 4.0}),
     ]
 
 
@@ -193,7 +192,7 @@ def test_postings_carry_count_and_weight(index: Index) -> None:
 
 def test_update_replaces_same_docid(index: Index) -> None:
     with index.writer() as w:
-        w.add(IndexDoc(1, "http://a.example/new", "a.example", {"body": {"analyz": (1, 1.0)}}))
+        w.add(IndexDoc(1, "http://a.example/new", "a.example", {"analyz": 1.0}))
     assert index.doc_count() == 3
     assert index.docids() == {1, 2, 3}
     assert search(index, "words", "vacuum") == [3]
@@ -205,7 +204,7 @@ def test_update_replaces_same_docid(index: Index) -> None:
 def test_add_without_update_duplicates(index: Index) -> None:
     with index.writer() as w:
         w.add(
-            IndexDoc(2, "http://b.example/2", "b.example", {"body": {"tabl": (1, 1.0)}}),
+            IndexDoc(2, "http://b.example/2", "b.example", {"tabl": 1.0}),
             update=False,
         )
     assert index.doc_count() == 4
@@ -229,7 +228,7 @@ def test_delete_missing_docid_is_harmless(index: Index) -> None:
 def test_writer_error_cancels(index: Index) -> None:
     with pytest.raises(RuntimeError, match="boom"), index.writer() as w:
         w.delete(1)
-        w.add(IndexDoc(9, "u", "h", {"body": {"x": (1, 1.0)}}))
+        w.add(IndexDoc(9, "u", "h", {"x": 1.0}))
         raise RuntimeError("boom")
     assert index.docids() == {1, 2, 3}
     # The lock was released: another writer can start.
@@ -241,7 +240,7 @@ def test_writer_error_cancels(index: Index) -> None:
 def test_clear_writer_replaces_everything(index: Index) -> None:
     # writer(clear=True) is the full rebuild: only what this writer adds survives.
     with index.writer(clear=True) as w:
-        w.add(IndexDoc(8, "u", "h", {"body": {"x": (1, 1.0)}}))
+        w.add(IndexDoc(8, "u", "h", {"x": 1.0}))
     assert index.docids() == {8}
     assert search(index, "words", "x") == [8]
     assert search(index, "words", "tabl") == []
@@ -253,7 +252,7 @@ def test_index_records_its_format(index: Index) -> None:
     # Whoosh's clean-up of unused files (at each commit) leaves the record alone.
     for n in range(3):
         with index.writer() as w:
-            w.add(IndexDoc(10 + n, "u", "h", {"body": {"x": (1, 1.0)}}))
+            w.add(IndexDoc(10 + n, "u", "h", {"x": 1.0}))
     assert index.format() == FORMAT
 
 
@@ -270,9 +269,9 @@ def test_index_of_another_format_is_refused(index: Index, record: str | None) ->
         assert isinstance(info.value, SearchIndexError)
         assert not isinstance(info.value, IndexMissing)
     with pytest.raises(IndexOutdated), index.writer() as w:  # adding to it is refused
-        w.add(IndexDoc(8, "u", "h", {"body": {"x": (1, 1.0)}}))
+        w.add(IndexDoc(8, "u", "h", {"x": 1.0}))
     with index.writer(clear=True) as w:  # a full rebuild starts it anew
-        w.add(IndexDoc(8, "u", "h", {"body": {"x": (1, 1.0)}}))
+        w.add(IndexDoc(8, "u", "h", {"x": 1.0}))
     assert index.format() == FORMAT
     assert index.docids() == {8}
 
@@ -284,31 +283,22 @@ def test_a_second_writer_is_refused(index: Index) -> None:
     assert isinstance(info.value, SearchIndexError)
 
 
-def test_plain_string_field_value(tmp_path: Path) -> None:
-    ix = Index(tmp_path / "ix")
-    with ix.writer() as w:
-        w.add(IndexDoc(1, "u", "h", {"body": "alpha beta alpha"}))  # type: ignore[dict-item]
-    assert search(ix, "words", "alpha") == [1]
-    with ix.open().searcher() as s:
-        assert s.frequency("words", "alpha") == pytest.approx(2.0)
+def test_plain_string_field_value() -> None:
+    # Whoosh's own callers may give the field a string: one term per word.
+    postings_of = {t: (f, w) for t, f, w, _ in PreAnalyzed().index("alpha beta alpha")}
+    assert postings_of == {b"alpha": (2, 2.0), b"beta": (1, 1.0)}
 
 
 def test_many_small_commits_merge(tmp_path: Path) -> None:
     """Segments written by separate commits merge (posting values must be Whoosh's own
     fixed-size encoding, or the merge fails reading them)."""
-    from search.analysis import DEFAULT_WEIGHTS, analyze_document
-
     index = Index(tmp_path / "merge")
     for commit in range(12):
         with index.writer() as writer:
             for i in range(3):
                 n = commit * 3 + i
                 records = analyze_document({"body": f"word{n} shared text, more text {n}"})
-                writer.add(
-                    IndexDoc.from_records(
-                        n, f"http://x/{n}", "x", records.values(), DEFAULT_WEIGHTS
-                    )
-                )
+                writer.add(IndexDoc.from_records(n, f"http://x/{n}", "x", records.values()))
     assert index.docids() == set(range(36))
 
 
@@ -323,7 +313,7 @@ def test_merge_policy_keeps_few_segments(tmp_path: Path) -> None:
             for i in range(200):
                 docid = commit * 200 + i
                 w.add(
-                    IndexDoc(docid, f"http://h/{docid}", "h", {"body": {"word": (1, 1.0)}}),
+                    IndexDoc(docid, f"http://h/{docid}", "h", {"word": 1.0}),
                     update=False,
                 )
     ix = index.open()

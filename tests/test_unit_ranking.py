@@ -6,11 +6,29 @@ import math
 
 import pytest
 
-from search.ranking import K1, POSITION_DECAY, B, bm25, idf, position_weight
+from search.ranking import DEFAULT, K1, Params, bm25, idf, position_weight
 
 
-def test_constants() -> None:
-    assert (POSITION_DECAY, K1, B) == (0.25, 2.0, 0.75)
+def test_defaults_are_the_published_ones() -> None:
+    # BM25's k1 1.2, b 0.75 (Robertson's, Whoosh's); RM3 as Anserini runs it (fbDocs 10,
+    # fbTerms 10, originalQueryWeight 0.5); decay 0.1 (cross-validated on CISI).
+    assert Params(1.2, 0.75, 0.1, "rm3", 10, 10, 0.5) == DEFAULT
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{"k1": -1}, {"b": 1.5}, {"decay": -0.1}, {"expansion": "x"}, {"fb_docs": 0}, {"fb_weight": 0}],
+)
+def test_params_out_of_range(values: dict) -> None:
+    with pytest.raises(ValueError):
+        Params(**values)
+
+
+def test_params_with_values_converts_and_refuses_unknown_names() -> None:
+    p = DEFAULT.with_values(k1="1.2", fb_docs="5", expansion="none")
+    assert (p.k1, p.fb_docs, p.expansion, p.b) == (1.2, 5, "none", DEFAULT.b)
+    with pytest.raises(ValueError, match="unknown ranking parameter k3"):
+        DEFAULT.with_values(k3="1")
 
 
 @pytest.mark.parametrize(
@@ -24,11 +42,17 @@ def test_constants() -> None:
     ],
 )
 def test_position_weight(position: int, weight: float) -> None:
-    assert position_weight(position) == pytest.approx(weight)
+    assert position_weight(position, decay=0.25) == pytest.approx(weight)
+
+
+def test_position_weight_default() -> None:
+    # decay 0.1: 1, 1/1.1, 1/1.2, 1/1.3, then 1/1.4 for every later word
+    expected = [1.0, 1 / 1.1, 1 / 1.2, 1 / 1.3, 1 / 1.4, 1 / 1.4, 1 / 1.4]
+    assert [position_weight(i) for i in range(7)] == pytest.approx(expected)
 
 
 def test_position_weight_decreases_but_stays_positive() -> None:
-    weights = [position_weight(i) for i in range(20)]
+    weights = [position_weight(i, decay=0.25) for i in range(20)]
     assert weights == sorted(weights, reverse=True)
     assert all(w > 0 for w in weights)
 
@@ -62,7 +86,7 @@ def test_bm25_by_hand() -> None:
     # idf = 1, tf = 2, field length 10, average 5, b = 0.75, k1 = 1.2:
     #   norm = 2 / (0.25 + 0.75 × 10/5) = 2 / 1.75 = 8/7
     #   bm25 = 1 × (2.2 × 8/7) / (1.2 + 8/7) = (17.6/7) / (16.4/7) = 17.6 / 16.4 = 44/41
-    assert bm25(1.0, 2, 10, 5, k1=1.2) == pytest.approx(44 / 41)
+    assert bm25(1.0, 2, 10, 5, b=0.75, k1=1.2) == pytest.approx(44 / 41)
 
 
 def test_bm25_average_length_document() -> None:
@@ -78,8 +102,8 @@ def test_bm25_custom_b_and_k1() -> None:
 def test_bm25_zero_average_length_counts_as_one() -> None:
     # avg 0 -> 1: norm = 1 / (0.25 + 0.75 × 2/1) = 1 / 1.75 = 4/7
     #   bm25 = (2.2 × 4/7) / (1.2 + 4/7) = (8.8/7) / (12.4/7) = 8.8 / 12.4 = 22/31
-    assert bm25(1.0, 1, 2, 0, k1=1.2) == pytest.approx(22 / 31)
-    assert bm25(1.0, 1, 2, -5, k1=1.2) == pytest.approx(22 / 31)
+    assert bm25(1.0, 1, 2, 0, b=0.75, k1=1.2) == pytest.approx(22 / 31)
+    assert bm25(1.0, 1, 2, -5, b=0.75, k1=1.2) == pytest.approx(22 / 31)
 
 
 def test_bm25_zero_tf() -> None:

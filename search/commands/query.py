@@ -41,12 +41,54 @@ def add_parser(sub: Any, common: Any) -> None:
 
 
 def add_ranking_options(p: argparse.ArgumentParser) -> None:
-    """Options of how queries are analyzed and ranked (shared with ``eval``)."""
+    """Options of how queries are analyzed and ranked (shared with ``eval``); README
+    "Ranking" gives the formula, :class:`search.ranking.Params` the defaults."""
+    from search.ranking import DEFAULT, EXPANSIONS
+
+    p.add_argument(
+        "--k1", type=float, default=DEFAULT.k1, help=f"BM25's k1 (default: {DEFAULT.k1})"
+    )
+    p.add_argument("--b", type=float, default=DEFAULT.b, help=f"BM25's b (default: {DEFAULT.b})")
+    p.add_argument(
+        "--decay",
+        type=float,
+        default=DEFAULT.decay,
+        help="how much less later query words weigh: 1 / (1 + decay · min(position, 4)) "
+        f"(default: {DEFAULT.decay})",
+    )
+    p.add_argument(
+        "--expansion",
+        choices=EXPANSIONS,
+        default=DEFAULT.expansion,
+        help=f"query expansion of long queries (default: {DEFAULT.expansion})",
+    )
     p.add_argument(
         "--no-expand",
-        dest="expand",
-        action="store_false",
-        help="no query expansion (pseudo-relevance feedback) for long queries",
+        dest="expansion",
+        action="store_const",
+        const="none",
+        help="no query expansion (pseudo-relevance feedback): --expansion none",
+    )
+    p.add_argument(
+        "--fb-docs",
+        type=int,
+        default=DEFAULT.fb_docs,
+        metavar="N",
+        help=f"feedback documents of the expansion (default: {DEFAULT.fb_docs})",
+    )
+    p.add_argument(
+        "--fb-terms",
+        type=int,
+        default=DEFAULT.fb_terms,
+        metavar="N",
+        help=f"terms the expansion adds (default: {DEFAULT.fb_terms})",
+    )
+    p.add_argument(
+        "--fb-weight",
+        type=float,
+        default=DEFAULT.fb_weight,
+        metavar="W",
+        help=f"RM3: weight of the query as typed (default: {DEFAULT.fb_weight})",
     )
     p.add_argument(
         "--language",
@@ -55,10 +97,30 @@ def add_ranking_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def ranking_params(args: argparse.Namespace) -> Any:
+    """The :class:`search.ranking.Params` of the ranking options (a usage error if out of
+    range)."""
+    from search.ranking import Params
+
+    try:
+        return Params(
+            k1=args.k1,
+            b=args.b,
+            decay=args.decay,
+            expansion=args.expansion,
+            fb_docs=args.fb_docs,
+            fb_terms=args.fb_terms,
+            fb_weight=args.fb_weight,
+        )
+    except ValueError as exc:
+        raise CLIError(str(exc), EXIT_USAGE) from None
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from search.query import QueryError, parse_query
     from search.searcher import Searcher
 
+    params = ranking_params(args)
     if args.limit < 1:
         raise CLIError("-n must be at least 1", EXIT_USAGE)
     if args.page < 1:
@@ -76,8 +138,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         )
     engine = open_engine(args, upgrade=False)
     try:
-        result = Searcher(engine, index).search(
-            parsed, page=args.page, per_page=args.limit, expand=args.expand, explain=args.explain
+        result = Searcher(engine, index, params).search(
+            parsed, page=args.page, per_page=args.limit, explain=args.explain
         )
     except QueryError as exc:  # beyond what a query may ask for
         raise CLIError(str(exc), EXIT_USAGE) from None

@@ -10,10 +10,10 @@ Each fetched page is scored against the topic, as the design documents' topic cr
 ``cos`` is the vector-space (cosine) similarity of two stem vectors built by the analyzer
 of :mod:`search.analysis` (tokenize, segment CJK, lowercase, drop stop words, stem): a
 page section's vector holds each stem's count, the topic's vector each stem's query weight
-(:func:`search.ranking.query_weights`: the first topic word weighs 1, the second 0.8 …, as
-in a query).  A cosine lies in [0, 1]; B and C are on a 0–10 scale, A on 0–50 with the
-default weights.  A page whose A is at most the threshold (default 2) is not stored and its
-links are not followed; a kept page stores A in ``documents.topic_score``.
+(:func:`search.ranking.query_weights` with a decay of :data:`TOPIC_DECAY`: the first topic
+word weighs 1, the second 0.8 …).  A cosine lies in [0, 1]; B and C are on a 0–10 scale, A
+on 0–50 with the default weights.  A page whose A is at most the threshold (default 2) is
+not stored and its links are not followed; a kept page stores A in ``documents.topic_score``.
 
 What 2 means, measured on the PostgreSQL 15 docs (1,169 pages) with the topic
 "vacuum autovacuum bloat": ``sql-vacuum.html`` scores 32.0 (title "VACUUM": B = 6.9),
@@ -34,6 +34,10 @@ Priority 950 in ``SPIDER_MIDDLEWARES``: output runs from high numbers to low, so
 gate sees the spider's output first and a dropped page's requests never reach the hops
 filter (900) or the scheduler.
 
+The gate decides on the reactor thread, before the page's requests reach the scheduler, so
+it analyzes the page (all its sections, with the server's weights) there; the analysis goes
+on with the item (``PageItem.words``), and the store's worker does not analyze it again.
+
 Switch off with ``TOPIC_ENABLED = False``; without ``-a topic`` it does nothing.
 
 Stats: ``topic/kept``, ``topic/dropped``, ``topic/requests_dropped``,
@@ -50,7 +54,14 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request
 from scrapy.exceptions import NotConfigured
 
-from search.analysis import DEFAULT_WEIGHTS, SECTIONS, analyze_document, get_analyzer
+from search.analysis import (
+    DEFAULT_WEIGHTS,
+    SECTIONS,
+    WordRecord,
+    analyze_document,
+    get_analyzer,
+    page_sections,
+)
 from search.crawlargs import DEFAULT_TOPIC_THRESHOLD
 from search.ranking import query_weights
 from spidersite.crawlsettings import crawl_settings
@@ -67,11 +78,13 @@ SCALE = 10.0
 
 _TITLE = SECTIONS.index("title")
 _BODY = SECTIONS.index("body")
+#: How much less later topic words weigh (a topic is a few keywords, the first the main one).
+TOPIC_DECAY = 0.25
 
 
 def topic_vector(topic: str, language: str | None = None) -> dict[str, float]:
     """The topic's stems with their query weights (earlier words weigh more)."""
-    return query_weights([t.stem for t in get_analyzer(language).tokens(topic)])
+    return query_weights([t.stem for t in get_analyzer(language).tokens(topic)], TOPIC_DECAY)
 
 
 def cosine(a: Mapping[str, float], b: Mapping[str, float]) -> float:
@@ -83,6 +96,20 @@ def cosine(a: Mapping[str, float], b: Mapping[str, float]) -> float:
         return 0.0
     norm = math.sqrt(sum(w * w for w in a.values())) * math.sqrt(sum(w * w for w in b.values()))
     return dot / norm
+
+
+def score_records(
+    topic: Mapping[str, float],
+    records: Mapping[str, WordRecord],
+    weights: Mapping[str, float] | None = None,
+) -> float:
+    """A = w_title · B + w_body · C of a page's analysis (its title and body counts)."""
+    title_vec = {s: float(r.counts[_TITLE]) for s, r in records.items() if r.counts[_TITLE]}
+    body_vec = {s: float(r.counts[_BODY]) for s, r in records.items() if r.counts[_BODY]}
+    w = {**DEFAULT_WEIGHTS, **(weights or {})}
+    b = SCALE * cosine(topic, title_vec)
+    c = SCALE * cosine(topic, body_vec)
+    return float(w["title"]) * b + float(w["body"]) * c
 
 
 def topic_score(
@@ -97,12 +124,7 @@ def topic_score(
     records = analyze_document(
         {"title": title or "", "body": body or ""}, language=language, max_words=max_words
     )
-    title_vec = {s: float(r.counts[_TITLE]) for s, r in records.items() if r.counts[_TITLE]}
-    body_vec = {s: float(r.counts[_BODY]) for s, r in records.items() if r.counts[_BODY]}
-    w = {**DEFAULT_WEIGHTS, **(weights or {})}
-    b = SCALE * cosine(topic, title_vec)
-    c = SCALE * cosine(topic, body_vec)
-    return float(w["title"]) * b + float(w["body"]) * c
+    return score_records(topic, records, weights)
 
 
 class TopicMiddleware:
@@ -114,6 +136,8 @@ class TopicMiddleware:
         self.stats = crawler.stats
         self.follow_hops = config.topic_follow_hops
         self.max_words = config.analyze_max_words
+        #: Ship each page's analysis with its item, so the worker does not analyze it again.
+        self.ship_analysis = config.analyze_enabled
         #: language -> topic vector (pages of other languages stem differently)
         self._vectors: dict[str | None, dict[str, float]] = {}
 
@@ -168,15 +192,18 @@ class TopicMiddleware:
             return
         keep = False
         for item in pages:
-            score = topic_score(
-                self._vector(topic, item.language),
-                item.title,
-                item.text,
+            # The gate must decide here, before the page's requests are scheduled; the
+            # page's whole analysis goes on with the item (analyzed once).
+            records = analyze_document(
+                page_sections(item.url, item.title, item.text, item.description, item.keywords),
                 item.weights,
                 item.language,
                 self.max_words,
             )
+            score = score_records(self._vector(topic, item.language), records, item.weights)
             item.topic_score = round(score, 4)
+            if self.ship_analysis:
+                item.words = records
             keep = keep or score > threshold
         hops = response.meta.get("hops", 0)
         if keep:

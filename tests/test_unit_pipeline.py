@@ -1,0 +1,212 @@
+"""The store pipeline and its worker process, built with Scrapy's ``get_crawler``: what is
+stored, what the stats say, and the back-pressure of a worker that is behind."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scrapy.utils.test import get_crawler
+
+from search.analysis import WordRecord
+from search.index import Index
+from spidersite.extensions import CrawlRecorder, IndexExtension
+from spidersite.items import ErrorItem, LinkRecord, PageItem
+from spidersite.pipelines import StorePipeline
+
+
+class _Spider:
+    name = "site"
+    servers = None
+
+    def crawl_args(self) -> dict[str, Any]:
+        return {"seeds": ["http://example.org/"]}
+
+
+def _crawler(tmp_path: Path, **settings: Any) -> Any:
+    crawler = get_crawler(
+        settings_dict={
+            "SPIDERSITE_DATA_DIR": str(tmp_path),
+            "INDEX_DIR": str(tmp_path / "index"),
+            "EXTENSIONS": {CrawlRecorder: 0},
+            **settings,
+        }
+    )
+    crawler.stats.open_spider()
+    crawler.spider = _Spider()
+    return crawler
+
+
+def _page(n: int, text: str = "vacuum removes dead rows", **fields: Any) -> PageItem:
+    url = f"http://example.org/p{n}.html"
+    return PageItem(
+        url=url,
+        server="http://example.org/",
+        status=200,
+        title=f"Page {n}",
+        text=text,
+        links=[LinkRecord(f"http://example.org/p{n + 1}.html", "next")],
+        weights={"body": 1.0, "title": 4.0, "url": 2.0, "desc": 2.0, "keywords": 2.0},
+        **fields,
+    )
+
+
+def _rows(tmp_path: Path, sql: str) -> list[sqlite3.Row]:
+    conn = sqlite3.connect(tmp_path / "spidersite.db")
+    conn.row_factory = sqlite3.Row
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+async def _run(pipeline: StorePipeline, items: list[Any]) -> None:
+    await pipeline.open_spider()
+    for item in items:
+        assert await pipeline.process_item(item) is item
+    await pipeline.close_spider()
+    await pipeline.finish("finished")
+
+
+@pytest.fixture
+def locked(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection to the crawl's database that can hold its write lock."""
+    conn = sqlite3.connect(tmp_path / "spidersite.db", isolation_level=None)
+    yield conn
+    conn.close()
+
+
+def test_batches_are_analyzed_stored_and_counted(tmp_path: Path) -> None:
+    crawler = _crawler(tmp_path, STORE_BATCH_SIZE=2)
+    pipeline = StorePipeline.from_crawler(crawler)
+    error = ErrorItem("http://example.org/bad", "http://example.org/", "http", "HTTP 500")
+    asyncio.run(_run(pipeline, [_page(1), _page(2), error, _page(3, noindex=True)]))
+
+    stats = crawler.stats.get_stats()
+    assert stats["store/batches"] == 2
+    assert stats["store/documents"] == stats["store/pages"] == 3
+    assert stats["store/errors"] == 1
+    assert stats["analyze/pages"] == 2  # the noindex page is stored, not analyzed
+    assert stats["analyze/skipped_noindex"] == 1
+    assert stats["analyze/words"] == 2 * 4  # "vacuum removes dead rows", stop words included
+    assert stats["store/flushed_at_last"] > 0
+    docs = {r["url"]: r for r in _rows(tmp_path, "SELECT url, word_count FROM documents")}
+    assert docs["http://example.org/p1.html"]["word_count"] == 4
+    stems = _rows(
+        tmp_path,
+        "SELECT w.stem FROM postings p JOIN words w ON w.id = p.word_id "
+        "JOIN documents d ON d.id = p.document_id WHERE d.url LIKE '%p1.html'",
+    )
+    assert {r["stem"] for r in stems} >= {"vacuum", "remov", "dead", "row", "page"}
+    assert not _rows(
+        tmp_path,
+        "SELECT 1 FROM postings p JOIN documents d ON d.id = p.document_id "
+        "WHERE d.url LIKE '%p3.html'",
+    )
+    (crawl,) = _rows(tmp_path, "SELECT id, finish_reason, stats, log_file FROM crawls")
+    assert crawl["finish_reason"] == "finished"
+    assert '"store/documents": 3' in crawl["stats"]
+    assert _rows(tmp_path, "SELECT kind, url FROM crawl_errors")[0]["kind"] == "http"
+    log = Path(crawl["log_file"]).read_text()
+    assert "\thttp\thttp://example.org/bad\tHTTP 500\n" in log
+
+
+def test_an_analysis_shipped_with_the_item_is_stored_as_it_is(tmp_path: Path) -> None:
+    # A topic crawl analyzes on the reactor (the gate needs it): the worker does not again.
+    crawler = _crawler(tmp_path)
+    pipeline = StorePipeline.from_crawler(crawler)
+    page = _page(1)
+    page.words = {"shipped": WordRecord("shipped", "shipped", [3, 0, 0, 0, 0], 3.0)}
+    asyncio.run(_run(pipeline, [page]))
+    stems = _rows(tmp_path, "SELECT w.stem FROM postings p JOIN words w ON w.id = p.word_id")
+    assert [r["stem"] for r in stems] == ["shipped"]
+    assert crawler.stats.get_value("analyze/words") == 3
+
+
+def test_process_item_waits_while_the_worker_is_behind(
+    tmp_path: Path, locked: sqlite3.Connection
+) -> None:
+    crawler = _crawler(tmp_path, STORE_BATCH_SIZE=1, STORE_QUEUE_BATCHES=1)
+    pipeline = StorePipeline.from_crawler(crawler)
+
+    async def scenario() -> None:
+        await pipeline.open_spider()
+        locked.execute("BEGIN EXCLUSIVE")  # the database stalls the worker's first batch
+        await asyncio.wait_for(pipeline.process_item(_page(1)), 5)  # handed on: room for 1
+        second = asyncio.ensure_future(pipeline.process_item(_page(2)))
+        await asyncio.sleep(1.5)
+        assert not second.done(), "process_item returned while the queue was full"
+        assert crawler.stats.get_value("store/queue_full") == 1
+        assert crawler.stats.get_value("store/batches") is None
+        locked.execute("COMMIT")
+        await asyncio.wait_for(second, 30)
+        assert crawler.stats.get_value("store/batches") == 1  # the first one, committed
+        await pipeline.close_spider()
+        await pipeline.finish("finished")
+
+    asyncio.run(scenario())
+    assert crawler.stats.get_value("store/batches") == 2
+    assert len(_rows(tmp_path, "SELECT id FROM documents")) == 2
+
+
+def test_a_batch_that_cannot_be_stored_is_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    crawler = _crawler(tmp_path, STORE_BATCH_SIZE=1)
+    pipeline = StorePipeline.from_crawler(crawler)
+    broken = _page(2, kind=None)  # documents.kind is NOT NULL: the transaction fails
+    with caplog.at_level(logging.ERROR, logger="spidersite.pipelines"):
+        asyncio.run(_run(pipeline, [_page(1), broken, _page(3)]))
+    assert crawler.stats.get_value("store/failed_batches") == 1
+    assert crawler.stats.get_value("store/batches") == 2
+    assert "A batch could not be stored: IntegrityError" in caplog.text
+    urls = {r["url"] for r in _rows(tmp_path, "SELECT url FROM documents")}
+    assert urls == {"http://example.org/p1.html", "http://example.org/p3.html"}
+
+
+def test_a_dead_worker_is_reported_not_swallowed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    crawler = _crawler(tmp_path, STORE_BATCH_SIZE=1)
+    pipeline = StorePipeline.from_crawler(crawler)
+
+    async def scenario() -> None:
+        await pipeline.open_spider()
+        assert pipeline.worker is not None
+        for process in list(pipeline.worker.executor._processes.values()):
+            process.kill()
+        await pipeline.process_item(_page(1))
+        await pipeline.close_spider()
+        await pipeline.finish("finished")
+
+    with caplog.at_level(logging.ERROR, logger="spidersite.pipelines"):
+        asyncio.run(scenario())
+    assert crawler.stats.get_value("store/failed_batches") >= 1
+    assert "BrokenProcessPool" in crawler.stats.get_value("store/worker_error")
+    assert "The store worker failed" in caplog.text
+
+
+def test_stored_pages_are_made_searchable(tmp_path: Path) -> None:
+    crawler = _crawler(
+        tmp_path,
+        STORE_BATCH_SIZE=2,
+        EXTENSIONS={CrawlRecorder: 0, IndexExtension: 0},
+    )
+    assert crawler.get_extension(IndexExtension) is not None
+    pipeline = StorePipeline.from_crawler(crawler)
+    pages = [_page(n, text=f"marker{n} vacuum") for n in range(5)]
+    asyncio.run(_run(pipeline, [*pages, _page(9, noindex=True)]))
+    stats = crawler.stats.get_stats()
+    assert stats["index/sent"] == 5
+    assert stats["index/deleted"] == 1  # the noindex page is kept out
+    assert stats["index/documents"] == 5
+    assert stats["index/searchable_at"] >= stats["store/flushed_at_last"] - 5
+    ids = {r["id"] for r in _rows(tmp_path, "SELECT id FROM documents WHERE noindex = 0")}
+    assert Index(tmp_path / "index").docids() == ids
+    flags = _rows(tmp_path, "SELECT indexed FROM documents WHERE noindex = 0")
+    assert all(r["indexed"] for r in flags)
