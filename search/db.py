@@ -7,12 +7,13 @@ created and upgraded by Alembic (:func:`migrate`).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import URL, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
@@ -35,6 +36,93 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+#: The databases the schema is written for (upserts use their dialects' ON CONFLICT).
+BACKENDS = ("sqlite", "postgresql")
+
+
+def check_url(url: str) -> URL:
+    """The parsed URL of a database this project can use, else :class:`DatabaseError`
+    with a one-line message that never repeats a password."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        scheme = url.split("://", 1)[0] if "://" in url else ""
+        raise DatabaseError(
+            f"{(scheme + '://…') if scheme else 'the value'!r} is not a database URL "
+            f"(sqlite:///PATH or postgresql://user@host/database)"
+        ) from None
+    if parsed.get_backend_name() not in BACKENDS:
+        raise DatabaseError(
+            f"{describe(parsed)} is not a SQLite or PostgreSQL URL "
+            f"(sqlite:///PATH or postgresql://user@host/database)"
+        )
+    return parsed
+
+
+def describe(url: str | URL) -> str:
+    """*url* as it may be shown: its password hidden."""
+    if isinstance(url, str):
+        try:
+            url = make_url(url)
+        except ArgumentError:
+            return "the database URL"
+    return url.render_as_string(hide_password=True)
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite database URL (None for other databases and ``:memory:``)."""
+    parsed = check_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
+def probe(url: str, timeout: int = 10) -> None:
+    """Check, writing nothing, that the database at *url* can be opened: a SQLite file's
+    folder can be created (or the file written), a PostgreSQL server answers and has the
+    database.  Raises :class:`DatabaseError`, one line naming the URL (password hidden)."""
+    parsed = check_url(url)
+    path = sqlite_path(url)
+    if path is not None:
+        _probe_sqlite(path)
+        return
+    if parsed.get_backend_name() != "sqlite":
+        try:
+            engine = create_engine(parsed, connect_args={"connect_timeout": timeout})
+        except Exception as exc:  # a missing driver
+            raise DatabaseError(f"cannot use the database {describe(parsed)}: {exc}") from None
+        try:
+            with engine.connect():
+                pass
+        except Exception as exc:
+            reason = " ".join(str(getattr(exc, "orig", None) or exc).split())
+            raise DatabaseError(
+                f"cannot connect to the database {describe(parsed)}: {reason}"
+            ) from None
+        finally:
+            engine.dispose()
+
+
+def _probe_sqlite(path: Path) -> None:
+    if path.exists():
+        if not path.is_file():
+            raise DatabaseError(f"cannot use the database sqlite:///{path}: not a file")
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise DatabaseError(f"cannot use the database sqlite:///{path}: not writable")
+        return
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise DatabaseError(
+            f"cannot create the database sqlite:///{path}: {folder} is not a folder"
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise DatabaseError(
+            f"cannot create the database sqlite:///{path}: {folder} is not writable"
+        )
+
+
 def create(url: str | None = None, **kwargs: Any) -> Engine:
     """An engine for *url* (default: :func:`search.config.database_url`).
 
@@ -44,8 +132,8 @@ def create(url: str | None = None, **kwargs: Any) -> Engine:
     url = url or config.database_url()
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
-        raise DatabaseError(f"invalid database URL {url!r}: {exc}") from None
+    except ArgumentError:
+        raise DatabaseError(f"invalid database URL {describe(url)!r}") from None
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
@@ -55,7 +143,7 @@ def create(url: str | None = None, **kwargs: Any) -> Engine:
     try:
         engine = create_engine(parsed, **kwargs)
     except Exception as exc:  # unknown dialect or missing driver
-        raise DatabaseError(f"cannot use database URL {url!r}: {exc}") from None
+        raise DatabaseError(f"cannot use database URL {describe(parsed)!r}: {exc}") from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from search.analysis import is_known_language
+from search.analysis import DEFAULT_WEIGHTS, is_known_language
 
 
 class ConfigError(ValueError):
@@ -54,11 +54,12 @@ DEFAULTS: dict[str, Any] = {
     "read_timeout": 30.0,
     "maxhops": 256,
     "userobots": True,
-    "bodyweight": 1.0,
-    "titleweight": 4.0,
-    "urlweight": 2.0,
-    "descweight": 2.0,
-    "keywordweight": 2.0,
+    # The analyzer's section weights, in the design documents' naming.
+    "bodyweight": DEFAULT_WEIGHTS["body"],
+    "titleweight": DEFAULT_WEIGHTS["title"],
+    "urlweight": DEFAULT_WEIGHTS["url"],
+    "descweight": DEFAULT_WEIGHTS["desc"],
+    "keywordweight": DEFAULT_WEIGHTS["keywords"],
     "crawl_delay": 0.0,
     "concurrency": 8,
     "max_size": 32 * 1024 * 1024,
@@ -180,27 +181,27 @@ class ServerConfig:
     """The effective settings of one server."""
 
     url: str
-    proxy: str | None = None
-    basic_auth: str | None = None
+    proxy: str | None = DEFAULTS["proxy"]
+    basic_auth: str | None = DEFAULTS["basic_auth"]
     period: int = DEFAULTS["period"]
     min_period: int = DEFAULTS["min_period"]
     max_period: int = DEFAULTS["max_period"]
     max_net_errors: int = DEFAULTS["max_net_errors"]
     read_timeout: float = DEFAULTS["read_timeout"]
     maxhops: int = DEFAULTS["maxhops"]
-    userobots: bool = True
-    bodyweight: float = 1.0
-    titleweight: float = 4.0
-    urlweight: float = 2.0
-    descweight: float = 2.0
-    keywordweight: float = 2.0
-    crawl_delay: float = 0.0
+    userobots: bool = DEFAULTS["userobots"]
+    bodyweight: float = DEFAULTS["bodyweight"]
+    titleweight: float = DEFAULTS["titleweight"]
+    urlweight: float = DEFAULTS["urlweight"]
+    descweight: float = DEFAULTS["descweight"]
+    keywordweight: float = DEFAULTS["keywordweight"]
+    crawl_delay: float = DEFAULTS["crawl_delay"]
     concurrency: int = DEFAULTS["concurrency"]
     max_size: int = DEFAULTS["max_size"]
-    max_pages: int = 0
-    language: str | None = None
-    allow: tuple[str, ...] = ()
-    deny: tuple[str, ...] = ()
+    max_pages: int = DEFAULTS["max_pages"]
+    language: str | None = DEFAULTS["language"]
+    allow: tuple[str, ...] = DEFAULTS["allow"]
+    deny: tuple[str, ...] = DEFAULTS["deny"]
     seeds: tuple[str, ...] = ()
     _allow_re: tuple[re.Pattern[str], ...] = field(default=(), repr=False, compare=False)
     _deny_re: tuple[re.Pattern[str], ...] = field(default=(), repr=False, compare=False)
@@ -359,16 +360,17 @@ def build(values: Mapping[str, Any], where: str = "") -> ServerConfig:
 class ServerRegistry:
     """The servers of one crawl: configured ones, plus those of the seeds."""
 
-    def __init__(self, defaults: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, defaults: Mapping[str, Any] | None = None, source: str = "defaults") -> None:
+        """*defaults* (field -> value, from *source*) apply to every server."""
         self.defaults: dict[str, Any] = dict(DEFAULTS)
         if defaults:
             for name, value in defaults.items():
                 if name in ("url", "seeds"):
-                    raise ConfigError(f"defaults: field '{name}' belongs to a [[server]] table")
+                    raise ConfigError(f"{source}: field '{name}' belongs to a [[server]] table")
                 try:
                     self.defaults[name] = _validate_field(name, value)
                 except ValueError as exc:
-                    raise ConfigError(f"defaults: field '{name}': {exc}") from None
+                    raise ConfigError(f"{source}: field '{name}': {exc}") from None
         self._servers: dict[str, ServerConfig] = {}
 
     def __iter__(self) -> Any:

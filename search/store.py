@@ -24,6 +24,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from search.analysis import SECTIONS, WordRecord
 from search.models import Crawl, CrawlError, Document, Link, Posting, Server, Word
+from search.servers import DEFAULTS
 from search.simhash import SimhashIndex, fingerprint, to_signed, to_unsigned
 
 logger = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ class DocumentRow:
     values: dict[str, Any]
     words: dict[str, WordRecord] | None = None
     links: list[tuple[str, str, bool]] = field(default_factory=list)
-    period: int = 7 * 86400
+    period: int = DEFAULTS["period"]
     weights: dict[str, float] = field(default_factory=dict)
 
 

@@ -3,8 +3,10 @@
     scrapy crawl site -a seeds=URL[,URL...] -a seeds_file=PATH -a sites=FILE
                       -a topic=WORDS -a topic_threshold=N -a recrawl=due|all -a crawl_key=NAME
 
-:func:`check_arguments` is what our ``crawl`` command calls (a
-:class:`~search.servers.ConfigError` becomes one clear usage error, exit status 2);
+:func:`check_arguments` is what our ``crawl`` command calls: it checks the settings
+(:class:`~spidersite.crawlsettings.CrawlSettings`), the arguments, the shared frontier's
+Redis and the database (a :class:`~search.servers.ConfigError` becomes one clear usage
+error, exit status 2, before anything is written);
 :func:`build_registry` gives the spider its servers and seeds.  The values the web admin
 checks too (re-crawl modes, topic threshold) are parsed by :mod:`search.crawlargs`.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from search import db
 from search.crawlargs import (
     DEFAULT_TOPIC_THRESHOLD,
     RECRAWL_MODES,
@@ -22,6 +25,7 @@ from search.crawlargs import (
 )
 from search.servers import ConfigError, ServerRegistry, parse_seeds, read_seeds_file
 from spidersite import scaleout
+from spidersite.crawlsettings import CrawlSettings
 
 __all__ = [
     "DEFAULT_TOPIC_THRESHOLD",
@@ -42,7 +46,7 @@ KNOWN_ARGUMENTS = frozenset(
 
 
 def build_registry(
-    settings: Any,
+    settings: CrawlSettings,
     seeds: str | None = None,
     seeds_file: str | None = None,
     sites: str | None = None,
@@ -52,8 +56,8 @@ def build_registry(
 
     A re-crawl (*require_seeds* false) may have no seed: it starts from stored documents.
     """
-    registry = ServerRegistry(settings.getdict("SERVER_DEFAULTS"))
-    sites = sites or settings.get("SITES_FILE")
+    registry = ServerRegistry(settings.server_defaults, source="SERVER_DEFAULTS")
+    sites = sites or settings.sites_file
     if sites:
         registry.load_file(sites)
     raw: list[str] = []
@@ -80,7 +84,9 @@ def build_registry(
 
 
 def check_arguments(settings: Any, spargs: dict[str, Any]) -> None:
-    """Validate the spider's arguments before Scrapy starts; raise ConfigError."""
+    """Validate the crawl's settings and the spider's arguments before Scrapy starts, and
+    that the database can be opened (writing nothing); raise ConfigError."""
+    config = CrawlSettings.from_settings(settings)
     unknown = sorted(set(spargs) - KNOWN_ARGUMENTS - {"_job"})
     if unknown:
         raise ConfigError(
@@ -89,7 +95,7 @@ def check_arguments(settings: Any, spargs: dict[str, Any]) -> None:
         )
     recrawl = parse_recrawl(spargs.get("recrawl"))
     build_registry(
-        settings,
+        config,
         spargs.get("seeds"),
         spargs.get("seeds_file"),
         spargs.get("sites"),
@@ -98,4 +104,9 @@ def check_arguments(settings: Any, spargs: dict[str, Any]) -> None:
     parse_threshold(spargs.get("topic_threshold"))
     if "topic" in spargs and not str(spargs["topic"]).strip():
         raise ConfigError('topic: give one or more words (-a topic="vacuum autovacuum")')
-    scaleout.check_settings(settings, spargs.get("crawl_key"))
+    scaleout.check_settings(config, spargs.get("crawl_key"))
+    if config.store_enabled:
+        try:
+            db.probe(config.store_database_url)
+        except db.DatabaseError as exc:
+            raise ConfigError(str(exc)) from None

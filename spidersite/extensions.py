@@ -18,6 +18,7 @@ from search.index import Index
 from search.worker import IndexConfig, Report
 from spidersite import signals as our_signals
 from spidersite import storage
+from spidersite.crawlsettings import crawl_settings
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -40,19 +41,19 @@ class IndexExtension:
     """
 
     def __init__(self, crawler: Crawler) -> None:
-        settings = crawler.settings
-        if not settings.getbool("INDEX_ENABLED", True):
+        config = crawl_settings(crawler)
+        if not config.index_enabled:
             raise NotConfigured("INDEX_ENABLED is off")
-        if not settings.getbool("STORE_ENABLED", True):
+        if not config.store_enabled:
             raise NotConfigured(
                 "INDEX_ENABLED needs STORE_ENABLED: the index is fed from stored documents"
             )
         self.config = IndexConfig(
-            index_dir=storage.index_dir(settings),
-            batch_size=max(1, settings.getint("INDEX_BATCH_SIZE", 1000)),
-            max_terms=settings.getint("INDEX_MAX_TERMS", 20_000) or None,
-            limitmb=settings.getint("INDEX_LIMITMB", 256),
-            queue_batches=max(1, settings.getint("INDEX_QUEUE_BATCHES", 8)),
+            index_dir=str(config.index_dir),
+            batch_size=config.index_batch_size,
+            max_terms=config.index_max_terms,
+            limitmb=config.index_limitmb,
+            queue_batches=config.index_queue_batches,
         )
         self.error: str | None = None
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)

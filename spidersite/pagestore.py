@@ -19,7 +19,6 @@ from __future__ import annotations
 import io
 import logging
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -27,7 +26,7 @@ from scrapy.exceptions import NotConfigured
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from spidersite import storage
+from spidersite.crawlsettings import crawl_settings
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -42,14 +41,12 @@ _DROPPED = {b"content-encoding", b"transfer-encoding", b"content-length"}
 
 class PageStore:
     def __init__(self, crawler: Crawler) -> None:
-        settings = crawler.settings
-        if not settings.getbool("PAGESTORE_ENABLED", False):
+        config = crawl_settings(crawler)
+        if not config.pagestore_enabled:
             raise NotConfigured  # off by default: no warning in every crawl's log
         self.stats = crawler.stats
-        self.folder = Path(
-            settings.get("PAGESTORE_DIR") or Path(storage.data_dir(settings)) / "warc"
-        )
-        self.max_bytes = settings.getint("PAGESTORE_MAX_BYTES", 1024**3)
+        self.folder = config.pagestore_folder
+        self.max_bytes = config.pagestore_max_bytes
         self.prefix = f"spidersite-{time.strftime('%Y%m%d%H%M%S')}"
         self.number = 0
         self.stream: Any = None

@@ -16,16 +16,16 @@ import dataclasses
 import logging
 import time
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import CloseSpider, NotConfigured
 
 from search import db
+from search.servers import DEFAULTS
 from search.store import DocumentRow, ErrorRow, GoneRow, RevisitRow
 from search.worker import CrawlWorker, Report, WorkBatch, WorkerConfig
 from spidersite import signals as our_signals
-from spidersite import storage
+from spidersite.crawlsettings import crawl_settings
 from spidersite.items import ErrorItem, GoneItem, PageItem, RevisitItem
 from spidersite.serverstate import server_state
 
@@ -60,20 +60,21 @@ class StorePipeline:
     """
 
     def __init__(self, crawler: Crawler) -> None:
-        settings = crawler.settings
-        if not settings.getbool("STORE_ENABLED", True):
+        config = crawl_settings(crawler)
+        if not config.store_enabled:
             raise NotConfigured("STORE_ENABLED is off")
         self.crawler = crawler
         self.stats = crawler.stats
-        self.batch_size = max(1, settings.getint("STORE_BATCH_SIZE", 100))
-        self.batch_bytes = max(1, settings.getint("STORE_BATCH_BYTES", 4_000_000))
-        self.queue_batches = max(1, settings.getint("STORE_QUEUE_BATCHES", 4))
-        self.flush_seconds = settings.getfloat("STORE_FLUSH_SECONDS", 2.0)
+        self.batch_size = config.store_batch_size
+        self.batch_bytes = config.store_batch_bytes
+        self.queue_batches = config.store_queue_batches
+        self.flush_seconds = config.store_flush_seconds
+        self.logs_dir = config.data_dir / "logs"
         self.config = WorkerConfig(
-            database_url=storage.database_url(settings),
-            analyze=settings.getbool("ANALYZE_ENABLED", True),
-            max_words=settings.getint("ANALYZE_MAX_WORDS", 50_000) or None,
-            retry_times=settings.getint("STORE_RETRY_TIMES", 10),
+            database_url=config.store_database_url,
+            analyze=config.analyze_enabled,
+            max_words=config.analyze_max_words,
+            retry_times=config.store_retry_times,
         )
         self.batch = WorkBatch()
         self.batch_text = 0
@@ -101,7 +102,7 @@ class StorePipeline:
         assert spider is not None
         crawl_args = getattr(spider, "crawl_args", None)
         servers = [(s.url, s.as_dict()) for s in server_state(self.crawler).registry]
-        logs = Path(storage.data_dir(self.crawler.settings)) / "logs"
+        logs = self.logs_dir
         logs.mkdir(parents=True, exist_ok=True)
         self.worker = CrawlWorker(config, self.queue_batches)
         try:
@@ -234,7 +235,7 @@ class StorePipeline:
             values=values,
             words=item.words,
             links=[(link.url, link.anchor, link.nofollow) for link in item.links],
-            period=item.interval or (server.period if server else 7 * 86400),
+            period=item.interval or (server.period if server else DEFAULTS["period"]),
             weights=item.weights,
         )
 

@@ -59,6 +59,7 @@ from scrapy_redis.scheduler import Scheduler
 from twisted.internet.task import LoopingCall
 
 from search.servers import ConfigError
+from spidersite.crawlsettings import CrawlSettings, crawl_settings
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -86,11 +87,6 @@ BUSY_REFRESH = 5.0
 _KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 
-def redis_url(settings: BaseSettings) -> str | None:
-    """The Redis of the shared frontier, or None when the crawl runs alone."""
-    return settings.get("SCALEOUT_REDIS_URL") or os.environ.get("SPIDERSITE_REDIS_URL") or None
-
-
 def check_key(name: str, value: str) -> str:
     if not _KEY_RE.match(value):
         raise ConfigError(
@@ -100,28 +96,19 @@ def check_key(name: str, value: str) -> str:
     return value
 
 
-def check_settings(settings: BaseSettings, crawl_key: str | None = None) -> None:
-    """Refuse a bad scale-out configuration before the crawl starts (one line each):
-    a malformed URL, a Redis that does not answer, a bad prefix, key or idle timeout."""
-    url = redis_url(settings)
+def check_settings(config: CrawlSettings, crawl_key: str | None = None) -> None:
+    """Refuse a scale-out configuration that cannot work, before the crawl starts (one
+    line): a crawl key without a shared frontier, a bad crawl key, a Redis that does not
+    answer.  (The settings' values are checked by :class:`CrawlSettings`.)"""
+    url = config.scaleout_redis_url
     if url is None:
         if crawl_key is not None:
             raise ConfigError(
                 "crawl_key: only used with a shared frontier (set SCALEOUT_REDIS_URL)"
             )
         return
-    check_key("SCALEOUT_KEY_PREFIX", str(settings.get("SCALEOUT_KEY_PREFIX") or "spidersite"))
     if crawl_key is not None:
         check_key("crawl_key", crawl_key)
-    try:
-        timeout = settings.getfloat("SCALEOUT_IDLE_TIMEOUT", 30.0)
-    except ValueError:
-        timeout = -1.0
-    if not timeout >= 0:
-        raise ConfigError(
-            f"SCALEOUT_IDLE_TIMEOUT: must be a number of seconds ≥ 0, "
-            f"not {settings.get('SCALEOUT_IDLE_TIMEOUT')!r}"
-        )
     import redis
 
     try:
@@ -163,7 +150,7 @@ class ScaleOutAddon:
         return cls(crawler)
 
     def update_settings(self, settings: BaseSettings) -> None:
-        url = redis_url(settings)
+        url = CrawlSettings.from_settings(settings).scaleout_redis_url
         if url is None:
             raise NotConfigured  # silently: the crawl runs alone
         settings.set("SCHEDULER", "spidersite.scaleout.SharedScheduler", "addon")
@@ -196,10 +183,10 @@ class SharedScheduler(Scheduler):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SharedScheduler:
         scheduler: SharedScheduler = super().from_crawler(crawler)
-        settings = crawler.settings
+        config = crawl_settings(crawler)
         scheduler.crawler = crawler
-        scheduler.prefix = str(settings.get("SCALEOUT_KEY_PREFIX") or "spidersite")
-        scheduler.idle_timeout = settings.getfloat("SCALEOUT_IDLE_TIMEOUT", 30.0)
+        scheduler.prefix = config.scaleout_key_prefix
+        scheduler.idle_timeout = config.scaleout_idle_timeout
         scheduler.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         scheduler.seeding = False
         scheduler.busy = False
@@ -252,20 +239,18 @@ class SharedScheduler(Scheduler):
         self._refresher.start(BUSY_REFRESH, now=False)
 
     def _warn_about_storage(self) -> None:
-        from spidersite import storage
-
-        settings = self.crawler.settings
-        if settings.getbool("INDEX_ENABLED", True) and settings.getbool("STORE_ENABLED", True):
+        config = crawl_settings(self.crawler)
+        if config.writes_index:
             logger.warning(
                 "INDEX_ENABLED is on in a crawl with a shared frontier: every process "
                 "writes its own Whoosh index; run the crawlers with -s INDEX_ENABLED=False "
                 "and one `python -m search reindex --follow`"
             )
-        if storage.database_url(settings).startswith("sqlite"):
+        if config.store_database_url.startswith("sqlite"):
             logger.warning(
                 "The processes of a shared frontier each write to %s; give them one "
                 "PostgreSQL (DATABASE_URL or STORE_DATABASE_URL)",
-                storage.database_url(settings),
+                config.store_database_url,
             )
 
     def close(self, reason: str) -> None:

@@ -1,7 +1,8 @@
 """Scrapy settings of spidersite.
 
-Every value that differs from Scrapy's default carries a comment; every setting of the
-project's own components is listed with its default (the README documents each).
+Every value that differs from Scrapy's default carries a comment.  The project's own
+settings have their defaults in :class:`spidersite.crawlsettings.CrawlSettings` (the README
+documents each).
 Override any of them with ``scrapy crawl site -s NAME=VALUE``.
 """
 
@@ -48,6 +49,22 @@ DEPTH_LIMIT = 0
 WARN_ON_GENERATOR_RETURN_VALUE = False
 # The statistics are kept in the `crawls` table; log them at INFO as well.
 LOG_LEVEL = "INFO"
+
+DOWNLOAD_HANDLERS = {
+    # Scrapy's handlers with the whole download bounded (spidersite.handlers, the watchdog):
+    # FTP by the request's download_timeout (Scrapy's FTP handler has no timeout at all),
+    # http(s) WATCHDOG_GRACE seconds after it, under Scrapy's own timeout.
+    "http": "spidersite.handlers.HTTPDownloadHandler",
+    "https": "spidersite.handlers.HTTPDownloadHandler",
+    "ftp": "spidersite.handlers.FTPDownloadHandler",
+    # Off: a crawl fetches only http, https and ftp. No seed or link can reach these today
+    # (search.servers.check_url refuses other schemes); defence in depth, so that none ever
+    # reads the machine's files (file:), a cloud bucket with the host's credentials (s3:),
+    # or turns a data: link into a page.
+    "file": None,
+    "s3": None,
+    "data": None,
+}
 
 DOWNLOADER_MIDDLEWARES = {
     # robots.txt with its failures in the crawl log, in place of Scrapy's (same priority).
@@ -103,49 +120,10 @@ EXTENSIONS = {
     "spidersite.pagestore.PageStore": 0,
 }
 
-# --- spidersite's own settings (defaults; see README "Settings") ---------------------
-
-SPIDERSITE_DATA_DIR = None  # env SPIDERSITE_DATA_DIR, else ./data
-SITES_FILE = None  # a TOML sites file; the spider argument `sites` wins
-SERVER_DEFAULTS: dict = {}  # field -> value for every server (below the sites file)
-SITE_SEEN_CACHE = 2_000_000  # URLs whose canonical form is cached
-SITE_MAX_LINKS = 5000  # distinct links kept (stored and followed) per page; 0 = all
-
-SERVERS_ENABLED = True
-CRAWLDELAY_ENABLED = True
-CRAWLDELAY_MAX = 60.0
-NETERRORS_ENABLED = True
-CONDITIONAL_ENABLED = True
-REDIRECTLOOP_ENABLED = True
-CONCURRENCY_ENABLED = True
-MAXHOPS_ENABLED = True
-CHARSET_ENABLED = True
-CHARSET_DETECT_MAX_BYTES = 262_144  # bytes of a body the charset detector reads
-TOPIC_ENABLED = True  # acts only when the spider has a topic (-a topic=...)
-TOPIC_FOLLOW_HOPS = 0  # links of pages this close to a seed are followed even off topic
-
-ANALYZE_ENABLED = True
-ANALYZE_MAX_WORDS = 50_000
-
-PAGESTORE_ENABLED = False
-PAGESTORE_DIR = None  # default <data dir>/warc
-PAGESTORE_MAX_BYTES = 1024**3  # a new WARC file past this size
-
-STORE_ENABLED = True
-STORE_DATABASE_URL = None  # env DATABASE_URL, else sqlite:///<data dir>/spidersite.db
-STORE_BATCH_SIZE = 100  # rows (pages, failures, re-visits) per transaction
-STORE_BATCH_BYTES = 4_000_000  # page text per batch, in characters
-STORE_QUEUE_BATCHES = 4  # batches in flight to the worker; then the downloader waits
-STORE_FLUSH_SECONDS = 2.0  # a batch that has not filled up is handed on after this long
-STORE_RETRY_TIMES = 10  # a batch is retried this many times (back-off up to 30 s)
-
-SCALEOUT_REDIS_URL = None  # env SPIDERSITE_REDIS_URL, else none: the crawl runs alone
-SCALEOUT_KEY_PREFIX = "spidersite"  # Redis keys <prefix>:<crawl key>:requests, ...
-SCALEOUT_IDLE_TIMEOUT = 30.0  # seconds the shared frontier stays empty before processes stop
-
-INDEX_ENABLED = True
-INDEX_DIR = None  # env SPIDERSITE_INDEX_DIR, else <data dir>/index
-INDEX_BATCH_SIZE = 1000
-INDEX_MAX_TERMS = 20_000
-INDEX_LIMITMB = 256
-INDEX_QUEUE_BATCHES = 8  # stored batches waiting for the indexer; then the worker waits
+# --- spidersite's own settings ------------------------------------------------------
+# SITE_*, STORE_*, INDEX_*, ANALYZE_*, SCALEOUT_*, TOPIC_*, CHARSET_*, CRAWLDELAY_*,
+# PAGESTORE_*, WATCHDOG_*, the components' *_ENABLED switches, SPIDERSITE_DATA_DIR,
+# SITES_FILE and SERVER_DEFAULTS have their defaults in one place, the fields of
+# spidersite.crawlsettings.CrawlSettings, which reads and checks them once per crawl (a bad
+# value is refused before the crawl starts). Set them here or with -s NAME=VALUE; the
+# README ("Settings") gives each one's type, default and meaning.

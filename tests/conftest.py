@@ -370,6 +370,34 @@ def run_crawl(
     return CrawlResult(proc.returncode, proc.stdout, proc.stderr, data_dir, url)
 
 
+def start_crawl(
+    data_dir: Path,
+    *args: str,
+    settings: dict[str, Any] | None = None,
+    database_url: str | None = None,
+) -> subprocess.Popen[str]:
+    """``scrapy crawl site ARGS`` in a subprocess that runs on (as run_crawl, not waited for)."""
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "site", *args]
+    settings = {
+        "LOG_FILE": str(data_dir / "crawl.log"),
+        "LOG_LEVEL": "DEBUG",
+        **(settings or {}),
+    }
+    for key, value in settings.items():
+        cmd += ["-s", f"{key}={value}"]
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=_env(data_dir, database_url),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,  # a test may kill the crawl's process group
+    )
+
+
 def run_search(
     *args: str, data_dir: Path, database_url: str | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:

@@ -182,7 +182,7 @@ def test_cross_validation_by_hand() -> None:
 
 def test_cli_sweep_and_folds(tmp_path: Path) -> None:
     from search import db
-    from search.analysis import DEFAULT_WEIGHTS, analyze_document
+    from search.analysis import analyze_document
     from search.index import Index, IndexDoc
 
     db.connect(f"sqlite:///{tmp_path / 'spidersite.db'}", upgrade=True).dispose()
@@ -197,9 +197,7 @@ def test_cli_sweep_and_folds(tmp_path: Path) -> None:
     with Index(tmp_path / "index").writer() as w:
         for i, text in enumerate(texts, 1):
             records = analyze_document({"title": "", "body": text})
-            w.add(
-                IndexDoc.from_records(i, f"http://h/d{i}", "h", records.values(), DEFAULT_WEIGHTS)
-            )
+            w.add(IndexDoc.from_records(i, f"http://h/d{i}", "h", records.values()))
     (tmp_path / "q.tsv").write_text("1\tvacuum lock\n2\tcheckpoint log\n3\ttable rows\n")
     (tmp_path / "qrels.txt").write_text("1 0 /d1 1\n2 0 /d4 1\n3 0 /d6 1\n")
     args = ["eval", "--data-dir", str(tmp_path), "--queries", str(tmp_path / "q.tsv")]

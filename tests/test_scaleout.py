@@ -22,7 +22,7 @@ import pytest
 from scrapy.utils.request import request_from_dict
 
 from spidersite.spiders.site import SiteSpider
-from tests.conftest import ROOT, CrawlResult, Site, _env, free_port, run_search
+from tests.conftest import ROOT, CrawlResult, Site, free_port, run_search, start_crawl
 
 REDIS_URL = os.environ.get("SPIDERSITE_TEST_REDIS", "redis://127.0.0.1:6379/0")
 
@@ -85,26 +85,6 @@ def scaleout_settings(prefix: str, **extra: Any) -> dict[str, Any]:
         "INDEX_ENABLED": False,
         **extra,
     }
-
-
-def start_crawl(
-    data_dir: Path, *args: str, settings: dict[str, Any], database_url: str
-) -> subprocess.Popen[str]:
-    """``scrapy crawl site ARGS`` in a subprocess that runs on (as run_crawl, not waited for)."""
-    cmd = [sys.executable, "-m", "scrapy", "crawl", "site", *args]
-    settings = {"LOG_FILE": str(data_dir / "crawl.log"), "LOG_LEVEL": "DEBUG", **settings}
-    for key, value in settings.items():
-        cmd += ["-s", f"{key}={value}"]
-    data_dir.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        env=_env(data_dir, database_url),
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def crawl_rows(result: CrawlResult) -> list[dict[str, Any]]:

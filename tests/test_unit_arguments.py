@@ -14,6 +14,7 @@ from scrapy.settings import Settings
 from search.crawlargs import DEFAULT_TOPIC_THRESHOLD, parse_recrawl, parse_threshold
 from search.servers import ConfigError
 from spidersite.arguments import build_registry, check_arguments
+from spidersite.crawlsettings import CrawlSettings
 from tests.conftest import ROOT
 
 
@@ -51,7 +52,7 @@ def test_check_arguments() -> None:
 
 def test_build_registry_keeps_seed_order_without_repeats() -> None:
     registry, seeds = build_registry(
-        Settings({"SERVER_DEFAULTS": {"maxhops": 3}}),
+        CrawlSettings.from_settings(Settings({"SERVER_DEFAULTS": {"maxhops": 3}})),
         "http://a.example/,http://b.example/x,http://a.example/",
     )
     assert seeds == ["http://a.example/", "http://b.example/x"]

@@ -1,8 +1,11 @@
-"""``scrapy crawl``, with the spider's arguments validated before Scrapy starts.
+"""``scrapy crawl``, with the settings and the spider's arguments validated before Scrapy
+starts, and the crawl's writer locks taken.
 
 A spider class with a ``check_arguments(settings, spargs)`` class method gets it called;
-a :class:`~search.servers.ConfigError` becomes a usage error: the problems, one per line,
-and exit status 2, with no traceback.
+then :func:`spidersite.storage.lock_writers` locks the index and the SQLite file the crawl
+writes (a second crawl on the same data folder is refused).  A
+:class:`~search.servers.ConfigError` becomes a usage error: the problems, one per line, and
+exit status 2, with no traceback.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.exceptions import UsageError
 
 from search.servers import ConfigError
+from spidersite import storage
+from spidersite.crawlsettings import CrawlSettings
 
 if TYPE_CHECKING:
     import argparse
@@ -34,12 +39,13 @@ class Command(ScrapyCrawlCommand):
                 f"no spider named {args[0]!r} (try: scrapy list)", print_help=False
             ) from None
         check = getattr(spidercls, "check_arguments", None)
-        if check is not None:
-            assert self.settings is not None
-            try:
+        assert self.settings is not None
+        try:
+            if check is not None:
                 check(self.settings, opts.spargs)
-            except ConfigError as exc:
-                raise UsageError(str(exc), print_help=False) from None
+            storage.lock_writers(CrawlSettings.from_settings(self.settings))
+        except ConfigError as exc:
+            raise UsageError(str(exc), print_help=False) from None
         crawler = self._create_crawler(args[0])
         self.crawler_process.crawl(crawler, **opts.spargs)
         self.crawler_process.start()

@@ -55,6 +55,8 @@ from w3lib.encoding import (
     resolve_encoding,
 )
 
+from spidersite.crawlsettings import crawl_settings
+
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
@@ -180,12 +182,12 @@ def choose_encoding(
 
 class CharsetMiddleware:
     def __init__(self, crawler: Crawler) -> None:
-        settings = crawler.settings
-        if not settings.getbool("CHARSET_ENABLED", True):
+        config = crawl_settings(crawler)
+        if not config.charset_enabled:
             raise NotConfigured("CHARSET_ENABLED is off")
         self.crawler = crawler
         self.stats = crawler.stats
-        self.max_bytes = settings.getint("CHARSET_DETECT_MAX_BYTES", 262_144)
+        self.max_bytes = config.charset_detect_max_bytes
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CharsetMiddleware:

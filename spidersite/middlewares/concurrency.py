@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.exceptions import NotConfigured
 
+from spidersite.crawlsettings import crawl_settings
 from spidersite.errors import ServerCutOff
 from spidersite.serverstate import server_state
 
@@ -35,7 +36,7 @@ _PERMIT = "_server_permit"
 
 class ServerConcurrencyMiddleware:
     def __init__(self, crawler: Crawler) -> None:
-        if not crawler.settings.getbool("CONCURRENCY_ENABLED", True):
+        if not crawl_settings(crawler).concurrency_enabled:
             raise NotConfigured("CONCURRENCY_ENABLED is off")
         self.crawler = crawler
         self.stats = crawler.stats

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 from scrapy.exceptions import NotConfigured
 
+from spidersite.crawlsettings import crawl_settings
+
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
 
 class ConditionalGetMiddleware:
     def __init__(self, crawler: Crawler) -> None:
-        if not crawler.settings.getbool("CONDITIONAL_ENABLED", True):
+        if not crawl_settings(crawler).conditional_enabled:
             raise NotConfigured("CONDITIONAL_ENABLED is off")
         self.stats = crawler.stats
 

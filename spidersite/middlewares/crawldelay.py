@@ -22,6 +22,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from search.servers import origin
+from spidersite.crawlsettings import crawl_settings
 from spidersite.serverstate import server_state
 
 if TYPE_CHECKING:
@@ -34,12 +35,13 @@ logger = logging.getLogger(__name__)
 class CrawlDelayMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
-        if not settings.getbool("CRAWLDELAY_ENABLED", True):
+        config = crawl_settings(crawler)
+        if not config.crawldelay_enabled:
             raise NotConfigured("CRAWLDELAY_ENABLED is off")
         self.crawler = crawler
         self.stats = crawler.stats
         self.state = server_state(crawler)
-        self.max_delay = settings.getfloat("CRAWLDELAY_MAX", 60.0)
+        self.max_delay = config.crawldelay_max
         self.user_agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT")
         #: server URL -> delay asked by its robots.txt
         self.robots_delays: dict[str, float] = {}

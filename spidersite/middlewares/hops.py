@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import NotConfigured
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
+from spidersite.crawlsettings import crawl_settings
 from spidersite.serverstate import server_state
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 class MaxHopsMiddleware(BaseSpiderMiddleware):
     def __init__(self, crawler: Crawler) -> None:
-        if not crawler.settings.getbool("MAXHOPS_ENABLED", True):
+        if not crawl_settings(crawler).maxhops_enabled:
             raise NotConfigured("MAXHOPS_ENABLED is off")
         super().__init__(crawler)
         self.stats = crawler.stats

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 
 from spidersite import signals
+from spidersite.crawlsettings import crawl_settings
 from spidersite.errors import NETWORK_ERRORS, classify_exception
 from spidersite.serverstate import server_state
 
@@ -34,7 +35,7 @@ logger = logging.getLogger(__name__)
 
 class NetErrorMiddleware:
     def __init__(self, crawler: Crawler) -> None:
-        if not crawler.settings.getbool("NETERRORS_ENABLED", True):
+        if not crawl_settings(crawler).neterrors_enabled:
             raise NotConfigured("NETERRORS_ENABLED is off")
         self.crawler = crawler
         self.stats = crawler.stats

@@ -25,6 +25,7 @@ from urllib.parse import urljoin
 from scrapy.exceptions import NotConfigured
 
 from search.servers import check_url
+from spidersite.crawlsettings import crawl_settings
 from spidersite.errors import BadRedirect, RedirectLoop
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 
 class RedirectLoopMiddleware:
     def __init__(self, crawler: Crawler) -> None:
-        if not crawler.settings.getbool("REDIRECTLOOP_ENABLED", True):
+        if not crawl_settings(crawler).redirectloop_enabled:
             raise NotConfigured("REDIRECTLOOP_ENABLED is off")
         self.stats = crawler.stats
         self.max_times = crawler.settings.getint("REDIRECT_MAX_TIMES")

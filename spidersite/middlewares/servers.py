@@ -30,6 +30,7 @@ from w3lib.http import basic_auth_header
 
 from search.servers import origin
 from spidersite.crawllog import record_error
+from spidersite.crawlsettings import crawl_settings
 from spidersite.errors import PageCapReached, ServerCutOff
 from spidersite.serverstate import server_state
 
@@ -42,7 +43,7 @@ logger = logging.getLogger(__name__)
 
 class ServerConfigMiddleware:
     def __init__(self, crawler: Crawler) -> None:
-        if not crawler.settings.getbool("SERVERS_ENABLED", True):
+        if not crawl_settings(crawler).servers_enabled:
             raise NotConfigured("SERVERS_ENABLED is off")
         self.crawler = crawler
         self.stats = crawler.stats

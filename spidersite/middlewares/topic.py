@@ -64,6 +64,7 @@ from search.analysis import (
 )
 from search.crawlargs import DEFAULT_TOPIC_THRESHOLD
 from search.ranking import query_weights
+from spidersite.crawlsettings import crawl_settings
 from spidersite.items import PageItem
 
 if TYPE_CHECKING:
@@ -128,15 +129,15 @@ def topic_score(
 
 class TopicMiddleware:
     def __init__(self, crawler: Crawler) -> None:
-        settings = crawler.settings
-        if not settings.getbool("TOPIC_ENABLED", True):
+        config = crawl_settings(crawler)
+        if not config.topic_enabled:
             raise NotConfigured("TOPIC_ENABLED is off")
         self.crawler = crawler
         self.stats = crawler.stats
-        self.follow_hops = settings.getint("TOPIC_FOLLOW_HOPS", 0)
-        self.max_words = settings.getint("ANALYZE_MAX_WORDS", 50_000) or None
+        self.follow_hops = config.topic_follow_hops
+        self.max_words = config.analyze_max_words
         #: Ship each page's analysis with its item, so the worker does not analyze it again.
-        self.ship_analysis = settings.getbool("ANALYZE_ENABLED", True)
+        self.ship_analysis = config.analyze_enabled
         #: language -> topic vector (pages of other languages stem differently)
         self._vectors: dict[str | None, dict[str, float]] = {}
 

@@ -26,9 +26,10 @@ from w3lib.url import canonicalize_url
 
 from search.db import DatabaseError
 from search.schedule import next_interval
-from search.servers import MAX_URL_LENGTH, ServerConfig, ServerRegistry, check_url
+from search.servers import ServerConfig, ServerRegistry, check_url
 from spidersite import errors, storage
 from spidersite.arguments import build_registry, check_arguments, parse_recrawl, parse_threshold
+from spidersite.crawlsettings import CrawlSettings, crawl_settings
 from spidersite.extract import extract_html, is_file_url, parse_http_date
 from spidersite.items import ErrorItem, GoneItem, LinkRecord, PageItem, RevisitItem
 from spidersite.serverstate import server_state
@@ -41,6 +42,8 @@ TEXT_TYPES = ("text/plain",)
 
 class SiteSpider(Spider):
     name = "site"
+    #: The crawl's settings (set by from_crawler).
+    config: CrawlSettings
 
     def __init__(
         self,
@@ -70,15 +73,13 @@ class SiteSpider(Spider):
         self.seed_urls: list[str] = []
         self._canonical: dict[str, str] = {}
         self._seen: set[str] = set()
-        self.max_seen = 2_000_000
-        self.max_links: int | None = 5000
-        self.max_url_length: int | None = MAX_URL_LENGTH
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> SiteSpider:
         spider: SiteSpider = super().from_crawler(crawler, *args, **kwargs)
+        spider.config = crawl_settings(crawler)
         server_state(crawler).registry, spider.seed_urls = build_registry(
-            crawler.settings,
+            spider.config,
             spider.seeds_arg,
             spider.seeds_file,
             spider.sites,
@@ -86,12 +87,9 @@ class SiteSpider(Spider):
         )
         spider.resuming = (
             spider.recrawl is None
-            and crawler.settings.getbool("SITE_RESUME", True)
+            and spider.config.site_resume
             and spider._previous_crawl_unfinished()
         )
-        spider.max_seen = crawler.settings.getint("SITE_SEEN_CACHE", 2_000_000)
-        spider.max_links = crawler.settings.getint("SITE_MAX_LINKS", 5000) or None
-        spider.max_url_length = crawler.settings.getint("URLLENGTH_LIMIT", MAX_URL_LENGTH) or None
         return spider
 
     @property
@@ -144,9 +142,9 @@ class SiteSpider(Spider):
         ValueError for a URL that cannot be fetched (:func:`search.servers.check_url`)."""
         canon = self._canonical.get(url)
         if canon is None:
-            check_url(url, self.max_url_length)
+            check_url(url, self.config.urllength_limit)
             canon = canonicalize_url(url)
-            if len(self._canonical) < self.max_seen:
+            if len(self._canonical) < self.config.site_seen_cache:
                 self._canonical[url] = canon
         return canon
 
@@ -262,7 +260,7 @@ class SiteSpider(Spider):
                 if follow and not link.nofollow:
                     link.url = self.canonical(link.url)
                 else:
-                    check_url(link.url, self.max_url_length)
+                    check_url(link.url, self.config.urllength_limit)
             except ValueError:
                 self.crawler.stats.inc_value("site/links_invalid")
                 continue
@@ -403,7 +401,7 @@ class SiteSpider(Spider):
         item.charset = encoding
         if is_html:
             try:
-                ex = extract_html(response.url, response.body, encoding, self.max_links)
+                ex = extract_html(response.url, response.body, encoding, self.config.site_max_links)
             except Exception as exc:  # lxml raises a handful of types on hostile input
                 yield ErrorItem(response.url, item.server, "parse", f"{type(exc).__name__}: {exc}")
                 return

@@ -1,0 +1,329 @@
+"""The settings of the project's own components, read and checked once per crawl.
+
+:class:`CrawlSettings` holds every ``SITE_``, ``STORE_``, ``INDEX_``, ``ANALYZE_``,
+``SCALEOUT_``, ``TOPIC_``, ``CHARSET_``, ``CRAWLDELAY_``, ``PAGESTORE_`` and ``WATCHDOG_``
+setting (and the components' ``*_ENABLED`` switches), typed.  Its field defaults *are* the
+settings' defaults: ``spidersite/settings.py`` does not repeat them, and no component
+passes a default of its own to ``getint``.  The attribute of a setting is its name in lower
+case (``STORE_BATCH_SIZE`` → ``store_batch_size``).
+
+:meth:`CrawlSettings.from_settings` reads Scrapy settings and raises
+:class:`~search.servers.ConfigError` with one line per bad value, naming the setting; our
+``crawl`` command calls it (through :func:`spidersite.arguments.check_arguments`) before
+Scrapy starts, so a bad value is refused with exit status 2 and nothing written.  Components
+read :func:`crawl_settings` (built once per crawler, after Scrapy froze its settings).
+
+The storage locations (``SPIDERSITE_DATA_DIR``, ``STORE_DATABASE_URL``, ``INDEX_DIR``) and
+``SCALEOUT_REDIS_URL`` are resolved here too, with their environment variables, by the
+functions the command line uses (:mod:`search.config`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from search import config, db
+from search.servers import MAX_URL_LENGTH, ConfigError, ServerRegistry, parse_size
+
+#: A parser gets (settings, name) and returns the typed value, or raises ValueError saying
+#: what the value must be (the caller adds the setting's name and the value given).
+Parser = Callable[[Any, str], Any]
+
+
+def _flag(settings: Any, name: str) -> bool:
+    try:
+        return bool(settings.getbool(name))
+    except ValueError:
+        raise ValueError("must be true or false (True, False, 1 or 0)") from None
+
+
+def _whole(minimum: int, zero_means_none: bool = False) -> Parser:
+    what = f"a whole number ≥ {minimum}" + (" (0: no limit)" if zero_means_none else "")
+
+    def parse(settings: Any, name: str) -> int | None:
+        raw = settings.get(name)
+        try:
+            value = settings.getint(name)
+        except (TypeError, ValueError):
+            raise ValueError(f"must be {what}") from None
+        if isinstance(raw, float) and not raw.is_integer():
+            raise ValueError(f"must be {what}")
+        if value < minimum:
+            raise ValueError(f"must be {what}")
+        return None if zero_means_none and value == 0 else value
+
+    return parse
+
+
+def _number(minimum: float) -> Parser:
+    def parse(settings: Any, name: str) -> float:
+        try:
+            value = settings.getfloat(name)
+        except (TypeError, ValueError):
+            value = math.nan
+        if not math.isfinite(value) or value < minimum:
+            raise ValueError(f"must be a number of seconds ≥ {minimum:g}")
+        return value
+
+    return parse
+
+
+def _size(settings: Any, name: str) -> int:
+    try:
+        return parse_size(settings.get(name))
+    except ValueError:
+        raise ValueError('must be a size in bytes ≥ 1, such as 1048576 or "10MB"') from None
+
+
+def _text(settings: Any, name: str) -> str | None:
+    value = settings.get(name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str | os.PathLike):
+        raise ValueError("must be a path or a name")
+    return str(value)
+
+
+def _server_defaults(settings: Any, name: str) -> dict[str, Any]:
+    try:
+        values = settings.getdict(name)
+    except (TypeError, ValueError):
+        raise ValueError('must be a JSON object of server fields, such as {"maxhops": 3}') from None
+    try:
+        ServerRegistry(values, source=name)
+    except ConfigError as exc:
+        raise ValueError(str(exc).removeprefix(f"{name}: ")) from None
+    return values
+
+
+def _setting(default: Any, parse: Parser) -> Any:
+    """A field of :class:`CrawlSettings`: its default and how the setting is read."""
+    return field(default=default, metadata={"parse": parse})
+
+
+def _resolved(parse: Parser) -> dict[str, Any]:
+    """The metadata of a field whose default depends on other settings or the
+    environment (its parser resolves it; the class has no default of its own)."""
+    return {"parse": parse, "resolved": True}
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlSettings:
+    """Every setting of the project's crawl components, typed (see the README, "Settings").
+
+    ``None`` in a limit means "no limit" (the setting was 0).
+    """
+
+    # -- where the data goes (defaults: environment, else under the data folder) ---------
+    #: Folder of the embedded database, the index, the logs and the WARC files.
+    spidersite_data_dir: Path = field(
+        metadata=_resolved(lambda s, n: Path(config.data_dir(_text(s, n))))
+    )
+    #: SQLAlchemy URL of the database (``$DATABASE_URL``, else SQLite in the data folder).
+    store_database_url: str = field(metadata=_resolved(lambda s, n: _database_url(s)))
+    #: The Whoosh index folder (``$SPIDERSITE_INDEX_DIR``, else ``<data dir>/index``).
+    index_dir: Path = field(
+        metadata=_resolved(
+            lambda s, n: config.index_dir(_text(s, n), _text(s, "SPIDERSITE_DATA_DIR"))
+        )
+    )
+    #: Redis of a shared frontier (``$SPIDERSITE_REDIS_URL``), None: the crawl runs alone.
+    scaleout_redis_url: str | None = field(metadata=_resolved(lambda s, n: _redis_url(s)))
+
+    # -- servers and the spider -----------------------------------------------------------
+    #: Sites file used when the spider has no ``sites`` argument.
+    sites_file: str | None = _setting(None, _text)
+    #: Field -> value for every server, below the sites file's ``[defaults]``.
+    server_defaults: Mapping[str, Any] = field(
+        default_factory=dict, metadata={"parse": _server_defaults}
+    )
+    #: URLs whose canonical form the spider caches.
+    site_seen_cache: int = _setting(2_000_000, _whole(0))
+    #: Distinct links kept (stored and followed) per page; None: all.
+    site_max_links: int | None = _setting(5000, _whole(0, zero_means_none=True))
+    #: Resume the last crawl with the same arguments when it never finished.
+    site_resume: bool = _setting(True, _flag)
+    #: Longest URL fetched (Scrapy's own setting, read by the spider); None: any.
+    urllength_limit: int | None = _setting(MAX_URL_LENGTH, _whole(0, zero_means_none=True))
+
+    # -- downloader middlewares -----------------------------------------------------------
+    servers_enabled: bool = _setting(True, _flag)
+    crawldelay_enabled: bool = _setting(True, _flag)
+    #: Longest robots.txt Crawl-delay honoured, in seconds.
+    crawldelay_max: float = _setting(60.0, _number(0))
+    neterrors_enabled: bool = _setting(True, _flag)
+    conditional_enabled: bool = _setting(True, _flag)
+    redirectloop_enabled: bool = _setting(True, _flag)
+    concurrency_enabled: bool = _setting(True, _flag)
+    charset_enabled: bool = _setting(True, _flag)
+    #: Bytes of a body the charset detector reads.
+    charset_detect_max_bytes: int = _setting(262_144, _size)
+    #: Bound http(s) downloads at their timeout + the grace (see spidersite.handlers).
+    watchdog_enabled: bool = _setting(True, _flag)
+    #: Seconds past a request's download_timeout before the watchdog fails it.
+    watchdog_grace: float = _setting(10.0, _number(0))
+
+    # -- spider middlewares ---------------------------------------------------------------
+    maxhops_enabled: bool = _setting(True, _flag)
+    #: The topic gate; it acts only when the spider has a topic (``-a topic``).
+    topic_enabled: bool = _setting(True, _flag)
+    #: Links of pages this close to a seed are followed even off topic.
+    topic_follow_hops: int = _setting(0, _whole(0))
+
+    # -- pipelines and extensions ---------------------------------------------------------
+    analyze_enabled: bool = _setting(True, _flag)
+    #: Words read from a page's body (the design documents' per-page cap); None: all.
+    analyze_max_words: int | None = _setting(50_000, _whole(0, zero_means_none=True))
+    store_enabled: bool = _setting(True, _flag)
+    #: Documents, errors, re-visits and gone pages per batch (one transaction).
+    store_batch_size: int = _setting(100, _whole(1))
+    #: Page text per batch, in characters (a batch of big pages goes before it is full).
+    store_batch_bytes: int = _setting(4_000_000, _whole(1))
+    #: Batches in flight to the store's worker process; then the downloader waits.
+    store_queue_batches: int = _setting(4, _whole(1))
+    #: Seconds after which a batch that has not filled up is handed on (0: when full).
+    store_flush_seconds: float = _setting(2.0, _number(0))
+    #: Retries of a batch while the database is unreachable (back-off up to 30 s).
+    store_retry_times: int = _setting(10, _whole(0))
+    #: Feed the Whoosh index (needs store_enabled: the index is fed from stored documents).
+    index_enabled: bool = _setting(True, _flag)
+    #: Documents per Whoosh commit.
+    index_batch_size: int = _setting(1000, _whole(1))
+    #: Distinct stems indexed per page, highest weights first; None: all.
+    index_max_terms: int | None = _setting(20_000, _whole(0, zero_means_none=True))
+    #: Memory of the Whoosh writer, in MB.
+    index_limitmb: int = _setting(256, _whole(1))
+    #: Stored batches waiting for the indexer process; then the worker waits.
+    index_queue_batches: int = _setting(8, _whole(1))
+    #: Write every fetched HTML/text page to WARC files.
+    pagestore_enabled: bool = _setting(False, _flag)
+    #: Folder of the WARC files; None: ``<data dir>/warc``.
+    pagestore_dir: str | None = _setting(None, _text)
+    #: A new WARC file past this size, in bytes.
+    pagestore_max_bytes: int = _setting(1024**3, _size)
+
+    # -- scale-out ------------------------------------------------------------------------
+    #: Redis keys of a crawl are ``<prefix>:<crawl key>:…``.
+    scaleout_key_prefix: str = _setting("spidersite", lambda s, n: _key(s.get(n)))
+    #: Seconds the shared frontier stays empty, no process busy, before the processes stop.
+    scaleout_idle_timeout: float = _setting(30.0, _number(0))
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> CrawlSettings:
+        """Read and check every setting; ConfigError lists the bad ones, one a line."""
+        values: dict[str, Any] = {}
+        problems: list[str] = []
+        for f in fields(cls):
+            name = f.name.upper()
+            parse: Parser = f.metadata["parse"]
+            if not f.metadata.get("resolved") and settings.get(name) in (None, ""):
+                values[f.name] = _default(f)
+                continue
+            try:
+                values[f.name] = parse(settings, name)
+            except ValueError as exc:
+                problems.append(_problem(settings, name, exc))
+        if problems:
+            raise ConfigError("\n".join(problems))
+        return cls(**values)
+
+    @property
+    def data_dir(self) -> Path:
+        return self.spidersite_data_dir
+
+    @property
+    def writes_index(self) -> bool:
+        """Whether this crawl feeds the Whoosh index (one writer at a time)."""
+        return self.index_enabled and self.store_enabled
+
+    @property
+    def pagestore_folder(self) -> Path:
+        return Path(self.pagestore_dir) if self.pagestore_dir else self.data_dir / "warc"
+
+
+def _default(f: Any) -> Any:
+    return f.default_factory() if f.default is MISSING else f.default
+
+
+def _problem(settings: Any, name: str, exc: ValueError) -> str:
+    """The line that names the setting (and the value given, unless the message says
+    what was wrong itself: URLs are not repeated, they may hold a password)."""
+    message = str(exc)
+    if name in _FROM_ENV and not settings.get(name):
+        name = f"{name} (from ${_FROM_ENV[name]})"
+    elif message.startswith("must be"):
+        message = f"{message}, not {settings.get(name)!r}"
+    return f"{name}: {message}"
+
+
+#: The environment variable a setting falls back to.
+_FROM_ENV = {
+    "STORE_DATABASE_URL": "DATABASE_URL",
+    "SCALEOUT_REDIS_URL": "SPIDERSITE_REDIS_URL",
+}
+
+#: Schemes of a Redis URL (redis-py's ``from_url``).
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+def _database_url(settings: Any) -> str:
+    url = config.database_url(_text(settings, "STORE_DATABASE_URL"), _data_dir_text(settings))
+    try:
+        db.check_url(url)
+    except db.DatabaseError as exc:
+        raise ValueError(str(exc)) from None
+    return url
+
+
+def _data_dir_text(settings: Any) -> str | None:
+    return _text(settings, "SPIDERSITE_DATA_DIR")
+
+
+def _redis_url(settings: Any) -> str | None:
+    url = _text(settings, "SCALEOUT_REDIS_URL") or os.environ.get("SPIDERSITE_REDIS_URL") or None
+    if url is None:
+        return None
+    try:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        scheme = ""
+    if scheme not in REDIS_SCHEMES:
+        # The URL may hold a password: only its scheme is repeated.
+        raise ValueError(
+            f"{(scheme or 'this') + '://…'!r} is not a Redis URL "
+            f"(redis://[:password@]host:6379/db, rediss:// or unix://)"
+        )
+    return url
+
+
+def _key(value: Any) -> str:
+    from spidersite.scaleout import check_key
+
+    try:
+        return check_key("SCALEOUT_KEY_PREFIX", str(value))
+    except ConfigError as exc:
+        raise ValueError(str(exc).removeprefix("SCALEOUT_KEY_PREFIX: ")) from None
+
+
+#: crawler -> its settings, parsed once.
+_cache: weakref.WeakKeyDictionary[Any, CrawlSettings] = weakref.WeakKeyDictionary()
+
+
+def crawl_settings(crawler: Any) -> CrawlSettings:
+    """The crawl's :class:`CrawlSettings`, parsed once per crawler (once Scrapy has
+    frozen its settings; before that, e.g. in an add-on, they are parsed each time)."""
+    parsed = _cache.get(crawler)
+    if parsed is None:
+        parsed = CrawlSettings.from_settings(crawler.settings)
+        if getattr(crawler.settings, "frozen", False):
+            _cache[crawler] = parsed
+    return parsed

@@ -1,0 +1,104 @@
+"""Download handlers whose every download ends: the watchdog.
+
+Scrapy bounds an HTTP download by the request's ``download_timeout`` (the server's
+``read_timeout``), but its FTP handler has no timeout at all: an ``ftp://`` seed on a port
+where a server accepts the connection and never sends the FTP greeting (an HTTP server
+waits for a request) keeps the crawl open for ever.  These handlers are Scrapy's, with
+the whole download (connection, greeting, commands, reads) bounded:
+
+- :class:`FTPDownloadHandler` fails a download still running after ``download_timeout``
+  seconds, always (it is that protocol's only timeout);
+- :class:`HTTPDownloadHandler` fails an http(s) download still running
+  ``WATCHDOG_GRACE`` seconds (default 10) after its ``download_timeout``, a safety net
+  under Scrapy's own timeout, which normally fires first.  ``WATCHDOG_ENABLED = False``
+  takes the net away (FTP keeps its bound).
+
+A failed download raises Scrapy's ``DownloadTimeoutError``: the spider logs it as a
+``timeout`` in ``crawl_errors`` and the crawl goes on.  Both are registered in
+``DOWNLOAD_HANDLERS`` (``spidersite/settings.py``).
+
+Stats: ``watchdog/timeouts`` and ``watchdog/timeouts/<scheme>``: downloads the handlers
+ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy.core.downloader.handlers.ftp import FTPDownloadHandler as ScrapyFTPHandler
+from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+from scrapy.exceptions import DownloadTimeoutError
+from scrapy.utils.asyncio import call_later
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from twisted.internet.defer import CancelledError
+
+from spidersite.crawlsettings import crawl_settings
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+
+class BoundedDownload:
+    """Mix-in for a download handler: the whole download ends after the request's
+    ``download_timeout`` plus :attr:`grace` seconds (no bound when :attr:`grace` is None)."""
+
+    grace: float | None = 0.0
+    crawler: Crawler
+
+    async def download_request(self, request: Request) -> Response:
+        timeout = request.meta.get("download_timeout") or self.crawler.settings.getfloat(
+            "DOWNLOAD_TIMEOUT"
+        )
+        if self.grace is None or not timeout:
+            return await super().download_request(request)  # type: ignore[misc]
+        limit = float(timeout) + self.grace
+        download = deferred_from_coro(super().download_request(request))  # type: ignore[misc]
+        expired: list[bool] = []
+
+        def expire() -> None:
+            expired.append(True)
+            download.cancel()
+
+        timer = call_later(limit, expire)
+        try:
+            response: Response = await maybe_deferred_to_future(download)
+        except (CancelledError, asyncio.CancelledError):
+            # Twisted's when the download is a Deferred, asyncio's when it runs as a task.
+            if not expired:
+                raise
+            self._count(request)
+            raise DownloadTimeoutError(
+                f"Getting {request.url} took longer than {limit:g} seconds "
+                f"(no answer, or an answer too slow, within the server's read_timeout)"
+            ) from None
+        finally:
+            timer.cancel()
+        return response
+
+    def _count(self, request: Request) -> None:
+        stats = self.crawler.stats
+        if stats is not None:
+            stats.inc_value("watchdog/timeouts")
+            stats.inc_value(f"watchdog/timeouts/{request.url.split(':', 1)[0].lower()}")
+        logger.debug("watchdog: %s stopped past its timeout", request.url)
+
+
+class FTPDownloadHandler(BoundedDownload, ScrapyFTPHandler):
+    """Scrapy's FTP handler, bounded by ``download_timeout`` (it has no timeout itself)."""
+
+    grace = 0.0
+
+
+class HTTPDownloadHandler(BoundedDownload, HTTP11DownloadHandler):
+    """Scrapy's HTTP/1.1 handler, with the watchdog ``WATCHDOG_GRACE`` s past the timeout."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        config = crawl_settings(crawler)
+        self.grace = config.watchdog_grace if config.watchdog_enabled else None

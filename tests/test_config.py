@@ -1,0 +1,156 @@
+"""Bad configuration: every bad setting, seeds file or database is refused before the
+crawl starts with one line naming it, exit status 2, no traceback, nothing written."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scrapy.settings import Settings
+from scrapy.utils.test import get_crawler
+
+from search.servers import ConfigError
+from spidersite.crawlsettings import CrawlSettings, crawl_settings
+from tests.conftest import PG_ADMIN_URL, CrawlResult, free_port
+
+SEED = "http://127.0.0.1:1/"
+
+
+def refused(result: CrawlResult, needle: str) -> list[str]:
+    """The lines of a crawl refused at start that mention *needle* (asserting the rest)."""
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr + result.log
+    written = {p.name for p in result.data_dir.iterdir()} - {"crawl.log"}
+    assert written == set(), written  # no database, index, logs or lock
+    return [line for line in result.stderr.splitlines() if needle in line]
+
+
+# -- CrawlSettings ------------------------------------------------------------------------
+
+
+def test_defaults_are_the_fields_defaults() -> None:
+    config = CrawlSettings.from_settings(Settings())
+    assert config.store_batch_size == 100 and config.site_seen_cache == 2_000_000
+    assert config.analyze_max_words == 50_000 and config.index_max_terms == 20_000
+    assert config.pagestore_enabled is False and config.scaleout_redis_url is None
+    # The project's settings module repeats none of them.
+    import spidersite.settings as project
+
+    for f in dataclasses.fields(CrawlSettings):
+        assert not hasattr(project, f.name.upper()), f.name.upper()
+
+
+def test_values_are_typed_and_zero_means_no_limit() -> None:
+    config = CrawlSettings.from_settings(
+        Settings(
+            {
+                "STORE_BATCH_SIZE": "7",
+                "SITE_MAX_LINKS": "0",
+                "INDEX_ENABLED": "False",
+                "PAGESTORE_MAX_BYTES": "10MB",
+                "SCALEOUT_IDLE_TIMEOUT": "2.5",
+                "SERVER_DEFAULTS": '{"maxhops": 3}',
+            }
+        )
+    )
+    assert config.store_batch_size == 7 and config.site_max_links is None
+    assert config.index_enabled is False and not config.writes_index
+    assert config.pagestore_max_bytes == 10 * 1024**2
+    assert config.scaleout_idle_timeout == 2.5
+    assert config.server_defaults == {"maxhops": 3}
+
+
+BAD_VALUES = [
+    ("STORE_BATCH_SIZE", "0", "STORE_BATCH_SIZE: must be a whole number ≥ 1, not '0'"),
+    ("INDEX_BATCH_SIZE", "-5", "INDEX_BATCH_SIZE: must be a whole number ≥ 1, not '-5'"),
+    ("SITE_SEEN_CACHE", "lots", "SITE_SEEN_CACHE: must be a whole number ≥ 0, not 'lots'"),
+    ("ANALYZE_MAX_WORDS", "1.5", "ANALYZE_MAX_WORDS: must be a whole number ≥ 0"),
+    ("STORE_ENABLED", "maybe", "STORE_ENABLED: must be true or false"),
+    ("CRAWLDELAY_MAX", "nan", "CRAWLDELAY_MAX: must be a number of seconds ≥ 0, not 'nan'"),
+    ("WATCHDOG_GRACE", "-1", "WATCHDOG_GRACE: must be a number of seconds ≥ 0"),
+    ("PAGESTORE_MAX_BYTES", "big", "PAGESTORE_MAX_BYTES: must be a size in bytes ≥ 1"),
+    ("SERVER_DEFAULTS", '{"maxhops": -1}', "SERVER_DEFAULTS: field 'maxhops': must be ≥ 0"),
+    ("SCALEOUT_REDIS_URL", "http://u:secret@h/", "SCALEOUT_REDIS_URL: 'http://…' is not a Redis"),
+    (
+        "STORE_DATABASE_URL",
+        "mysql://u:secret@h/db",
+        "STORE_DATABASE_URL: mysql://u:***@h/db is not a SQLite or",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "message"), BAD_VALUES)
+def test_a_bad_value_is_one_line_naming_the_setting(name: str, value: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        CrawlSettings.from_settings(Settings({name: value}))
+    assert str(info.value).startswith(message), str(info.value)
+    assert "\n" not in str(info.value) and "secret" not in str(info.value)
+
+
+def test_every_bad_value_is_listed() -> None:
+    with pytest.raises(ConfigError) as info:
+        CrawlSettings.from_settings(Settings({"STORE_BATCH_SIZE": 0, "INDEX_LIMITMB": "x"}))
+    lines = str(info.value).splitlines()
+    assert [line.split(":")[0] for line in lines] == ["STORE_BATCH_SIZE", "INDEX_LIMITMB"]
+
+
+def test_the_environment_is_named_when_a_value_comes_from_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", "oracle://scott:tiger@db/x")
+    with pytest.raises(ConfigError, match=r"^STORE_DATABASE_URL \(from \$DATABASE_URL\): "):
+        CrawlSettings.from_settings(Settings())
+
+
+def test_parsed_once_per_crawler() -> None:
+    crawler = get_crawler(settings_dict={"STORE_BATCH_SIZE": 5})
+    crawler.settings.freeze()
+    assert crawl_settings(crawler) is crawl_settings(crawler)
+    assert crawl_settings(crawler).store_batch_size == 5
+
+
+# -- the crawl command --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [BAD_VALUES[0], BAD_VALUES[3], BAD_VALUES[4], BAD_VALUES[9]],
+)
+def test_a_crawl_with_a_bad_setting_does_not_start(
+    crawl: Any, name: str, value: str, message: str
+) -> None:
+    result = crawl("-a", f"seeds={SEED}", settings={name: value})
+    assert len(refused(result, message)) == 1
+
+
+def test_an_unreadable_seeds_file_is_refused(crawl: Any, tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "seeds.txt"
+    result = crawl("-a", f"seeds_file={missing}")
+    assert len(refused(result, f"{missing}: cannot read the seeds file")) == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("where", ["no such database", "nothing listens"])
+def test_an_unreachable_database_is_refused(crawl: Any, where: str) -> None:
+    base = PG_ADMIN_URL.rsplit("/", 1)[0].replace("postgres@", "postgres:secret@")
+    if where == "no such database":
+        url = f"{base}/spidersite_no_such_database"
+        reason = 'database "spidersite_no_such_database" does not exist'
+    else:
+        url = f"postgresql+psycopg://postgres:secret@127.0.0.1:{free_port()}/x"
+        reason = "Connection refused"
+    result = crawl("-a", f"seeds={SEED}", settings={"STORE_DATABASE_URL": url})
+    (line,) = refused(result, "cannot connect to the database")
+    assert reason in line and "postgres:***@" in line
+    assert "secret" not in result.stderr + result.log
+
+
+def test_a_sqlite_folder_that_cannot_be_created_is_refused(crawl: Any, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    url = f"sqlite:///{blocker / 'db' / 'spidersite.db'}"
+    result = crawl("-a", f"seeds={SEED}", settings={"STORE_DATABASE_URL": url})
+    (line,) = refused(result, "cannot create the database")
+    assert f"{blocker} is not a folder" in line
