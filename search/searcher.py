@@ -131,7 +131,9 @@ class SearchSession:
         if weight <= 0 or self.linkranks is None:
             return scores
         hits = np.flatnonzero(scores > 0)
-        out = scores.copy()
+        if not len(hits):
+            return scores
+        out = scores.astype(np.float64)  # a copy
         out[hits] += ranking.link_prior(self.linkranks[hits], weight)
         return out
 
@@ -396,7 +398,11 @@ class Searcher:
             if doc is None:  # in the index but no longer in the database
                 continue
             snippet = make_snippet(
-                doc.text or doc.description or "", query_stems, doc.language, words_of.get(r.docid)
+                doc.text or "",
+                query_stems,
+                doc.language,
+                words_of.get(r.docid),
+                description=doc.description,
             )
             hits.append(
                 Hit(
