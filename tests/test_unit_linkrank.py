@@ -23,6 +23,7 @@ from search.models import Document
 from search.query import parse_query
 from search.searcher import Searcher
 from search.store import DocumentRow, DocumentStore
+from tests.conftest import run_search
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 BASE = "http://a.example/"
@@ -187,3 +188,16 @@ def test_the_prior_orders_pages_of_equal_words_by_their_links(
     words_only = off.search(parse_query("vacuum")).hits[0].score
     assert popular.score == pytest.approx(words_only + popular.explanation.prior)
     assert urls(off, "vacuum") == ["plain", "popular"]  # off: the words alone
+
+
+def test_reindex_command_recomputes_the_linkranks(tmp_path: Path) -> None:
+    engine = db.connect(f"sqlite:///{tmp_path / 'spidersite.db'}")
+    DocumentStore(engine).write_batch([row("a", "alpha", ["b"]), row("b", "beta", ["a"])])
+    proc = run_search("reindex", "--quiet", "--no-linkrank", data_dir=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Linkrank" not in proc.stdout and set(linkranks(engine).values()) == {None}
+    proc = run_search("reindex", "--quiet", data_dir=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Linkrank of 2 documents over 2 links" in proc.stdout
+    assert linkranks(engine) == {"a": pytest.approx(1.0), "b": pytest.approx(1.0)}
+    engine.dispose()
