@@ -18,7 +18,10 @@ merges alike), one more file of the segment, ``<segment>.wpa``:
   slice);
 - each document's field length, as the byte Whoosh keeps (:func:`length_to_byte`);
 - the same postings by document (a forward index: each document's terms and weights), for
-  query expansion.
+  query expansion;
+- each document's database id (the ``docid`` field's term), for what the ranking reads
+  by document from the database (the link-graph prior, :mod:`search.linkrank`).  A file
+  written before it was added lacks it; the ids are then read from Whoosh's stored fields.
 
 The file is named like the segment's other files, so Whoosh packs it into the segment's
 compound file and deletes it with the segment.  It is read through ``numpy.memmap``
@@ -53,6 +56,8 @@ logger = logging.getLogger(__name__)
 
 #: The scored field (search.index.WORDS_FIELD; not imported to keep this module a leaf).
 FIELD = "words"
+#: The field of each document's database id (search.index's ``docid``).
+DOCID_FIELD = "docid"
 EXT = ".wpa"
 MAGIC = b"SPXWPA01"
 _ALIGN = 8
@@ -78,15 +83,21 @@ class _FieldWriter(W3FieldWriter):
         self._docs = array("I")
         self._tfs = array("f")
         self._lengths = bytearray()
+        self._in_docids = False
+        self._docid = -1
+        self._docids = array("i")
 
     def start_field(self, fieldname: str, fieldobj: Any) -> None:
         super().start_field(fieldname, fieldobj)
         self._in_words = fieldname == FIELD
+        self._in_docids = fieldname == DOCID_FIELD
 
     def start_term(self, btext: bytes) -> None:
         super().start_term(btext)
         if self._in_words:
             self._terms.append(btext)
+        elif self._in_docids:
+            self._docid = int(btext)
 
     def add(self, docnum: int, weight: float, vbytes: bytes, length: int) -> None:
         super().add(docnum, weight, vbytes, length)
@@ -97,6 +108,11 @@ class _FieldWriter(W3FieldWriter):
             if docnum >= len(lengths):
                 lengths.extend(bytes(docnum + 1 - len(lengths)))
             lengths[docnum] = length_to_byte(length)
+        elif self._in_docids:
+            docids = self._docids
+            if docnum >= len(docids):
+                docids.extend([-1] * (docnum + 1 - len(docids)))
+            docids[docnum] = self._docid
 
     def finish_term(self) -> None:
         super().finish_term()
@@ -107,13 +123,22 @@ class _FieldWriter(W3FieldWriter):
         super().close()
         f = self._segment.create_file(self._storage, EXT)
         try:
-            f.write(encode_arrays(self._terms, self._starts, self._docs, self._tfs, self._lengths))
+            f.write(
+                encode_arrays(
+                    self._terms, self._starts, self._docs, self._tfs, self._lengths, self._docids
+                )
+            )
         finally:
             f.close()
 
 
 def encode_arrays(
-    terms: list[bytes], starts: Any, docs: Any, tfs: Any, lengths: bytes | bytearray
+    terms: list[bytes],
+    starts: Any,
+    docs: Any,
+    tfs: Any,
+    lengths: bytes | bytearray,
+    docids: Any = None,
 ) -> bytes:
     """The bytes of an array file (layout: :func:`decode_arrays`)."""
     starts_a = np.frombuffer(starts, dtype=np.int64) if len(starts) else np.zeros(1, np.int64)
@@ -144,6 +169,10 @@ def encode_arrays(
         "fwd_terms": fwd_terms,
         "fwd_tfs": fwd_tfs,
     }
+    if docids is not None:
+        parts["docids"] = (
+            np.frombuffer(docids, dtype=np.int32) if len(docids) else np.empty(0, dtype=np.int32)
+        )
     layout: dict[str, list[Any]] = {}
     offset = 0
     for name, a in parts.items():
@@ -189,6 +218,8 @@ class SegmentArrays:
     fwd_starts: np.ndarray
     fwd_terms: np.ndarray
     fwd_tfs: np.ndarray
+    #: Database id of each document number (-1: none); None in files written before it.
+    docids: np.ndarray | None = None
 
     @classmethod
     def read(cls, folder: Path, segment: Any) -> SegmentArrays | None:
@@ -224,6 +255,7 @@ class SegmentArrays:
             a["fwd_starts"],
             a["fwd_terms"],
             a["fwd_tfs"],
+            a.get("docids"),
         )
 
 
@@ -305,6 +337,9 @@ class ArrayIndex:
             else np.empty(0, dtype=np.int64)
         )
         self._text_rank: np.ndarray | None = None
+        #: Values per document number that readers of the database attach to this index
+        #: generation (the searcher's linkranks), by name.
+        self.per_doc: dict[str, Any] = {}
 
     @classmethod
     def load(cls, searcher: Any, k1: float, b: float) -> ArrayIndex | None:
@@ -346,6 +381,23 @@ class ArrayIndex:
             while len(_INDEXES) > INDEX_CACHE:
                 _INDEXES.popitem(last=False)
         return index
+
+    def docids(self, searcher: Any) -> np.ndarray:
+        """The database id of every document number (-1: none), from the array files, or
+        from Whoosh's stored fields of *searcher* for a segment whose file lacks them."""
+        out = np.full(self.n, -1, dtype=np.int64)
+        for i, leaf in enumerate(self.leaves):
+            end = self.leaves[i + 1].base if i + 1 < len(self.leaves) else self.n
+            ids = leaf.arrays.docids
+            if ids is not None:
+                size = min(len(ids), end - leaf.base)
+                out[leaf.base : leaf.base + size] = ids[:size]
+                continue
+            for docnum in range(leaf.base, end):
+                fields = searcher.stored_fields(docnum)
+                if fields and DOCID_FIELD in fields:
+                    out[docnum] = int(fields[DOCID_FIELD])
+        return out
 
     # -- scoring -------------------------------------------------------------------------
 

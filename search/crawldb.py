@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import Engine, and_, func, null, or_, select
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import aliased
 
 from search.analysis import SECTIONS
 from search.models import Crawl, Document, Link, Posting, Server, Word
@@ -178,6 +179,39 @@ class CrawlDB:
                 for row in conn.execute(select(Server.id, Server.settings))
             }
 
+    # -- the link graph ------------------------------------------------------------------
+
+    def graph_documents(self) -> list[int]:
+        """The ids of the link graph's documents: every stored one not gone."""
+        with self.engine.connect() as conn:
+            return list(conn.scalars(select(Document.id).where(Document.gone_at.is_(None))))
+
+    def link_graph(self, chunk: int = 20_000) -> Iterator[Sequence[Any]]:
+        """The links between stored documents, in pages of rows ``(from_id, to_id)``: the
+        linking page followable, the link not nofollow, the target not gone; a link to an
+        exact duplicate names its original."""
+        target = aliased(Document)
+        stmt = (
+            select(Link.id, Link.from_id, func.coalesce(target.clone_of_id, target.id))
+            .join(Document, Document.id == Link.from_id)
+            .join(target, target.url == Link.to_url)
+            .where(
+                Link.nofollow.is_(False),
+                Document.nofollow.is_(False),
+                target.gone_at.is_(None),
+            )
+        )
+        for rows in self._pages(stmt, Link.id, chunk):
+            yield [(row[1], row[2]) for row in rows]
+
+    def linkranks(self) -> tuple[list[int], list[float]]:
+        """The documents that have a linkrank: their ids and linkranks."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(Document.id, Document.linkrank).where(Document.linkrank.is_not(None))
+            ).all()
+        return [r[0] for r in rows], [r[1] or 0.0 for r in rows]
+
     # -- the searcher --------------------------------------------------------------------
 
     def section_counts(
@@ -198,6 +232,25 @@ class CrawlDB:
                     zip(SECTIONS, row[2:], strict=True)
                 )
         return out
+
+    def surfaces(self, stem: str, sample: int = 1000) -> list[tuple[str, int]]:
+        """The surface forms of *stem* in the stored postings, most frequent first, counted
+        over at most *sample* of its postings (a bounded read, however common the stem)."""
+        some = (
+            select(Posting.surface)
+            .join(Word, Word.id == Posting.word_id)
+            .where(Word.stem == stem)
+            .limit(sample)
+            .subquery()
+        )
+        count = func.count().label("n")
+        stmt = (
+            select(some.c.surface, count)
+            .group_by(some.c.surface)
+            .order_by(count.desc(), some.c.surface)
+        )
+        with self.engine.connect() as conn:
+            return [(row[0], int(row[1])) for row in conn.execute(stmt)]
 
     def documents(self, ids: Sequence[int], with_text: bool = False) -> dict[int, Any]:
         """docid -> row ``id, url, title, description, content_type, language, text``

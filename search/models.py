@@ -106,6 +106,9 @@ class Document(Base):
     #: Where the page store keeps the fetched response (WARC file and record offset).
     warc_file: Mapped[str | None] = mapped_column(Text)
     warc_offset: Mapped[int | None] = mapped_column(BigInteger)
+    #: PageRank over the stored links, scaled to a mean of 1 over the documents
+    #: (:mod:`search.linkrank`); None until it is first computed.
+    linkrank: Mapped[float | None] = mapped_column(Float)
 
 
 class Word(Base):

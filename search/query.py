@@ -128,6 +128,29 @@ def parse_query(text: str, require_all: bool = False, language: str | None = Non
     return q
 
 
+def replace_words(text: str, replacements: dict[str, str], language: str | None = None) -> str:
+    """*text* with each searched word (not an exclusion nor a ``site:``) whose lowercased
+    form is a key of *replacements* replaced by its value; the rest kept as typed."""
+    analyzer = get_analyzer(language)
+    out: list[str] = []
+    pos = 0
+    for m in _PART_RE.finditer(text):
+        negative, phrase, word = m.group(1), m.group(2), m.group(3)
+        if negative or (word is not None and word.lower().startswith("site:") and len(word) > 5):
+            continue
+        if word is not None and word.startswith("-") and len(word) > 1:
+            continue
+        group = 2 if phrase is not None else 3
+        base = m.start(group)
+        for start, end, lowered in analyzer.spans(m.group(group)):
+            if lowered in replacements:
+                out.append(text[pos : base + start])
+                out.append(replacements[lowered])
+                pos = base + end
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def check_size(text: str) -> None:
     """Raise :class:`QueryError` when *text* is not valid Unicode (lone surrogates: what
     Python makes of invalid UTF-8 on the command line) or longer than

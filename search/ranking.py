@@ -34,6 +34,16 @@ first ranking as relevant and adds ``fb_terms`` of their stems to the query:
 
 Only queries of :data:`FEEDBACK_MIN_WORDS` distinct words or more are expanded (keyword
 queries mean exactly their words), on indexes of :data:`FEEDBACK_MIN_DOCS` or more.
+
+The link-graph prior (``linkrank`` 0.5; 0 switches it off) adds to each hit's score a saturating
+function of its PageRank *s* (:mod:`search.linkrank`, scaled to a mean of 1 over the
+documents), Craswell, Robertson, Zaragoza & Taylor's "satu" ("Relevance weighting for
+query independent evidence", SIGIR 2005):
+
+    score'(d, q) = score(d, q) + linkrank · s(d) / (s(d) + LINKRANK_K)
+
+bounded by ``linkrank``, so a page every page links to cannot outrank the words of the
+query by more than that; a page without a linkrank gets nothing.
 """
 
 from __future__ import annotations
@@ -42,6 +52,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
+
+import numpy as np
 
 #: Position from which query words all weigh the same.
 POSITION_CAP = 4
@@ -64,6 +76,8 @@ FEEDBACK_MIN_WORDS = 4
 #: ... on an index of at least this many documents (on a small one, the feedback documents
 #: are not a sample of the relevant pages but most of the index).
 FEEDBACK_MIN_DOCS = 1000
+#: The linkrank at which the prior gives half its weight: the mean page's.
+LINKRANK_K = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +92,9 @@ class Params:
     natural-language questions anything from 0 to 0.3 measures the same, above it costs
     (benchmarks/README.md); within that range the design documents' rule decides, and
     0.25 keeps it visible on short keyword queries (the first word typed is the topic).
+    *linkrank* 0.5 is what cross-validation on the navigational queries of the PostgreSQL
+    documentation chooses, confirmed on those of the Python documentation
+    (benchmarks/README.md).
     """
 
     k1: float = 1.2
@@ -90,6 +107,8 @@ class Params:
     #: RM3's weight of the query as typed against the relevance model (Anserini's
     #: originalQueryWeight).
     fb_weight: float = 0.5
+    #: Weight of the link-graph prior (0: off), the most it adds to a score.
+    linkrank: float = 0.5
 
     def __post_init__(self) -> None:
         if self.k1 < 0:
@@ -104,6 +123,8 @@ class Params:
             raise ValueError("fb_docs and fb_terms must be >= 1")
         if not 0 < self.fb_weight <= 1:
             raise ValueError("fb_weight must be above 0 and at most 1")
+        if self.linkrank < 0:
+            raise ValueError("linkrank must be >= 0")
 
     def with_values(self, **values: Any) -> Params:
         """These parameters with some changed (names as the fields, values converted)."""
@@ -164,6 +185,13 @@ def bm25(
     k1 = K1 if k1 is None else k1
     norm = norm_tf(tf, field_length, avg_length, b)
     return idf_value * ((k1 + 1) * norm) / (k1 + norm)
+
+
+def link_prior(linkrank: Any, weight: float, k: float = LINKRANK_K) -> Any:
+    """The link-graph prior of pages of *linkrank* (a number or a numpy array; negative
+    and NaN count as 0): ``weight · s / (s + k)``."""
+    s = np.nan_to_num(np.asarray(linkrank, dtype=np.float64), nan=0.0).clip(min=0.0)
+    return weight * s / (s + k)
 
 
 def expands(words: int, doc_count: int) -> bool:

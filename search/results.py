@@ -53,6 +53,8 @@ class Explanation:
     b: float
     terms: list[TermExplanation]
     expanded: bool
+    #: The link-graph prior added to the score (0: off).
+    prior: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,6 +71,8 @@ class Explanation:
                 f"  {t.contribution:8.4f}  {t.stem:<16} qw {t.query_weight:.3f}  "
                 f"idf {t.idf:.3f}  tf {t.tf:g} ({where})"
             )
+        if self.prior:
+            out.append(f"  {self.prior:8.4f}  link-graph prior")
         return out
 
 
@@ -115,10 +119,14 @@ class ResultPage:
     #: False when ``total`` is an estimate (the array postings count exactly: always True
     #: today; the field stays in the JSON answer).
     total_exact: bool = True
+    #: "Did you mean": the query with its unknown or rare words corrected, when it has few
+    #: or no hits (:mod:`search.spelling`); None otherwise.
+    suggestion: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "query": self.query,
+            "suggestion": self.suggestion,
             "total": self.total,
             "total_exact": self.total_exact,
             "page": self.page,

@@ -10,6 +10,13 @@ on Whoosh's own matchers is kept as the tests' reference, :mod:`search.reference
 :meth:`Searcher.search` returns a :class:`search.results.ResultPage` of hits with snippets
 (:mod:`search.snippets`); quoted phrases are checked against the stored text of each
 candidate.
+
+With the ranking's ``linkrank`` weight above 0, each hit's score gets the link-graph prior
+(:func:`search.ranking.link_prior`) added after the ranking by words (and after query
+expansion, whose feedback documents are chosen by their words alone).  The linkranks are
+read from the database once per index generation, and again when older than
+:data:`LINKRANK_MAX_AGE`, into one ``float32`` per document number: no database read per
+query or per hit.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Engine
 
-from search import ranking
+from search import ranking, spelling
 from search.arrays import ArrayIndex
 from search.crawldb import CrawlDB
 from search.index import (
@@ -39,12 +46,21 @@ from search.query import ParsedQuery, check_window
 from search.results import Explanation, Hit, Ranked, ResultPage, TermExplanation
 from search.snippets import contains_phrase, make_snippet, word_stems
 
+#: Seconds a process keeps the linkranks it read (``update_linkrank`` after a crawl, or a
+#: ``reindex``, is seen within this time by a long-lived searcher such as the web's).
+LINKRANK_MAX_AGE = 60.0
+
 
 class SearchSession:
     """One open Whoosh searcher and its array postings: rank, count, expand, explain
     (reuse it for many queries)."""
 
-    def __init__(self, searcher: Any, params: ranking.Params = ranking.DEFAULT) -> None:
+    def __init__(
+        self,
+        searcher: Any,
+        params: ranking.Params = ranking.DEFAULT,
+        linkranks: Any = None,
+    ) -> None:
         self.s = searcher
         #: The ranking's parameters (:class:`search.ranking.Params`).
         self.params = params
@@ -58,6 +74,11 @@ class SearchSession:
         self.arrays = arrays
         self.n = arrays.n
         self.avglen = arrays.avglen
+        #: Each document number's linkrank (``float32``), or None: no link-graph prior.
+        #: *linkranks* is that array, or a function of the arrays that returns it.
+        self.linkranks: np.ndarray | None = (
+            linkranks(arrays, searcher) if callable(linkranks) else linkranks
+        )
         # The last query's filtered documents, and its scores before expansion (what
         # count() counts), kept with the query they belong to.
         self._filtered: tuple[WhooshQuery, np.ndarray | None, np.ndarray | None] | None = None
@@ -102,7 +123,25 @@ class SearchSession:
                 }
                 if added:
                     scores = self._scores(added, wquery, start=scores)
-        return self._ranked(self.arrays.best(scores, limit))
+        return self._ranked(self.arrays.best(self._with_prior(scores), limit))
+
+    def _with_prior(self, scores: np.ndarray) -> np.ndarray:
+        """*scores* with the link-graph prior added to every hit's (a new array)."""
+        weight = self.params.linkrank
+        if weight <= 0 or self.linkranks is None:
+            return scores
+        hits = np.flatnonzero(scores > 0)
+        if not len(hits):
+            return scores
+        out = scores.astype(np.float64)  # a copy
+        out[hits] += ranking.link_prior(self.linkranks[hits], weight)
+        return out
+
+    def prior(self, docnum: int) -> float:
+        """The link-graph prior added to document *docnum*'s score (0 when off)."""
+        if self.params.linkrank <= 0 or self.linkranks is None:
+            return 0.0
+        return float(ranking.link_prior(self.linkranks[docnum], self.params.linkrank))
 
     def expanded_weights(self, q: ParsedQuery) -> dict[str, float]:
         """The query weights after expansion (for explanations)."""
@@ -237,14 +276,16 @@ class SearchSession:
                 TermExplanation(stem, qw, idf_value, tf, (counts or {}).get(stem, {}), part)
             )
         terms.sort(key=lambda t: -t.contribution)
+        prior = self.prior(docnum)
         return Explanation(
-            sum(t.contribution for t in terms),
+            sum(t.contribution for t in terms) + prior,
             length,
             self.avglen,
             p.k1,
             p.b,
             terms,
             expanded,
+            prior,
         )
 
 
@@ -279,7 +320,28 @@ class Searcher:
             self._searcher = open_searcher(self.index)
         elif not self._searcher.up_to_date():
             self._searcher = self._searcher.refresh()
-        yield SearchSession(self._searcher, params or self.params)
+        params = params or self.params
+        linkranks = self._linkranks if params.linkrank > 0 and self.db is not None else None
+        yield SearchSession(self._searcher, params, linkranks)
+
+    def _linkranks(self, arrays: ArrayIndex, searcher: Any) -> np.ndarray:
+        """Each document number's linkrank (0 without one), read from the database at
+        most once per index generation and :data:`LINKRANK_MAX_AGE`."""
+        cached = arrays.per_doc.get("linkrank")
+        now = time.monotonic()
+        if cached is not None and now - cached[0] < LINKRANK_MAX_AGE:
+            return cached[1]
+        assert self.db is not None
+        ids, ranks = self.db.linkranks()
+        docids = arrays.docids(searcher)
+        values = np.zeros(arrays.n, dtype=np.float32)
+        if ids:
+            by_id = np.zeros(max(ids) + 1, dtype=np.float32)
+            by_id[np.array(ids, dtype=np.int64)] = ranks
+            known = (docids >= 0) & (docids < len(by_id))
+            values[known] = by_id[docids[known]]
+        arrays.per_doc["linkrank"] = (now, values)
+        return values
 
     def search(
         self,
@@ -319,6 +381,9 @@ class Searcher:
                 total, exact = session.count(q, wquery)
                 total = max(total, len(ranked))
                 docs = self._documents([r.docid for r in chosen], with_text=True)
+            suggestion = spelling.suggest(
+                session, q, self._surfaces, few_hits=total <= spelling.MAX_HITS
+            )
             explanations: dict[int, Explanation] = {}
             if explain and chosen:
                 weights = session.expanded_weights(q) if expand else wquery.weights
@@ -333,7 +398,11 @@ class Searcher:
             if doc is None:  # in the index but no longer in the database
                 continue
             snippet = make_snippet(
-                doc.text or doc.description or "", query_stems, doc.language, words_of.get(r.docid)
+                doc.text or "",
+                query_stems,
+                doc.language,
+                words_of.get(r.docid),
+                description=doc.description,
             )
             hits.append(
                 Hit(
@@ -348,10 +417,15 @@ class Searcher:
                     explanations.get(r.docid),
                 )
             )
-        return ResultPage(q.text, total, page, per_page, time.perf_counter() - started, hits, exact)
+        return ResultPage(
+            q.text, total, page, per_page, time.perf_counter() - started, hits, exact, suggestion
+        )
 
     def _documents(self, ids: Sequence[int], with_text: bool) -> dict[int, Any]:
         return self.db.documents(ids, with_text) if self.db is not None and ids else {}
+
+    def _surfaces(self, stem: str) -> list[tuple[str, int]]:
+        return self.db.surfaces(stem) if self.db is not None else []
 
     def _section_counts(
         self, ids: Sequence[int], stems: Sequence[str]

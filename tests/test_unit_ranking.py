@@ -12,8 +12,9 @@ from search.ranking import DEFAULT, K1, Params, bm25, idf, position_weight
 def test_defaults_are_the_published_ones() -> None:
     # BM25's k1 1.2, b 0.75 (Robertson's, Whoosh's); RM3 as Anserini runs it (fbDocs 10,
     # fbTerms 10, originalQueryWeight 0.5); decay 0.25 (CISI measures 0 to 0.3 alike; the
-    # design documents' rule decides within that range).
-    assert Params(1.2, 0.75, 0.25, "rm3", 10, 10, 0.5) == DEFAULT
+    # design documents' rule decides within that range); the link-graph prior at 0.5 (the
+    # navigational test's cross-validated weight).
+    assert Params(1.2, 0.75, 0.25, "rm3", 10, 10, 0.5, 0.5) == DEFAULT
 
 
 @pytest.mark.parametrize(

@@ -91,7 +91,7 @@ def test_snippet_no_match_shows_start() -> None:
 def test_snippet_window_with_most_distinct_stems_and_ellipses() -> None:
     words = [f"w{i}" for i in range(20)]
     # One "vacuum" early, then "vacuum" and "tables" together later: the later window has
-    # two distinct query stems and wins.
+    # two distinct query stems and wins; the words around them share the rest of it.
     words[2] = "vacuum"
     words[12] = "vacuum"
     words[14] = "tables"
@@ -101,7 +101,7 @@ def test_snippet_window_with_most_distinct_stems_and_ellipses() -> None:
     assert segments[-1] == Segment(" …", False)
     assert marked(segments) == ["vacuum", "tables"]
     body = "".join(s.text for s in segments[1:-1])
-    assert body == "w10 w11 vacuum w13 tables"
+    assert body == "w11 vacuum w13 tables w15"
     assert len(body.split()) == 5
 
 
@@ -212,3 +212,66 @@ def test_hit_as_dict() -> None:
         "snippet_html": "&lt;x&gt; <b>vacuum</b>",
         "matches": ["vacuum"],
     }
+
+
+# --- the best passage: closest together, two fragments, the description ----------------------
+
+
+def text_of(segments: list[Segment]) -> str:
+    return "".join(s.text for s in segments)
+
+
+def filler(start: int, count: int) -> list[str]:
+    return [f"w{i}" for i in range(start, start + count)]
+
+
+def test_snippet_prefers_query_words_closest_together() -> None:
+    # Both windows of 10 words hold "vacuum" and "analyze"; the second holds them side by
+    # side and wins, though the first comes earlier.
+    words = ["vacuum", *filler(0, 7), "analyze", *filler(10, 20), "vacuum", "analyze"]
+    words += filler(40, 20)
+    segments = make_snippet(" ".join(words), {"vacuum", "analyz"}, size=10)
+    assert marked(segments) == ["vacuum", "analyze"]
+    assert "vacuum analyze" in text_of(segments)
+    # The words around them share the window: four before, four after.
+    assert text_of(segments) == "… w26 w27 w28 w29 vacuum analyze w40 w41 w42 w43 …"
+
+
+def test_snippet_two_fragments_when_the_words_are_far_apart() -> None:
+    words = [*filler(0, 20), "vacuum", *filler(100, 40), "analyze", *filler(200, 20)]
+    segments = make_snippet(" ".join(words), {"vacuum", "analyz"}, size=10)
+    assert marked(segments) == ["vacuum", "analyze"]
+    assert text_of(segments) == "… w18 w19 vacuum w100 w101 … w138 w139 analyze w200 w201 …"
+    # Five words each: the two fragments share the snippet's length.
+    assert len(text_of(segments).replace("…", "").split()) == 10
+
+
+def test_snippet_one_window_when_it_holds_every_query_word() -> None:
+    words = [*filler(0, 20), "vacuum", "w", "analyze", *filler(100, 40), "vacuum"]
+    segments = make_snippet(" ".join(words), {"vacuum", "analyz"}, size=10)
+    assert text_of(segments).count("…") == 2  # one fragment, text left out on both sides
+    assert marked(segments) == ["vacuum", "analyze"]
+
+
+def test_snippet_has_at_most_two_fragments() -> None:
+    words = ["alpha", *filler(0, 30), "beta", *filler(100, 30), "gamma", *filler(200, 30)]
+    segments = make_snippet(" ".join(words), {"alpha", "beta", "gamma"}, size=10)
+    assert len(marked(segments)) == 2
+    assert text_of(segments).count(" … ") == 1
+
+
+def test_snippet_uses_the_description_when_it_matches_better() -> None:
+    text = "Routine maintenance: vacuum the tables. " + " ".join(filler(0, 40))
+    description = "VACUUM — garbage-collect and optionally analyze a database"
+    segments = make_snippet(text, {"vacuum", "analyz"}, description=description)
+    assert text_of(segments) == description
+    assert marked(segments) == ["VACUUM", "analyze"]
+    # As good a match in the text: the text's passage.
+    segments = make_snippet(text, {"vacuum"}, description=description)
+    assert text_of(segments).startswith("Routine maintenance: vacuum")
+
+
+def test_snippet_of_a_page_without_text_is_its_description() -> None:
+    segments = make_snippet("", {"vacuum"}, description="All about vacuum")
+    assert segments == [Segment("All about ", False), Segment("vacuum", True)]
+    assert make_snippet("", {"vacuum"}, description=None) == []

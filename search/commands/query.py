@@ -91,6 +91,14 @@ def add_ranking_options(p: argparse.ArgumentParser) -> None:
         help=f"RM3: weight of the query as typed (default: {DEFAULT.fb_weight})",
     )
     p.add_argument(
+        "--linkrank",
+        type=float,
+        default=DEFAULT.linkrank,
+        metavar="W",
+        help="weight of the link-graph prior, W · s / (s + 1) of a page's PageRank s "
+        f"(mean 1); 0: off (default: {DEFAULT.linkrank})",
+    )
+    p.add_argument(
         "--language",
         metavar="LANG",
         help="language of the query words for stemming (default: English)",
@@ -111,6 +119,7 @@ def ranking_params(args: argparse.Namespace) -> Any:
             fb_docs=args.fb_docs,
             fb_terms=args.fb_terms,
             fb_weight=args.fb_weight,
+            linkrank=args.linkrank,
         )
     except ValueError as exc:
         raise CLIError(str(exc), EXIT_USAGE) from None
@@ -149,6 +158,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     color = out.isatty() and not os.environ.get("NO_COLOR")
     mark = ("\033[1m", "\033[0m") if color else ("[", "]")
+    if result.suggestion is not None:
+        out.write(f"Did you mean: {result.suggestion}\n")
     if not result.hits:
         out.write(f"No results for {text!r} ({result.seconds * 1000:.0f} ms).\n")
         return 0

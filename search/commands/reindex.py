@@ -1,4 +1,5 @@
-"""``python -m search reindex``: rebuild the index from the database, with a progress bar."""
+"""``python -m search reindex``: rebuild the index from the database, with a progress bar,
+and recompute the link-graph prior (:mod:`search.linkrank`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ def add_parser(sub: Any, common: Any) -> None:
     p = sub.add_parser(
         NAME,
         help="rebuild the search index from the database",
-        description="Rebuild the Whoosh index from the database, which is the record. "
+        description="Rebuild the Whoosh index from the database, which is the record, "
+        "and recompute each document's linkrank (PageRank over the stored links). "
         "With --new, only add the stored documents that are not searchable yet.",
     )
     p.add_argument("--new", action="store_true", help="only index documents not yet in the index")
@@ -27,6 +29,12 @@ def add_parser(sub: Any, common: Any) -> None:
         help="documents between progress updates (default: 2000)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--no-linkrank",
+        dest="linkrank",
+        action="store_false",
+        help="do not recompute the linkranks (PageRank over the stored links)",
+    )
     p.add_argument(
         "--follow",
         action="store_true",
@@ -71,7 +79,19 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     finally:
         bar.close()
     out.write(f"Indexed {done} documents into {index.path}\n")
+    if args.linkrank:
+        write_linkrank(engine, out)
     return 0
+
+
+def write_linkrank(engine: Any, out: TextIO) -> None:
+    from search.linkrank import update_linkrank
+
+    result = update_linkrank(engine)
+    out.write(
+        f"Linkrank of {result.documents} documents over {result.links} links "
+        f"({result.seconds:.1f} s)\n"
+    )
 
 
 def follow(args: argparse.Namespace, out: TextIO) -> int:
@@ -87,11 +107,21 @@ def follow(args: argparse.Namespace, out: TextIO) -> int:
     index = open_index(args)
     index.open(create=True)
     rounds = 0
+    # The linkranks are recomputed once the database is quiet: after a round that changed
+    # nothing, when an earlier one (or the start) did.
+    stale = args.linkrank
     try:
         while True:
             added = reindex(engine, index, full=False, wait=LOCK_WAIT)
             result = check(engine, index, repair=True)
             removed = len(result.extra)
+            changed = bool(added or removed or result.missing)
+            if changed:
+                stale = args.linkrank
+            elif stale:
+                write_linkrank(engine, out)
+                out.flush()
+                stale = False
             if added or removed or rounds == 0:
                 out.write(
                     f"{time.strftime('%H:%M:%S')} indexed {added + len(result.missing)}, "

@@ -97,8 +97,9 @@ class SearchRequest:
             )
         return Searcher(engine(), idx).search(parsed, page=self.page, per_page=self.n)
 
-    def url(self, page: int) -> str:
-        params: dict[str, Any] = {"q": self.q, "page": page}
+    def url(self, page: int, q: str | None = None) -> str:
+        """This search's URL at *page* (with query *q* instead of this one's)."""
+        params: dict[str, Any] = {"q": self.q if q is None else q, "page": page}
         if self.mode != "any":
             params["mode"] = self.mode
         if self.n != current_app.config["SPIDERSITE"].per_page:
@@ -335,6 +336,11 @@ OPENAPI: dict[str, Any] = {
                                     "properties": {
                                         "query": {"type": "string"},
                                         "mode": {"type": "string"},
+                                        "suggestion": {
+                                            "type": ["string", "null"],
+                                            "description": "did you mean: the query with "
+                                            "its misspelt words corrected, or null",
+                                        },
                                         "total": {"type": "integer"},
                                         "page": {"type": "integer"},
                                         "per_page": {"type": "integer"},

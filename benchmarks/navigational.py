@@ -1,0 +1,70 @@
+"""Mean reciprocal rank of navigational queries, with and without the link-graph prior.
+
+Run on a crawl of a corpus site (its data folder), with a file of ``query<TAB>page`` lines
+(``tests/navigational.tsv`` for the PostgreSQL documentation,
+``benchmarks/navigational-python.tsv`` for the Python documentation)::
+
+    scrapy crawl site -a seeds=http://127.0.0.1:8000/postgresql-15-docs/index.html
+    python -m search reindex            # or update_linkrank(): the linkranks
+    python benchmarks/navigational.py --data-dir data tests/navigational.tsv
+
+Prints, for each prior weight (``Params.linkrank``), the MRR, how many queries find their
+page first and in the top 3, then a two-fold cross-validation of the weight (queries dealt
+alternately into two folds; each fold ranked with the weight of best MRR on the other).
+A query names its page by the end of its URL path.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from search import db, ranking
+from search.index import Index
+from search.query import parse_query
+from search.searcher import Searcher
+
+WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("queries", type=Path)
+    p.add_argument("--data-dir", type=Path, default=Path("data"))
+    args = p.parse_args()
+    lines = args.queries.read_text(encoding="utf-8").splitlines()
+    rows = [line.split("\t") for line in lines if line and not line.startswith("#")]
+    engine = db.create(f"sqlite:///{args.data_dir / 'spidersite.db'}")
+    searcher = Searcher(engine, Index(args.data_dir / "index"))
+    reciprocal: dict[float, list[float]] = {}
+    for weight in WEIGHTS:
+        with searcher.session(ranking.DEFAULT.with_values(linkrank=weight)) as session:
+            ranks = []
+            for query, page in rows:
+                urls = [r.url for r in session.rank(parse_query(query), 1000)]
+                found = [i for i, url in enumerate(urls, 1) if url.endswith("/" + page.strip())]
+                ranks.append(1.0 / found[0] if found else 0.0)
+        reciprocal[weight] = ranks
+        first = sum(r == 1 for r in ranks)
+        top3 = sum(r >= 1 / 3 for r in ranks)
+        print(
+            f"linkrank {weight:<5} MRR {mean(ranks):.3f}  first {first}  top 3 {top3}/{len(ranks)}"
+        )
+    folds = [list(range(0, len(rows), 2)), list(range(1, len(rows), 2))]
+    held: list[float] = []
+    for i, test in enumerate(folds):
+        train = folds[1 - i]
+        best = max(WEIGHTS, key=lambda w: (mean([reciprocal[w][j] for j in train]), -w))
+        fitted = mean([reciprocal[best][j] for j in train])
+        out = [reciprocal[best][j] for j in test]
+        held += out
+        print(f"fold {i + 1}: linkrank {best}, MRR fitted {fitted:.3f}, held out {mean(out):.3f}")
+    print(f"held out: MRR {mean(held):.3f} (no prior: {mean(reciprocal[0.0]):.3f})")
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Spelling suggestions ("did you mean"): the query with its unknown words (in no
+document) replaced by the closest indexed ones, and for a query with few or no hits
+(:data:`MAX_HITS`) its rare words too.
+
+The index holds stems, so the candidates for a word are stems of the index:
+
+- the stems within one edit of the word's stem (two for words of :data:`LONG_WORD` letters
+  or more, when one finds none), sharing its first letter, found by Whoosh's spelling
+  automaton (:func:`search.index.terms_within`: it skips through each segment's sorted
+  term list, it does not scan the vocabulary);
+- the stems of the words one edit away from the word as typed (Norvig's candidates:
+  about 54 · length strings, each stemmed and looked up), which finds what stemming
+  hides ("replicaton" stems to itself, "replication" to "replic").
+
+A candidate must be in :data:`MIN_RATIO` times as many documents as the word itself (any
+document, for a word in none); the nearest wins, then the most frequent.  The stem is
+shown as the surface form of the stored postings closest to what was typed ("vacuming" →
+stem "vacum" → stem "vacuum" → "vacuuming"), so a suggestion reads as words, not stems.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from whoosh.support.levenshtein import damerau_levenshtein
+
+from search.analysis import get_analyzer
+from search.index import terms_within
+from search.query import ParsedQuery, QueryTerm, replace_words
+
+if TYPE_CHECKING:
+    from search.searcher import SearchSession
+
+#: Queries with at most this many hits get a suggestion.
+MAX_HITS = 3
+#: A correction must be in this many times as many documents as the word typed.
+MIN_RATIO = 10
+#: Words shorter than this are not corrected (too many stems are one edit away) ...
+MIN_LENGTH = 4
+#: ... and words of at least this many letters are looked for two edits away.
+LONG_WORD = 6
+#: Scripts without a useful edit distance (CJK words are segmented, not spelled).
+_SKIP = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\d]")
+
+
+def edits1(word: str) -> set[str]:
+    """The strings one deletion, transposition, replacement or insertion away from *word*
+    (letters of the Latin alphabet and of the word itself)."""
+    letters = set(string.ascii_lowercase) | set(word)
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    out = {a + b[1:] for a, b in splits if b}
+    out |= {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    out |= {a + c + b[1:] for a, b in splits if b for c in letters}
+    out |= {a + c + b for a, b in splits for c in letters}
+    out.discard(word)
+    return out
+
+
+def correct(session: SearchSession, term: QueryTerm, language: str | None) -> str | None:
+    """The stem the index should have had for the query word *term*, or None."""
+    stem, typed = term.stem, term.surface
+    if len(typed) < MIN_LENGTH or _SKIP.search(typed):
+        return None
+    df = session.df
+    least = max(1, MIN_RATIO * df(stem))
+    stemmer = get_analyzer(language).stem
+    ranked = sorted(
+        {(1, -df(c), c) for c in map(stemmer, edits1(typed)) if c != stem and df(c) >= least}
+    )
+    for maxdist in (1, 2) if len(stem) >= LONG_WORD else (1,):
+        found = terms_within(session.s, stem, maxdist)
+        ranked += sorted((damerau_levenshtein(stem, c), -df(c), c) for c in found if df(c) >= least)
+        if ranked:
+            return min(ranked)[2]
+    return min(ranked)[2] if ranked else None
+
+
+def closest_surface(typed: str, surfaces: list[tuple[str, int]], fallback: str) -> str:
+    """Of the stored surface forms (with their counts), the one nearest to *typed*, then
+    the most frequent; *fallback* when there are none."""
+    if not surfaces:
+        return fallback
+    return min(surfaces, key=lambda s: (damerau_levenshtein(typed, s[0]), -s[1], s[0]))[0]
+
+
+def suggest(
+    session: SearchSession,
+    q: ParsedQuery,
+    surfaces: Callable[[str], list[tuple[str, int]]],
+    few_hits: bool,
+    language: str | None = None,
+) -> str | None:
+    """The corrected query text for *q*, or None when no word needs correcting: its words
+    in no document, and with *few_hits* its rare words too.
+
+    *surfaces* gives a stem's stored surface forms with their counts
+    (:meth:`search.crawldb.CrawlDB.surfaces`)."""
+    replacements: dict[str, str] = {}
+    for term in q.terms:
+        if not few_hits and session.df(term.stem):
+            continue
+        better = correct(session, term, language)
+        if better is not None:
+            replacements[term.surface] = closest_surface(term.surface, surfaces(better), better)
+    if not replacements:
+        return None
+    text = replace_words(q.text, replacements, language)
+    return text if text != q.text else None

@@ -1,0 +1,203 @@
+"""The link-graph prior (search.linkrank): PageRank against networkx's, the stored
+linkranks on SQLite and PostgreSQL, and their effect on the ranking (search.searcher)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pytest
+from sqlalchemy import select, update
+
+from search import db, ranking
+from search import searcher as searcher_module
+from search.analysis import analyze_document
+from search.index import Index
+from search.indexer import reindex
+from search.linkrank import pagerank, update_linkrank
+from search.models import Document
+from search.query import parse_query
+from search.searcher import Searcher
+from search.store import DocumentRow, DocumentStore
+from tests.conftest import run_search
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+BASE = "http://a.example/"
+
+
+def row(path: str, text: str, links: list[str], **values: Any) -> DocumentRow:
+    url = BASE + path
+    sections = {"body": text, "title": "", "url": url, "desc": "", "keywords": ""}
+    return DocumentRow(
+        url=url,
+        server=BASE,
+        values={
+            "kind": "page",
+            "status": 200,
+            "crawled_at": NOW,
+            "text": text,
+            "title": path,
+            "noindex": False,
+            "nofollow": False,
+            **values,
+        },
+        words=analyze_document(sections),
+        links=[(BASE + target, "", False) for target in links],
+    )
+
+
+def linkranks(engine: Any) -> dict[str, float | None]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(Document.url, Document.linkrank))
+        return {url[len(BASE) :]: rank for url, rank in rows}
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Any]:
+    engine = db.connect(db_url)
+    yield engine
+    engine.dispose()
+
+
+def test_pagerank_is_networkx_pagerank() -> None:
+    graph = nx.gnp_random_graph(60, 0.08, seed=3, directed=True)
+    graph.add_nodes_from(range(60, 65))  # dangling and unlinked nodes
+    edges = np.array(list(graph.edges()), dtype=np.int64)
+    ranks, iterations = pagerank(edges[:, 0], edges[:, 1], graph.number_of_nodes())
+    expected = nx.pagerank(graph, alpha=0.85, tol=1e-10)
+    assert ranks.sum() == pytest.approx(1.0)
+    assert 1 < iterations < 100
+    assert ranks == pytest.approx([expected[i] for i in range(65)], abs=1e-5)
+
+
+def test_pagerank_of_no_nodes_and_no_links() -> None:
+    assert len(pagerank(np.empty(0, np.int64), np.empty(0, np.int64), 0)[0]) == 0
+    ranks, _ = pagerank(np.empty(0, np.int64), np.empty(0, np.int64), 4)
+    assert ranks == pytest.approx([0.25] * 4)
+
+
+def test_update_linkrank_stores_a_mean_of_one_over_followable_links(engine: Any) -> None:
+    store = DocumentStore(engine)
+    store.write_batch(
+        [
+            row("hub", "hub", ["a", "b", "c", "hub", "outside"]),
+            row("a", "a", ["hub"]),
+            row("b", "b", ["hub"]),
+            row("c", "c", ["hub", "b"]),
+            row("nofollow", "n", ["a"]),
+            row("gone", "g", ["a"]),
+        ]
+    )
+    # A nofollow page gives no rank: its link to "a" does not count; nor does a gone one's.
+    with engine.begin() as conn:
+        conn.execute(update(Document).where(Document.url == BASE + "gone").values(gone_at=NOW))
+        conn.execute(
+            update(Document).where(Document.url == BASE + "nofollow").values(nofollow=True)
+        )
+    assert linkranks(engine)["hub"] is None  # not computed yet
+    result = update_linkrank(engine)
+    assert result.documents == 5  # the gone page is not in the graph
+    assert result.links == 7  # hub -> a, b, c; a, b, c -> hub; c -> b (no self-link)
+    ranks = linkranks(engine)
+    assert ranks["gone"] is None
+    stored = [r for r in ranks.values() if r is not None]
+    assert sum(stored) / len(stored) == pytest.approx(1.0)
+    assert ranks["hub"] > ranks["b"] > ranks["a"] == pytest.approx(ranks["c"])
+    assert ranks["a"] > ranks["nofollow"]  # "nofollow" has no in-links: the teleport only
+    # Recomputed from the links as they are now.
+    with engine.begin() as conn:
+        conn.execute(update(Document).where(Document.url == BASE + "hub").values(nofollow=True))
+    update_linkrank(engine)
+    assert linkranks(engine)["b"] > linkranks(engine)["a"] == pytest.approx(linkranks(engine)["c"])
+
+
+def test_a_link_to_an_exact_duplicate_counts_for_its_original(engine: Any) -> None:
+    store = DocumentStore(engine)
+    store.write_batch(
+        [
+            row("original", "same text", []),
+            row("other", "x", []),
+            row("copy", "same text", []),
+            row("linker", "y", ["copy"]),
+        ]
+    )
+    with engine.begin() as conn:
+        original = conn.scalar(select(Document.id).where(Document.url == BASE + "original"))
+        conn.execute(
+            update(Document).where(Document.url == BASE + "copy").values(clone_of_id=original)
+        )
+    update_linkrank(engine)
+    ranks = linkranks(engine)
+    assert ranks["original"] > ranks["other"]
+    assert ranks["copy"] == pytest.approx(ranks["other"])
+
+
+def test_link_prior_saturates() -> None:
+    assert ranking.link_prior(0.0, 0.5) == 0.0
+    assert ranking.link_prior(1.0, 0.5) == pytest.approx(0.25)
+    assert ranking.link_prior(1e9, 0.5) == pytest.approx(0.5)
+    assert list(ranking.link_prior(np.array([np.nan, -1.0, 3.0]), 2.0)) == [0.0, 0.0, 1.5]
+    with pytest.raises(ValueError, match="linkrank"):
+        ranking.Params(linkrank=-1)
+
+
+@pytest.fixture
+def searchable(tmp_path: Path) -> Iterator[tuple[Any, Index]]:
+    """Two pages with the same words, "plain" stored first; every other page links to
+    "popular"."""
+    engine = db.connect(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    text = "vacuum reclaims storage"
+    pages = [row("plain", text, []), row("popular", text, [])]
+    pages += [row(f"p{i}", f"other page {i}", ["popular"]) for i in range(6)]
+    DocumentStore(engine).write_batch(pages)
+    index = Index(tmp_path / "index")
+    reindex(engine, index)
+    yield engine, index
+    engine.dispose()
+
+
+def urls(searcher: Searcher, text: str) -> list[str]:
+    page = searcher.search(parse_query(text))
+    return [hit.url[len(BASE) :] for hit in page.hits]
+
+
+def test_the_prior_orders_pages_of_equal_words_by_their_links(
+    searchable: tuple[Any, Index], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine, index = searchable
+    off = Searcher(engine, index, ranking.DEFAULT.with_values(linkrank=0))
+    on = Searcher(engine, index)
+    assert urls(off, "vacuum") == ["plain", "popular"]  # a tie, in document order
+    # No linkrank computed yet: no prior.
+    assert urls(on, "vacuum") == ["plain", "popular"]
+    update_linkrank(engine)
+    # A searcher sees new linkranks once those it read are LINKRANK_MAX_AGE old.
+    assert urls(Searcher(engine, index), "vacuum") == ["plain", "popular"]
+    monkeypatch.setattr(searcher_module, "LINKRANK_MAX_AGE", 0.0)
+    page = on.search(parse_query("vacuum"), explain=True)
+    assert [h.url[len(BASE) :] for h in page.hits] == ["popular", "plain"]
+    popular, plain = page.hits
+    assert popular.explanation is not None and plain.explanation is not None
+    assert popular.explanation.prior > plain.explanation.prior > 0
+    assert popular.score == pytest.approx(popular.explanation.score)
+    assert "link-graph prior" in "\n".join(popular.explanation.lines())
+    words_only = off.search(parse_query("vacuum")).hits[0].score
+    assert popular.score == pytest.approx(words_only + popular.explanation.prior)
+    assert urls(off, "vacuum") == ["plain", "popular"]  # off: the words alone
+
+
+def test_reindex_command_recomputes_the_linkranks(tmp_path: Path) -> None:
+    engine = db.connect(f"sqlite:///{tmp_path / 'spidersite.db'}")
+    DocumentStore(engine).write_batch([row("a", "alpha", ["b"]), row("b", "beta", ["a"])])
+    proc = run_search("reindex", "--quiet", "--no-linkrank", data_dir=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Linkrank" not in proc.stdout and set(linkranks(engine).values()) == {None}
+    proc = run_search("reindex", "--quiet", data_dir=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Linkrank of 2 documents over 2 links" in proc.stdout
+    assert linkranks(engine) == {"a": pytest.approx(1.0), "b": pytest.approx(1.0)}
+    engine.dispose()
