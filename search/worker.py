@@ -43,6 +43,7 @@ from search import db
 from search.analysis import analyze_document, page_sections
 from search.index import IndexDoc
 from search.indexer import Batch, IndexerProcess
+from search.linkrank import update_linkrank
 from search.store import (
     BatchResult,
     DocumentRow,
@@ -73,6 +74,8 @@ class WorkerConfig:
     max_words: int | None = 50_000
     retry_times: int = 10
     index: IndexConfig | None = None
+    #: Recompute the link-graph prior (:mod:`search.linkrank`) when the crawl ends.
+    linkrank: bool = True
 
 
 @dataclass(slots=True)
@@ -252,6 +255,23 @@ class Worker:
         if self.indexer.error:
             report.values["index/error"] = self.indexer.error
         self.indexer = None
+        return report
+
+    def update_linkrank(self) -> Report:
+        """Recompute every document's linkrank over the stored links (the crawl's last
+        pages are stored and indexed by now); a failure is logged, never fatal."""
+        report = Report()
+        if not self.config.linkrank:
+            return report
+        try:
+            result = update_linkrank(self.store.engine)
+        except Exception as exc:
+            logger.exception("The link-graph prior could not be computed")
+            report.values["linkrank/error"] = f"{type(exc).__name__}: {exc}"
+            return report
+        report.values["linkrank/documents"] = result.documents
+        report.values["linkrank/links"] = result.links
+        report.values["linkrank/seconds"] = round(result.seconds, 3)
         return report
 
     def finish_crawl(self, reason: str, stats: dict[str, Any]) -> None:

@@ -57,6 +57,9 @@ class StorePipeline:
     and the indexer's ``index/*``; counted here: ``store/queue_full`` (times a full batch
     waited for room: the worker was behind), ``store/timed_flushes`` (batches handed on
     by ``STORE_FLUSH_SECONDS`` before they filled up), ``store/worker_error``.
+    ``LINKRANK_ENABLED`` (True): the worker recomputes the link-graph prior once the last
+    batch is stored and indexed; stats ``linkrank/documents``, ``linkrank/links``,
+    ``linkrank/seconds``, ``linkrank/error``.
     """
 
     def __init__(self, crawler: Crawler) -> None:
@@ -75,6 +78,7 @@ class StorePipeline:
             analyze=config.analyze_enabled,
             max_words=config.analyze_max_words,
             retry_times=config.store_retry_times,
+            linkrank=config.linkrank_enabled,
         )
         self.batch = WorkBatch()
         self.batch_text = 0
@@ -296,6 +300,11 @@ class StorePipeline:
             else:
                 self._apply(report)
                 self.crawler.signals.send_catch_log(our_signals.store_closed, report=report)
+        if not self.failed:
+            try:
+                self._apply(await self.worker.call("update_linkrank"))
+            except Exception as exc:
+                self._failed(exc)
         if self.log_file is not None:
             self.log_file.close()
             self.log_file = None

@@ -241,3 +241,27 @@ def test_a_batch_that_does_not_fill_up_is_handed_on_after_flush_seconds(
         "http://example.org/p2.html",
     ]
     assert crawler.stats.get_value("store/timed_flushes") == 1
+
+
+def test_the_link_graph_prior_is_computed_when_the_crawl_ends(tmp_path: Path) -> None:
+    crawler = _crawler(tmp_path, STORE_BATCH_SIZE=2)
+    pipeline = StorePipeline.from_crawler(crawler)
+    asyncio.run(_run(pipeline, [_page(1), _page(2), _page(3)]))  # p1 -> p2 -> p3 -> p4
+    assert crawler.stats.get_value("linkrank/documents") == 3
+    assert crawler.stats.get_value("linkrank/links") == 2  # p3's link leads to no page
+    ranks = {
+        row["url"].rsplit("/", 1)[1]: row["linkrank"]
+        for row in _rows(tmp_path, "SELECT url, linkrank FROM documents")
+    }
+    assert ranks["p3.html"] > ranks["p2.html"] > ranks["p1.html"] > 0
+
+
+def test_linkrank_enabled_off_leaves_it_out(tmp_path: Path) -> None:
+    crawler = _crawler(tmp_path, LINKRANK_ENABLED=False)
+    pipeline = StorePipeline.from_crawler(crawler)
+    asyncio.run(_run(pipeline, [_page(1), _page(2)]))
+    assert crawler.stats.get_value("linkrank/documents") is None
+    assert [row["linkrank"] for row in _rows(tmp_path, "SELECT linkrank FROM documents")] == [
+        None,
+        None,
+    ]
