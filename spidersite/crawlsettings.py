@@ -144,8 +144,8 @@ class CrawlSettings:
     server_defaults: Mapping[str, Any] = field(
         default_factory=dict, metadata={"parse": _server_defaults}
     )
-    #: URLs whose canonical form the spider caches.
-    site_seen_cache: int = _setting(2_000_000, _whole(0))
+    #: Bytes of the spider's cache of canonical URLs (canonicalisation is costly).
+    site_canonical_cache: int = _setting(32 * 1024 * 1024, _size)
     #: Distinct links kept (stored and followed) per page; None: all.
     site_max_links: int | None = _setting(5000, _whole(0, zero_means_none=True))
     #: Resume the last crawl with the same arguments when it never finished.

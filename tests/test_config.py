@@ -32,7 +32,7 @@ def refused(result: CrawlResult, needle: str) -> list[str]:
 
 def test_defaults_are_the_fields_defaults() -> None:
     config = CrawlSettings.from_settings(Settings())
-    assert config.store_batch_size == 100 and config.site_seen_cache == 2_000_000
+    assert config.store_batch_size == 100 and config.site_canonical_cache == 32 * 1024 * 1024
     assert config.analyze_max_words == 50_000 and config.index_max_terms == 20_000
     assert config.pagestore_enabled is False and config.scaleout_redis_url is None
     # The project's settings module repeats none of them.
@@ -65,7 +65,7 @@ def test_values_are_typed_and_zero_means_no_limit() -> None:
 BAD_VALUES = [
     ("STORE_BATCH_SIZE", "0", "STORE_BATCH_SIZE: must be a whole number ≥ 1, not '0'"),
     ("INDEX_BATCH_SIZE", "-5", "INDEX_BATCH_SIZE: must be a whole number ≥ 1, not '-5'"),
-    ("SITE_SEEN_CACHE", "lots", "SITE_SEEN_CACHE: must be a whole number ≥ 0, not 'lots'"),
+    ("SITE_CANONICAL_CACHE", "lots", "SITE_CANONICAL_CACHE: must be a size in bytes ≥ 1"),
     ("ANALYZE_MAX_WORDS", "1.5", "ANALYZE_MAX_WORDS: must be a whole number ≥ 0"),
     ("STORE_ENABLED", "maybe", "STORE_ENABLED: must be true or false"),
     ("CRAWLDELAY_MAX", "nan", "CRAWLDELAY_MAX: must be a number of seconds ≥ 0, not 'nan'"),

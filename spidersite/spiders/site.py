@@ -25,6 +25,7 @@ from twisted.python.failure import Failure
 from w3lib.url import canonicalize_url
 
 from search.db import DatabaseError
+from search.fingerprints import FingerprintSet
 from search.schedule import next_interval
 from search.servers import ServerConfig, ServerRegistry, check_url
 from spidersite import errors, storage
@@ -35,6 +36,9 @@ from spidersite.items import ErrorItem, GoneItem, LinkRecord, PageItem, RevisitI
 from spidersite.serverstate import server_state
 
 logger = logging.getLogger(__name__)
+
+#: What a cached canonical URL costs beside its characters: two str objects and a dict slot.
+_CACHE_ENTRY_BYTES = 200
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 TEXT_TYPES = ("text/plain",)
@@ -71,8 +75,11 @@ class SiteSpider(Spider):
         #: True when the last crawl with the same arguments was killed: pick it up.
         self.resuming = False
         self.seed_urls: list[str] = []
+        #: URL as found -> canonical URL; emptied when it passes SITE_CANONICAL_CACHE bytes.
         self._canonical: dict[str, str] = {}
-        self._seen: set[str] = set()
+        self._canonical_bytes = 0
+        #: Every URL scheduled (canonical), as 8-byte fingerprints.
+        self._seen = FingerprintSet()
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> SiteSpider:
@@ -144,8 +151,12 @@ class SiteSpider(Spider):
         if canon is None:
             check_url(url, self.config.urllength_limit)
             canon = canonicalize_url(url)
-            if len(self._canonical) < self.config.site_seen_cache:
-                self._canonical[url] = canon
+            size = _CACHE_ENTRY_BYTES + len(url) + len(canon)
+            if self._canonical_bytes + size > self.config.site_canonical_cache:
+                self._canonical.clear()  # a cache: what is dropped is computed again
+                self._canonical_bytes = 0
+            self._canonical[url] = canon
+            self._canonical_bytes += size
         return canon
 
     def make_request(
