@@ -4,7 +4,14 @@ Load it into a crawl run from the repository root (``python -m`` puts the curren
 on ``sys.path``, and ``benchmarks`` imports as a namespace package)::
 
     python -m scrapy crawl site -a seeds=... \\
-        -s 'EXTENSIONS={"benchmarks._memprofile.MemProfile": 900, "spidersite.extensions.CrawlRecorder": 0, "spidersite.extensions.IndexExtension": 0, "spidersite.pagestore.PageStore": 0}' -s MEMPROFILE_FILE=mem.jsonl
+        -s 'EXTENSIONS={"benchmarks._memprofile.MemProfile": 900,
+                        "spidersite.extensions.CrawlRecorder": 0,
+                        "spidersite.extensions.IndexExtension": 0,
+                        "spidersite.pagestore.PageStore": 0}' \
+        -s MEMPROFILE_FILE=mem.jsonl
+
+(``EXTENSIONS`` replaces the project's: name its three extensions too, or the crawl builds
+no index and records no stats.)
 
 or through ``benchmarks/scale.py --set NAME=VALUE`` (the same ``-s`` settings).
 Every ``MEMPROFILE_INTERVAL`` seconds (and when the spider closes) one JSON line goes to
