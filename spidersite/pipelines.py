@@ -78,7 +78,8 @@ class StorePipeline:
             analyze=config.analyze_enabled,
             max_words=config.analyze_max_words,
             retry_times=config.store_retry_times,
-            linkrank=config.linkrank_enabled,
+            # Scale-out nodes (INDEX_ENABLED off) leave it to `reindex --follow`.
+            linkrank=config.linkrank_enabled and config.writes_index,
         )
         self.batch = WorkBatch()
         self.batch_text = 0

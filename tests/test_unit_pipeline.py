@@ -265,3 +265,14 @@ def test_linkrank_enabled_off_leaves_it_out(tmp_path: Path) -> None:
         None,
         None,
     ]
+
+
+def test_a_crawl_that_does_not_feed_the_index_leaves_the_prior_to_the_indexer(
+    tmp_path: Path,
+) -> None:
+    """Scale-out nodes (INDEX_ENABLED off) do not each recompute it on the shared database."""
+    crawler = _crawler(tmp_path, INDEX_ENABLED=False)
+    pipeline = StorePipeline.from_crawler(crawler)
+    asyncio.run(_run(pipeline, [_page(1), _page(2)]))
+    assert crawler.stats.get_value("store/documents") == 2
+    assert crawler.stats.get_value("linkrank/documents") is None
