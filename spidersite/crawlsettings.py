@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
@@ -307,9 +308,23 @@ def _redis_url(settings: Any) -> str | None:
     return url
 
 
-def _key(value: Any) -> str:
-    from spidersite.scaleout import check_key
+#: Crawl keys and key prefixes: letters, digits and ``._-:`` (no ``%``: scrapy-redis
+#: formats its keys with ``%``).
+_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
+
+def check_key(name: str, value: str) -> str:
+    """*value* if it can be a scale-out crawl key or key prefix, else ConfigError naming
+    the setting or argument *name*."""
+    if not _KEY_RE.match(value):
+        raise ConfigError(
+            f"{name}: {value!r} must be 1-128 letters, digits or ._-: "
+            f"(starting with a letter or digit)"
+        )
+    return value
+
+
+def _key(value: Any) -> str:
     try:
         return check_key("SCALEOUT_KEY_PREFIX", str(value))
     except ConfigError as exc:
