@@ -88,23 +88,25 @@ def test_changed_gone_and_moved_pages(site: Site, crawl, tmp_path: Path) -> None
     assert urls_hits(again, "cormorant") == []  # gone: out of the index
     assert urls_hits(again, "tunnel") == [site.url + "a2.html"]
     assert site.url + "a.html" not in urls_hits(again, "aardvark")
-    gone = dict(
-        (r[0], r[1:])
-        for r in again.rows("SELECT url, status, gone_at IS NOT NULL, indexed FROM documents")
-    )
-    assert gone[site.url + "c.html"][0] == 404 and gone[site.url + "c.html"][1]
-    assert gone[site.url + "a.html"][0] == 301 and gone[site.url + "a.html"][1]
+    gone = {
+        r.url: r
+        for r in again.rows(
+            "SELECT url, status, gone_at IS NOT NULL AS gone, indexed FROM documents"
+        )
+    }
+    assert gone[site.url + "c.html"].status == 404 and gone[site.url + "c.html"].gone
+    assert gone[site.url + "a.html"].status == 301 and gone[site.url + "a.html"].gone
     # the changed page kept its id, got a shorter interval; its old words are gone
     b = again.rows(
         "SELECT id, change_interval FROM documents WHERE url = :u", u=site.url + "b.html"
     )[0]
-    assert b[0] == ids[site.url + "b.html"] and b[1] == 7 * 86400 // 2
+    assert b.id == ids[site.url + "b.html"] and b.change_interval == 7 * 86400 // 2
     words = {
         r[0]
         for r in again.rows(
             "SELECT w.stem FROM postings p JOIN words w ON w.id = p.word_id "
             "WHERE p.document_id = :d",
-            d=b[0],
+            d=b.id,
         )
     }
     assert "hedgehog" in words and "sett" not in words
@@ -185,8 +187,8 @@ def test_page_store_keeps_fetched_pages(site: Site, crawl) -> None:
     result = crawl("-a", f"seeds={site.url}", settings={"PAGESTORE_ENABLED": True})
     assert result.returncode == 0, result.stderr
     rows = result.rows("SELECT url, warc_file, warc_offset FROM documents")
-    assert all(r[1] and r[2] is not None for r in rows)
-    warc = Path(rows[0][1])
+    assert all(r.warc_file and r.warc_offset is not None for r in rows)
+    warc = Path(rows[0].warc_file)
     assert warc.parent == result.data_dir / "warc"
     with warc.open("rb") as stream:
         uris = {
@@ -194,7 +196,7 @@ def test_page_store_keeps_fetched_pages(site: Site, crawl) -> None:
             for r in ArchiveIterator(stream)
             if r.rec_type == "response"
         }
-    assert uris == {r[0] for r in rows}
+    assert uris == {r.url for r in rows}
     proc = run_search("cached", site.url + "b.html", data_dir=result.data_dir)
     assert proc.returncode == 0, proc.stderr
     assert "badger sett" in proc.stdout and "<title>Beta</title>" in proc.stdout
