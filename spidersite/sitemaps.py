@@ -317,8 +317,6 @@ class SitemapReader:
         ):
             self.stats.inc_value("sitemap/missing")
             return
-        if kind == "page_cap":
-            return
         self.stats.inc_value("sitemap/errors")
         if kind == "too_large":
             self.stats.inc_value("sitemap/too_large")

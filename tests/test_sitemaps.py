@@ -49,6 +49,14 @@ def sites_file(tmp_path: Path, text: str) -> str:
     return str(path)
 
 
+def crawl_sites(crawl, tmp_path: Path, text: str) -> tuple[CrawlResult, str]:
+    """A crawl of the servers of a sites file of *text* (which must succeed), and the file."""
+    sites = sites_file(tmp_path, text)
+    result = crawl("-a", f"sites={sites}")
+    assert result.returncode == 0, result.stderr
+    return result, sites
+
+
 def hits(result: CrawlResult, word: str) -> list[str]:
     proc = result.search(word, "--json")
     assert proc.returncode == 0, proc.stderr
@@ -174,13 +182,12 @@ def test_sitemaps_field_off_or_listed(site: Site, site2: Site, crawl, tmp_path: 
         s.add("/mine.xml", urlset(f"{s.url}mine.html"), content_type=XML)
         for path in ("/hidden.html", "/robots.html", "/mine.html"):
             s.page(path, path, "page")
-    sites = sites_file(
+    result, sites = crawl_sites(
+        crawl,
         tmp_path,
         f'[[server]]\nurl = "{site.url}"\nsitemaps = false\n\n'
         f'[[server]]\nurl = "{site2.url}"\nsitemaps = ["{site2.url}mine.xml"]\n',
     )
-    result = crawl("-a", f"sites={sites}")
-    assert result.returncode == 0, result.stderr
     assert result.urls() == {site.url, site2.url, site2.url + "mine.html"}
     assert not site.requested("/sitemap.xml") and not site.requested("/robots-map.xml")
     assert not site2.requested("/sitemap.xml") and not site2.requested("/robots-map.xml")
@@ -216,13 +223,13 @@ def test_allow_deny_maxhops_robots_and_bad_urls(
     for path in ("/private/x.html", "/blocked.html"):
         site.page(path, path, "never")
     site2.page("/other.html", "Other", "otter holt")
-    sites = sites_file(
+    result, _ = crawl_sites(
+        crawl,
         tmp_path,
-        f'[[server]]\nurl = "{site.url}"\nmaxhops = 1\ndeny = ["/private/"]\n\n'
+        # max_pages 3: /, ok.html and blocked.html (sitemaps do not count toward it)
+        f'[[server]]\nurl = "{site.url}"\nmaxhops = 1\ndeny = ["/private/"]\nmax_pages = 3\n\n'
         f'[[server]]\nurl = "{site2.url}"\n',
     )
-    result = crawl("-a", f"sites={sites}")
-    assert result.returncode == 0, result.stderr
     assert result.urls() == {
         site.url,
         site.url + "ok.html",
@@ -232,6 +239,7 @@ def test_allow_deny_maxhops_robots_and_bad_urls(
     assert not site.requested("/ok2.html")  # 2 hops > maxhops 1
     assert not site.requested("/private/x.html") and not site.requested("/blocked.html")
     assert [kind for url, kind, _ in result.errors() if url.endswith("blocked.html")] == ["robots"]
+    assert "page_cap" not in {kind for _, kind, _ in result.errors()}
     stats = result.stats
     assert stats["site/denied_by_pattern"] == 1
     assert stats["site/offsite"] == 1
