@@ -115,9 +115,9 @@ class SitemapReader:
 
     # -- which sitemaps --------------------------------------------------------------------
 
-    def plan(self, servers: Iterable[ServerConfig]) -> list[tuple[str, str]]:
-        """Mark the sitemaps of *servers* as read by this crawl; the ``(url, source)`` to
-        request now (the robots.txt lines come when robots.txt is parsed)."""
+    def plan(self, servers: Iterable[ServerConfig]) -> list[Request]:
+        """Mark the sitemaps of *servers* as read by this crawl; the requests of those
+        known now (the robots.txt lines come when robots.txt is parsed, after these)."""
         todo: list[tuple[str, str]] = []
         for server in servers:
             if server.url in self.started or server.sitemaps is False:
@@ -127,13 +127,8 @@ class SitemapReader:
                 todo.append((server.url + "sitemap.xml", IMPLIED))
             else:
                 todo.extend((url, "configured") for url in server.sitemaps)
-        return todo
-
-    def requests(self, todo: Iterable[tuple[str, str]]) -> Iterator[Request]:
-        for url, source in todo:
-            request = self.request(url, 0, source)
-            if request is not None:
-                yield request
+        requests = (self.request(url, 0, source) for url, source in todo)
+        return [request for request in requests if request is not None]
 
     def request(
         self, url: str, hops: int, source: str, referer: str | None = None

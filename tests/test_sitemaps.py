@@ -140,7 +140,8 @@ def test_robots_sitemap_line_index_and_gzip(site: Site, crawl) -> None:
     site.add(
         "/robots.txt",
         f"User-agent: *\nDisallow: /nothing/\nSitemap: /maps/index.xml\n"
-        f"Sitemap: {site.url}maps/index.xml\n",
+        f"Sitemap: {site.url}maps/index.xml\n"
+        f"Sitemap: http://127.0.0.1:{free_port()}/elsewhere.xml\n",
         content_type="text/plain",
     )
     site.add(
@@ -165,7 +166,8 @@ def test_robots_sitemap_line_index_and_gzip(site: Site, crawl) -> None:
     assert len(site.requested("/a.html")) == 1
     assert site.requested("/sitemap.xml")  # looked for as well: not there
     stats = result.stats
-    assert stats["sitemap/robots"] == 2
+    assert stats["sitemap/robots"] == 3
+    assert stats["sitemap/offsite"] == 1  # a sitemap on a server not in the crawl
     assert stats["sitemap/sitemaps"] == 3  # the index and its two sitemaps
     assert stats["sitemap/urls"] == 3
     assert stats["sitemap/requests"] == 2
@@ -251,7 +253,7 @@ def test_allow_deny_maxhops_robots_and_bad_urls(
 def test_malformed_and_oversized_sitemaps_are_logged(site: Site, crawl) -> None:
     site.page("/", "Home", "walrus colony", ["/page.html"])
     site.page("/page.html", "Page", "linked page")
-    maps = ["broken.xml", "html.xml", "big.xml", "bomb.xml.gz", "cut.xml", "many.xml"]
+    maps = ["broken.xml", "html.xml", "big.xml", "bomb.xml.gz", "cut.xml", "many.xml", "extra.xml"]
     site.add(
         "/robots.txt",
         "".join(f"Sitemap: {site.url}{m}\n" for m in maps),
@@ -272,12 +274,14 @@ def test_malformed_and_oversized_sitemaps_are_logged(site: Site, crawl) -> None:
         content_type=XML,
     )
     site.add("/many.xml", urlset(*(f"{site.url}m{i}.html" for i in range(10))), content_type=XML)
+    site.add("/extra.xml", urlset(f"{site.url}extra.html"), content_type=XML)
     for path in ("/cut1.html", "/m0.html", "/m1.html", "/m2.html"):
         site.page(path, path, "listed page")
     result = crawl(
         "-a",
         f"seeds={site.url}",
-        settings={"SITEMAP_MAX_BYTES": 8000, "SITEMAP_MAX_URLS": 3},
+        # 7 sitemaps a server: /sitemap.xml and the first 6 of robots.txt, not extra.xml
+        settings={"SITEMAP_MAX_BYTES": 8000, "SITEMAP_MAX_URLS": 3, "SITEMAP_MAX_SITEMAPS": 7},
     )
     assert result.returncode == 0, result.stderr
     assert {site.url, site.url + "page.html"} <= result.urls()
@@ -291,6 +295,7 @@ def test_malformed_and_oversized_sitemaps_are_logged(site: Site, crawl) -> None:
         "big.xml",
         "bomb.xml.gz",
         "many.xml",
+        "extra.xml",
     }
     assert errors["broken.xml"][0] == "parse" and "not a sitemap" in errors["broken.xml"][1]
     assert "<html>" in errors["html.xml"][1]
@@ -298,11 +303,14 @@ def test_malformed_and_oversized_sitemaps_are_logged(site: Site, crawl) -> None:
     assert errors["bomb.xml.gz"][0] == "too_large"
     assert "SITEMAP_MAX_BYTES" in errors["bomb.xml.gz"][1]
     assert "SITEMAP_MAX_URLS" in errors["many.xml"][1]
+    assert "SITEMAP_MAX_SITEMAPS (7) reached" in errors["extra.xml"][1]
+    assert not site.requested("/extra.xml")
     stats = result.stats
     assert stats["sitemap/errors"] == 5
     assert stats["sitemap/too_large"] == 2
     assert stats["sitemap/truncated"] == 1
     assert stats["sitemap/missing"] == 1  # the soft 404 of /sitemap.xml
+    assert stats["sitemap/capped"] == 1
     assert "sitemap:" in result.log
 
 

@@ -220,14 +220,13 @@ class SiteSpider(Spider):
             self._seen.add(canon)
             # Seeds are fetched as pages even when they look like files.
             yield self.make_request(canon, 0, file=False, dont_filter=True)
-        if self.sitemaps is not None:
-            for request in self.sitemaps.requests(sitemaps):
-                yield request
+        for request in sitemaps:
+            yield request
         if self.recrawl:
             for request in self._stored_requests():
                 yield request
 
-    def _sitemap_plan(self) -> list[tuple[str, str]]:
+    def _sitemap_plan(self) -> list[Request]:
         """The sitemaps to read first: those of the crawl's servers (and, on a re-crawl,
         of the servers of stored documents)."""
         if self.sitemaps is None:
