@@ -51,6 +51,7 @@ from urllib.parse import urljoin
 
 import lxml.etree
 from scrapy import Request, signals
+from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils._compression import _DecompressionMaxSizeExceeded
 from scrapy.utils.gz import gunzip, gzip_magic_number
 from scrapy.utils.sitemap import Sitemap
@@ -79,6 +80,13 @@ class SitemapProblem(Exception):
         super().__init__(message)
         self.kind = kind
         self.stat = stat
+
+
+def _status(failure: Failure) -> int | None:
+    """The HTTP status of a failure that is an HTTP error answer."""
+    if failure.check(HttpError):
+        return int(failure.value.response.status)  # type: ignore[union-attr]
+    return None
 
 
 def parse_lastmod(value: Any) -> datetime | None:
@@ -301,15 +309,7 @@ class SitemapReader:
         ``/sitemap.xml`` only counted)."""
         request = failure.request  # type: ignore[attr-defined]
         kind, message = errors.classify(failure)
-        if (
-            kind == "http"
-            and request.meta.get("sitemap") == IMPLIED
-            and message
-            in (
-                "HTTP 404",
-                "HTTP 410",
-            )
-        ):
+        if request.meta.get("sitemap") == IMPLIED and _status(failure) in (404, 410):
             self.stats.inc_value("sitemap/missing")
             return
         self.stats.inc_value("sitemap/errors")

@@ -11,9 +11,9 @@ configured server it sets, unless the request already has them:
 - ``download_maxsize`` from ``max_size`` (a bigger response is cut off: ``too_large``).
 
 At most ``max_pages`` requests per server and crawl (0 = no cap) pass (robots.txt, sitemaps
-and re-visits are not counted); the first one over
-the cap is logged as a ``page_cap`` failure and the rest are dropped quietly (a calendar
-trap or an endless URL space ends there).
+and re-visits are not counted); the first one over the cap is logged as a ``page_cap``
+failure and the rest are dropped quietly (a calendar trap or an endless URL space ends
+there).
 
 Requests to a server cut off by ``max_net_errors`` are dropped here.
 

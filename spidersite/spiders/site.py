@@ -3,10 +3,10 @@
     scrapy crawl site -a seeds=https://example.org/[,URL...]
     scrapy crawl site -a seeds_file=seeds.txt -a sites=sites.toml
 
-It crawls breadth-first from the seeds (and the servers' sitemaps, :mod:`spidersite.sitemaps`),
-stays on the seeds' servers and on the servers the
-sites file names, and yields a :class:`~spidersite.items.PageItem` for every page or file it
-fetched and an :class:`~spidersite.items.ErrorItem` for every failure.  Per-server rules
+It crawls breadth-first from the seeds and the servers' sitemaps (:mod:`spidersite.sitemaps`),
+stays on the seeds' servers and on the servers the sites file names, and yields a
+:class:`~spidersite.items.PageItem` for every page or file it fetched and an
+:class:`~spidersite.items.ErrorItem` for every failure.  Per-server rules
 (hops, robots.txt, timeouts, proxies, net-error cut-off) are applied by the middlewares.
 """
 
