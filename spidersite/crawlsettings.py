@@ -1,11 +1,11 @@
 """The settings of the project's own components, read and checked once per crawl.
 
 :class:`CrawlSettings` holds every ``SITE_``, ``STORE_``, ``INDEX_``, ``ANALYZE_``,
-``SCALEOUT_``, ``TOPIC_``, ``CHARSET_``, ``CRAWLDELAY_``, ``PAGESTORE_`` and ``WATCHDOG_``
-setting (and the components' ``*_ENABLED`` switches), typed.  Its field defaults *are* the
-settings' defaults: ``spidersite/settings.py`` does not repeat them, and no component
-passes a default of its own to ``getint``.  The attribute of a setting is its name in lower
-case (``STORE_BATCH_SIZE`` → ``store_batch_size``).
+``SCALEOUT_``, ``TOPIC_``, ``CHARSET_``, ``CRAWLDELAY_``, ``PAGESTORE_``, ``SITEMAP_`` and
+``WATCHDOG_`` setting (and the components' ``*_ENABLED`` switches), typed.  Its field
+defaults *are* the settings' defaults: ``spidersite/settings.py`` does not repeat them, and
+no component passes a default of its own to ``getint``.  The attribute of a setting is its
+name in lower case (``STORE_BATCH_SIZE`` → ``store_batch_size``).
 
 :meth:`CrawlSettings.from_settings` reads Scrapy settings and raises
 :class:`~search.servers.ConfigError` with one line per bad value, naming the setting; our
@@ -153,6 +153,16 @@ class CrawlSettings:
     site_resume: bool = _setting(True, _flag)
     #: Longest URL fetched (Scrapy's own setting, read by the spider); None: any.
     urllength_limit: int | None = _setting(MAX_URL_LENGTH, _whole(0, zero_means_none=True))
+
+    # -- sitemaps (spidersite.sitemaps) ---------------------------------------------------
+    #: Read the servers' sitemaps (per server: the ``sitemaps`` field).
+    sitemap_enabled: bool = _setting(True, _flag)
+    #: Bytes of one sitemap, as downloaded and once decompressed (the protocol's 50 MB).
+    sitemap_max_bytes: int = _setting(50 * 1024 * 1024, _size)
+    #: Entries read from one sitemap or sitemap index (the protocol's 50,000).
+    sitemap_max_urls: int = _setting(50_000, _whole(1))
+    #: Sitemaps (indexes included) read per server and crawl.
+    sitemap_max_sitemaps: int = _setting(1000, _whole(1))
 
     # -- downloader middlewares -----------------------------------------------------------
     servers_enabled: bool = _setting(True, _flag)

@@ -54,7 +54,8 @@ def test_unchanged_site_answers_304_and_only_times_move(site: Site, crawl, db_ur
     assert stats["recrawl/not_modified"] == 4
     assert stats.get("recrawl/changed", 0) == 0
     assert stats["conditional/not_modified"] == 4
-    assert all(h.headers.get("If-None-Match") for h in site.hits if h.path != "/robots.txt")
+    pages = [h for h in site.hits if h.path not in ("/robots.txt", "/sitemap.xml")]
+    assert all(h.headers.get("If-None-Match") for h in pages)
     rows = again.rows("SELECT url, next_index_time, change_interval, indexed FROM documents")
     for url, next_time, interval, indexed in rows:
         assert indexed
@@ -135,7 +136,7 @@ def test_recrawl_due_visits_only_due_pages_and_new_links(site: Site, crawl) -> N
     site.hits.clear()
     again = crawl("-a", "recrawl=due")
     assert again.returncode == 0, again.stderr
-    fetched = sorted(p for p in site.paths() if p != "/robots.txt")
+    fetched = sorted(p for p in site.paths() if p not in ("/robots.txt", "/sitemap.xml"))
     assert fetched == ["/b.html", "/d.html"]  # not /, a or c: not due; / is seen
     assert again.stats["recrawl/scheduled"] == 1
     assert again.stats["recrawl/new"] == 1

@@ -89,7 +89,8 @@ def test_killed_crawl_resumes_and_index_agrees(site: Site, tmp_path: Path) -> No
     assert stats["resume/requests"] > 0
     # Pages stored before the kill were not fetched again.
     refetched = len(site.hits) - fetched_before
-    assert refetched <= N_PAGES - stored_before + 4  # + robots.txt and in-flight pages
+    # + robots.txt, sitemap.xml and in-flight pages
+    assert refetched <= N_PAGES - stored_before + 5
     check = run_search("check", "--dry-run", "--json", data_dir=data)
     assert check.returncode == 0, check.stdout + check.stderr
     assert json.loads(check.stdout)["in_index"] == N_PAGES

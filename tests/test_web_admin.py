@@ -279,6 +279,37 @@ def test_add_fix_edit_server_and_seeds(admin: tuple[Any, str], app: Any) -> None
     assert client.get("/admin/servers").status_code == 200
 
 
+def test_sitemaps_field_in_the_admin(admin: tuple[Any, str], app: Any) -> None:
+    client, csrf = admin
+    url = "http://docs.example/"
+    elsewhere = client.post(
+        "/admin/servers/new",
+        data={**server_form(), "sitemaps": "http://other.example/m.xml", "csrf_token": csrf},
+    )
+    assert elsewhere.status_code == 400
+    assert "is not on the server" in elsewhere.get_data(as_text=True)
+    listed = client.post(
+        "/admin/servers/new",
+        data={**server_form(), "sitemaps": f"{url}m.xml\n{url}n.xml.gz", "csrf_token": csrf},
+    )
+    assert listed.status_code == 302
+    page = client.get(listed.headers["Location"]).get_data(as_text=True)
+    assert f'name="sitemaps" rows="2">{url}m.xml\n{url}n.xml.gz</textarea>' in page
+    edit = client.post(
+        listed.headers["Location"],
+        data={**server_form(), "sitemaps": "false", "csrf_token": csrf},
+    )
+    assert edit.status_code == 302
+    with Session(engine_of(app)) as s:
+        assert s.scalars(select(Server)).one().admin_config["sitemaps"] is False
+    path = app.config["SPIDERSITE"].data_dir / "admin" / "test-sites.toml"
+    jobs.write_sites_file(engine_of(app), path)
+    assert tomllib.loads(path.read_text())["server"][0]["sitemaps"] is False
+    registry = ServerRegistry()
+    registry.load_file(path)
+    assert [s.sitemaps for s in registry] == [False]
+
+
 def test_sites_toml_escapes_strings(tmp_path: Path) -> None:
     text = jobs.sites_toml(
         [
