@@ -6,8 +6,9 @@ where a server accepts the connection and never sends the FTP greeting (an HTTP 
 waits for a request) keeps the crawl open for ever.  These handlers are Scrapy's, with
 the whole download (connection, greeting, commands, reads) bounded:
 
-- :class:`FTPDownloadHandler` fails a download still running after ``download_timeout``
-  seconds, always (it is that protocol's only timeout);
+- :class:`spidersite.ftp.FTPDownloadHandler` (Scrapy's FTP handler with directory
+  listings) fails a download still running after ``download_timeout`` seconds, always
+  (it is that protocol's only timeout);
 - :class:`HTTPDownloadHandler` fails an http(s) download still running
   ``WATCHDOG_GRACE`` seconds (default 10) after its ``download_timeout``, a safety net
   under Scrapy's own timeout, which normally fires first.  ``WATCHDOG_ENABLED = False``
@@ -27,7 +28,6 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from scrapy.core.downloader.handlers.ftp import FTPDownloadHandler as ScrapyFTPHandler
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.exceptions import DownloadTimeoutError
 from scrapy.utils.asyncio import call_later
@@ -87,12 +87,6 @@ class BoundedDownload:
             stats.inc_value("watchdog/timeouts")
             stats.inc_value(f"watchdog/timeouts/{request.url.split(':', 1)[0].lower()}")
         logger.debug("watchdog: %s stopped past its timeout", request.url)
-
-
-class FTPDownloadHandler(BoundedDownload, ScrapyFTPHandler):
-    """Scrapy's FTP handler, bounded by ``download_timeout`` (it has no timeout itself)."""
-
-    grace = 0.0
 
 
 class HTTPDownloadHandler(BoundedDownload, HTTP11DownloadHandler):

@@ -6,6 +6,7 @@ configured server it sets, unless the request already has them:
 - ``download_timeout`` from ``read_timeout``;
 - ``proxy`` from ``proxy`` (then Scrapy's ``HttpProxyMiddleware`` does the rest);
 - an ``Authorization: Basic`` header from ``basic_auth`` (only for that server's URLs);
+  for an ``ftp://`` server, ``ftp_user`` and ``ftp_password`` (the FTP login) instead;
 - ``dont_obey_robotstxt`` when ``userobots = false``;
 - ``download_slot`` = the server, so delay and concurrency are per server (not per host);
 - ``download_maxsize`` from ``max_size`` (a bigger response is cut off: ``too_large``).
@@ -95,7 +96,11 @@ class ServerConfigMiddleware:
             and origin(request.url) == server.url
         ):
             user, password = server.basic_auth.split(":", 1)
-            request.headers[b"Authorization"] = basic_auth_header(user, password)
+            if server.url.startswith("ftp:"):
+                meta.setdefault("ftp_user", user)
+                meta.setdefault("ftp_password", password)
+            else:
+                request.headers[b"Authorization"] = basic_auth_header(user, password)
             self.stats.inc_value("servers/authenticated")
         if not server.userobots:
             meta["dont_obey_robotstxt"] = True
