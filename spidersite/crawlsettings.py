@@ -172,6 +172,8 @@ class CrawlSettings:
     watchdog_grace: float = _setting(10.0, _number(0))
     #: Entries of an FTP directory listing followed (spidersite.ftp); None: all.
     ftp_max_entries: int | None = _setting(5000, _whole(0, zero_means_none=True))
+    #: Newest articles of a news group listed per crawl (spidersite.nntp); None: all.
+    nntp_max_articles: int | None = _setting(1000, _whole(0, zero_means_none=True))
 
     # -- spider middlewares ---------------------------------------------------------------
     maxhops_enabled: bool = _setting(True, _flag)

@@ -58,10 +58,13 @@ DOWNLOAD_HANDLERS = {
     "http": "spidersite.handlers.HTTPDownloadHandler",
     "https": "spidersite.handlers.HTTPDownloadHandler",
     "ftp": "spidersite.ftp.FTPDownloadHandler",
-    # Off: a crawl fetches only http, https and ftp. No seed or link can reach these today
-    # (search.servers.check_url refuses other schemes); defence in depth, so that none ever
-    # reads the machine's files (file:), a cloud bucket with the host's credentials (s3:),
-    # or turns a data: link into a page.
+    # News groups and articles (nntplib in threads, bounded like FTP).
+    "news": "spidersite.nntp.NNTPDownloadHandler",
+    "nntp": "spidersite.nntp.NNTPDownloadHandler",
+    # Off: a crawl fetches only http, https, ftp, news and nntp. No seed or link can reach
+    # these today (search.servers.check_url refuses other schemes); defence in depth, so
+    # that none ever reads the machine's files (file:), a cloud bucket with the host's
+    # credentials (s3:), or turns a data: link into a page.
     "file": None,
     "s3": None,
     "data": None,
