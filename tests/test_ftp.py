@@ -81,7 +81,8 @@ def test_a_crawl_lists_folders_indexes_text_and_html_and_records_files(
     ftpd: LocalFTP, crawl: Any
 ) -> None:
     missing = f"{ftpd.url}docs/missing.txt"
-    result = crawl("-a", f"seeds={ftpd.url},{missing}")
+    folder = f"{ftpd.url}docs/deep"  # a folder named without its "/"
+    result = crawl("-a", f"seeds={ftpd.url},{missing},{folder}")
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.log
     base = ftpd.url
@@ -112,7 +113,7 @@ def test_a_crawl_lists_folders_indexes_text_and_html_and_records_files(
         assert found.returncode == 0, found.stderr
         assert f"{base}{url}" in found.stdout, (word, found.stdout)
     stats = result.stats
-    assert stats["ftp/listings"] == 3
+    assert stats["ftp/listings"] == 4  # docs/deep listed twice: as a seed, and as a link
     assert stats["ftp/files"] == 5  # three read, two sized (HEAD: nothing downloaded)
     assert stats["ftp/errors"] == 1  # the missing file (a missing robots.txt is none)
     assert stats["site/offsite"] >= 1
@@ -145,7 +146,7 @@ def test_without_mlsd_a_listing_is_read_from_list_and_bounded(tmp_path: Path, cr
             "-a",
             f"seeds={server.url}",
             settings={
-                "SERVER_DEFAULTS": '{"maxhops": 2, "deny": ["\\\\.bin$"]}',
+                "SERVER_DEFAULTS": '{"maxhops": 2, "deny": ["\\\\.bin$"], "max_size": 100}',
                 "FTP_MAX_ENTRIES": 2,
             },
         )
@@ -155,9 +156,12 @@ def test_without_mlsd_a_listing_is_read_from_list_and_bounded(tmp_path: Path, cr
     assert result.returncode == 0, result.stderr
     # The root lists data.bin, docs/, readme.txt (from LIST): the first two are kept, and
     # data.bin is denied; docs/ (1 hop) lists deep/ and guide.html (2 hops), whose own
-    # entries (3 hops) are beyond maxhops.
+    # entries (3 hops) are beyond maxhops; guide.html is bigger than max_size.
     base = server.url
-    assert result.urls() == {base, f"{base}docs/", f"{base}docs/deep/", f"{base}docs/guide.html"}
+    assert result.urls() == {base, f"{base}docs/", f"{base}docs/deep/"}
+    assert [kind for url, kind, _ in result.errors() if url == f"{base}docs/guide.html"] == [
+        "too_large"
+    ]
     assert result.stats["ftp/entries_dropped"] == 1
 
 

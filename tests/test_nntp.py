@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from search.servers import check_url, origin
-from spidersite.extract import extract_article
+from spidersite.extract import absolute_link, extract_article
 from spidersite.nntp import article_url, parse_etag
 from tests.conftest import run_crawl
 
@@ -160,7 +160,8 @@ def test_a_group_is_crawled_into_articles_and_a_recrawl_takes_only_the_new_ones(
 ) -> None:
     group = f"nntp://127.0.0.1:{news.port}/local.test.animals"
     missing = f"nntp://127.0.0.1:{news.port}/nobody@example.org"
-    result = crawl("-a", f"seeds={group},{missing}")
+    no_group = f"nntp://127.0.0.1:{news.port}/no.such.group"
+    result = crawl("-a", f"seeds={group},{missing},{no_group}")
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.log
     base = f"nntp://127.0.0.1:{news.port}/"
@@ -188,12 +189,12 @@ def test_a_group_is_crawled_into_articles_and_a_recrawl_takes_only_the_new_ones(
         u=second,
     )
     assert [tuple(r) for r in links] == [(second, first)]
-    assert (missing, "http", "HTTP 404") in result.errors()
+    assert {(missing, "http", "HTTP 404"), (no_group, "http", "HTTP 404")} <= set(result.errors())
     found = result.search("aardvark")
     assert first in found.stdout and second in found.stdout, found.stdout
     assert group not in result.search("animals").stdout  # the listing is not indexed
     stats = result.stats
-    assert (stats["nntp/groups"], stats["nntp/articles"], stats["nntp/errors"]) == (1, 3, 1)
+    assert (stats["nntp/groups"], stats["nntp/articles"], stats["nntp/errors"]) == (1, 3, 2)
     assert stats["site/pages"] == 4
 
     news.post(4, "fourth.4@example.org", "Quokka smiles", "A quokka, newly posted.")
@@ -246,6 +247,12 @@ def test_news_urls_are_accepted_with_their_default_port() -> None:
     assert origin("news://news.example:1190/x@y") == "news://news.example:1190/"
     with pytest.raises(ValueError, match="has no host"):
         check_url("news:comp.lang.python")
+
+
+def test_news_links_with_a_host_are_links() -> None:
+    assert absolute_link("http://a.example/", "news://h.example/g.x") == "news://h.example/g.x"
+    assert absolute_link("http://a.example/", "NNTP://h.example/a@b") == "NNTP://h.example/a@b"
+    assert absolute_link("http://a.example/", "news:comp.lang.python") is None
 
 
 def test_an_article_url_is_the_message_id_percent_encoded() -> None:
