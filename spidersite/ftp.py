@@ -51,7 +51,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.threads import deferToThread
 
 from spidersite.crawlsettings import crawl_settings
-from spidersite.handlers import BoundedDownload
+from spidersite.handlers import BoundedDownload, SocketGuard
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -159,6 +159,18 @@ def read_listing(ftp: ftplib.FTP, deadline: float) -> list[Entry]:
     ]
 
 
+class _GuardedFTP(ftplib.FTP):
+    """ftplib's client, its data connections watched by a :class:`SocketGuard` too."""
+
+    guard: SocketGuard | None = None
+
+    def ntransfercmd(self, cmd: str, rest: int | str | None = None) -> tuple[Any, int | None]:
+        conn, size = super().ntransfercmd(cmd, rest)
+        if self.guard is not None:
+            self.guard.watch(conn)
+        return conn, size
+
+
 @dataclass(slots=True)
 class Login:
     host: str
@@ -168,8 +180,10 @@ class Login:
     passive: bool
     timeout: float
 
-    def open(self) -> ftplib.FTP:
-        ftp = ftplib.FTP(timeout=self.timeout, encoding="utf-8")
+    def open(self, guard: SocketGuard) -> ftplib.FTP:
+        ftp = _GuardedFTP(timeout=self.timeout, encoding="utf-8")
+        ftp.guard = guard
+        guard.watch(lambda: ftp.sock)
         try:
             ftp.connect(self.host, self.port)
             ftp.login(self.user, self.password)
@@ -180,23 +194,44 @@ class Login:
         return ftp
 
 
+#: ftplib's errors for a command the server refused.
+_REFUSED = (ftplib.error_perm, ftplib.error_temp, ftplib.error_reply)
+
+
 def _session(login: Login, work: Callable[[ftplib.FTP, float], Any]) -> Any:
-    """Run *work(ftp, deadline)* on a new logged-in connection; a refused command is an
-    :class:`FTPReplyError` (other errors: OSError, EOFError, ftplib.error_proto …)."""
+    """Run *work(ftp, deadline)* on a new logged-in connection, the whole session bounded
+    by the login's timeout; a refused command is an :class:`FTPReplyError` (other
+    errors: OSError, EOFError, ftplib.error_proto …)."""
     deadline = time.monotonic() + login.timeout
-    try:
-        ftp = login.open()
-    except (ftplib.error_perm, ftplib.error_temp, ftplib.error_reply) as exc:
-        raise FTPReplyError(str(exc)) from None
-    try:
-        return work(ftp, deadline)
-    except (ftplib.error_perm, ftplib.error_temp, ftplib.error_reply) as exc:
-        raise FTPReplyError(str(exc)) from None
-    finally:
+    with SocketGuard(login.timeout) as guard:
         try:
-            ftp.quit()
-        except (OSError, EOFError, ftplib.Error):
-            ftp.close()
+            ftp = login.open(guard)
+        except _REFUSED as exc:
+            raise FTPReplyError(str(exc)) from None
+        except (OSError, EOFError):
+            if guard.expired:
+                raise _too_slow(login) from None
+            raise
+        try:
+            return work(ftp, deadline)
+        except _REFUSED as exc:
+            raise FTPReplyError(str(exc)) from None
+        except (OSError, EOFError):
+            if guard.expired:
+                raise _too_slow(login) from None
+            raise
+        finally:
+            try:
+                ftp.quit()
+            except (OSError, EOFError, ftplib.Error):
+                ftp.close()
+
+
+def _too_slow(login: Login) -> TimeoutError:
+    return TimeoutError(
+        f"{login.host}:{login.port} took longer than {login.timeout:g} seconds "
+        f"(the server's read_timeout)"
+    )
 
 
 def list_directory(login: Login, path: str) -> list[Entry]:

@@ -52,7 +52,7 @@ from w3lib.url import canonicalize_url
 
 from spidersite import storage
 from spidersite.crawlsettings import crawl_settings
-from spidersite.handlers import BoundedDownload
+from spidersite.handlers import BoundedDownload, SocketGuard
 from spidersite.serverstate import server_state
 
 with warnings.catch_warnings():
@@ -121,8 +121,9 @@ class Login:
     password: str | None
     timeout: float
 
-    def open(self) -> nntplib.NNTP:
-        return nntplib.NNTP(
+    def open(self, guard: SocketGuard) -> nntplib.NNTP:
+        return _GuardedNNTP(
+            guard,
             self.host,
             self.port,
             user=self.user,
@@ -131,6 +132,20 @@ class Login:
             usenetrc=False,
             timeout=self.timeout,
         )
+
+
+class _GuardedNNTP(nntplib.NNTP):
+    """nntplib's client, its socket watched by a :class:`SocketGuard` from the start (the
+    constructor connects, reads the greeting and logs in)."""
+
+    def __init__(self, guard: SocketGuard, *args: Any, **kwargs: Any) -> None:
+        self._guard = guard
+        super().__init__(*args, **kwargs)
+
+    def _create_socket(self, timeout: Any) -> Any:
+        sock = super()._create_socket(timeout)  # type: ignore[misc]
+        self._guard.watch(sock)
+        return sock
 
 
 class Connections:
@@ -142,22 +157,37 @@ class Connections:
 
     def run(self, login: Login, work: Callable[[nntplib.NNTP], Any]) -> Any:
         """*work(connection)* on an idle connection, else a new one (an idle connection
-        the server has closed is replaced, once).  A refused command raises
-        :class:`NNTPReplyError`."""
+        the server has closed is replaced, once), all within the login's timeout.  A
+        refused command raises :class:`NNTPReplyError`."""
+        with SocketGuard(login.timeout) as guard:
+            try:
+                return self._run(login, work, guard)
+            except (OSError, EOFError, nntplib.NNTPDataError):
+                if guard.expired:
+                    raise TimeoutError(
+                        f"{login.host}:{login.port} took longer than {login.timeout:g} "
+                        f"seconds (the server's read_timeout)"
+                    ) from None
+                raise
+
+    def _run(self, login: Login, work: Callable[[nntplib.NNTP], Any], guard: SocketGuard) -> Any:
         key = (login.host, login.port, login.user)
         with self._lock:
             idle = self._idle.get(key)
             conn = idle.pop() if idle else None
         if conn is not None:
+            guard.watch(conn.sock)
             try:
                 return self._work(key, conn, work)
             except (OSError, EOFError):
-                pass  # closed while idle: once more, on a new connection
+                if guard.expired:
+                    raise
+                # closed while idle: once more, on a new connection
             except NNTPReplyError as exc:
                 if not str(exc).startswith("400"):  # 400: the server ends the session
                     raise
         try:
-            conn = login.open()
+            conn = login.open(guard)
         except nntplib.NNTPError as exc:
             raise _refused(exc) from None
         return self._work(key, conn, work)
@@ -357,7 +387,8 @@ class _NNTPHandler(BaseDownloadHandler):
         return parse_etag(etag)
 
     async def close(self) -> None:
-        self.connections.close()
+        # QUIT on each kept connection waits for the server: not on the reactor thread.
+        await maybe_deferred_to_future(deferToThread(self.connections.close))
 
 
 class NNTPDownloadHandler(BoundedDownload, _NNTPHandler):
