@@ -204,15 +204,9 @@ def _session(login: Login, work: Callable[[ftplib.FTP, float], Any]) -> Any:
     errors: OSError, EOFError, ftplib.error_proto …)."""
     deadline = time.monotonic() + login.timeout
     with SocketGuard(login.timeout) as guard:
+        ftp: ftplib.FTP | None = None
         try:
             ftp = login.open(guard)
-        except _REFUSED as exc:
-            raise FTPReplyError(str(exc)) from None
-        except (OSError, EOFError):
-            if guard.expired:
-                raise _too_slow(login) from None
-            raise
-        try:
             return work(ftp, deadline)
         except _REFUSED as exc:
             raise FTPReplyError(str(exc)) from None
@@ -221,10 +215,11 @@ def _session(login: Login, work: Callable[[ftplib.FTP, float], Any]) -> Any:
                 raise _too_slow(login) from None
             raise
         finally:
-            try:
-                ftp.quit()
-            except (OSError, EOFError, ftplib.Error):
-                ftp.close()
+            if ftp is not None:
+                try:
+                    ftp.quit()
+                except (OSError, EOFError, ftplib.Error):
+                    ftp.close()
 
 
 def _too_slow(login: Login) -> TimeoutError:
