@@ -117,6 +117,15 @@ class CrawlDB:
         with self.engine.connect() as conn:
             yield from conn.scalars(select(Document.url))
 
+    def document_etag(self, url: str) -> str | None:
+        """The stored ETag of the document at *url* (a news group keeps its last article
+        number there); None when it is not stored, or the database has no tables yet."""
+        try:
+            with self.engine.connect() as conn:
+                return conn.scalar(select(Document.etag).where(Document.url == url))
+        except SQLAlchemyError:
+            return None
+
     def frontier(self, chunk: int = 5000) -> Iterator[Any]:
         """The followable links of stored pages, as rows ``(to_url, hops)`` where *hops* is
         the linking page's: the frontier of a crawl that was killed is among them."""

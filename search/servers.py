@@ -112,23 +112,28 @@ def parse_size(value: Any) -> int:
     return int(size)
 
 
+#: The port of a URL of each scheme that names none.
+DEFAULT_PORTS = {"http": 80, "https": 443, "ftp": 21, "news": 119, "nntp": 119}
+
+
 def origin(url: str) -> str:
     """``scheme://host:port/`` of a URL: what identifies a server."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     host = (parts.hostname or "").lower()
-    port = parts.port or {"http": 80, "https": 443, "ftp": 21}.get(scheme)
-    default = {"http": 80, "https": 443, "ftp": 21}.get(scheme)
+    default = DEFAULT_PORTS.get(scheme)
+    port = parts.port or default
     netloc = f"[{host}]" if ":" in host else host
     if port and port != default:
         netloc = f"{netloc}:{port}"
     return f"{scheme}://{netloc}/"
 
 
-#: The schemes a crawl may fetch: a seed, a server or a sites-file URL of any other
-#: scheme (``file:``, ``data:``, ``s3:``, ``javascript:`` …) is refused, so no sites file
-#: and no admin form can point the crawler at the machine it runs on.
-URL_SCHEMES = ("http", "https", "ftp")
+#: The schemes a crawl may fetch (news and nntp: spidersite.nntp): a seed, a server or a
+#: sites-file URL of any other scheme (``file:``, ``data:``, ``s3:``, ``javascript:`` …)
+#: is refused, so no sites file and no admin form can point the crawler at the machine it
+#: runs on.
+URL_SCHEMES = ("http", "https", "ftp", "news", "nntp")
 #: The schemes of a proxy (Scrapy's HttpProxyMiddleware speaks HTTP to it).
 PROXY_SCHEMES = ("http", "https")
 
@@ -149,8 +154,8 @@ MAX_URL_LENGTH = 2083
 
 
 def check_url(url: Any, max_length: int | None = MAX_URL_LENGTH) -> str:
-    """The URL if it is an absolute http, https or ftp URL with a valid host, at most
-    *max_length* characters and no control characters, else ValueError."""
+    """The URL if it is an absolute http, https, ftp, news or nntp URL with a valid host,
+    at most *max_length* characters and no control characters, else ValueError."""
     if not isinstance(url, str) or not url.strip():
         raise ValueError("empty URL")
     url = url.strip()
@@ -166,7 +171,7 @@ def check_url(url: Any, max_length: int | None = MAX_URL_LENGTH) -> str:
     except ValueError as exc:
         raise ValueError(f"{url!r} cannot be parsed: {exc}") from None
     if parts.scheme.lower() not in URL_SCHEMES:
-        raise ValueError(f"{url!r} is not an http, https or ftp URL")
+        raise ValueError(f"{url!r} is not an http, https, ftp, news or nntp URL")
     if not parts.hostname:
         raise ValueError(f"{url!r} has no host")
     if ":" not in parts.hostname:  # an IPv6 literal is checked by urlsplit

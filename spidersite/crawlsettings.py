@@ -1,11 +1,12 @@
 """The settings of the project's own components, read and checked once per crawl.
 
 :class:`CrawlSettings` holds every ``SITE_``, ``STORE_``, ``INDEX_``, ``ANALYZE_``,
-``SCALEOUT_``, ``TOPIC_``, ``CHARSET_``, ``CRAWLDELAY_``, ``PAGESTORE_``, ``SITEMAP_`` and
-``WATCHDOG_`` setting (and the components' ``*_ENABLED`` switches), typed.  Its field
-defaults *are* the settings' defaults: ``spidersite/settings.py`` does not repeat them, and
-no component passes a default of its own to ``getint``.  The attribute of a setting is its
-name in lower case (``STORE_BATCH_SIZE`` → ``store_batch_size``).
+``SCALEOUT_``, ``TOPIC_``, ``CHARSET_``, ``CRAWLDELAY_``, ``PAGESTORE_``, ``SITEMAP_``,
+``WATCHDOG_``, ``FTP_MAX_ENTRIES`` and ``NNTP_`` setting (and the components' ``*_ENABLED``
+switches), typed.  Its field defaults *are* the settings' defaults:
+``spidersite/settings.py`` does not repeat them, and no component passes a default of its
+own to ``getint``.  The attribute of a setting is its name in lower case
+(``STORE_BATCH_SIZE`` → ``store_batch_size``).
 
 :meth:`CrawlSettings.from_settings` reads Scrapy settings and raises
 :class:`~search.servers.ConfigError` with one line per bad value, naming the setting; our
@@ -180,6 +181,10 @@ class CrawlSettings:
     watchdog_enabled: bool = _setting(True, _flag)
     #: Seconds past a request's download_timeout before the watchdog fails it.
     watchdog_grace: float = _setting(10.0, _number(0))
+    #: Entries of an FTP directory listing followed (spidersite.ftp); None: all.
+    ftp_max_entries: int | None = _setting(5000, _whole(0, zero_means_none=True))
+    #: Newest articles of a news group listed per crawl (spidersite.nntp); None: all.
+    nntp_max_articles: int | None = _setting(1000, _whole(0, zero_means_none=True))
 
     # -- spider middlewares ---------------------------------------------------------------
     maxhops_enabled: bool = _setting(True, _flag)

@@ -155,7 +155,7 @@ def server_form(**values: Any) -> dict[str, Any]:
     "field, value, message",
     [
         ("url", "", "empty URL"),
-        ("url", "notaurl", "is not an http, https or ftp URL"),
+        ("url", "notaurl", "is not an http, https, ftp, news or nntp URL"),
         ("maxhops", "-1", "must be ≥ 0"),
         ("maxhops", "2.5", "must be a whole number"),
         ("titleweight", "heavy", "must be a number"),
@@ -167,8 +167,8 @@ def server_form(**values: Any) -> dict[str, Any]:
         ("language", "klingon", "is not a language"),
         ("allow", "([unclosed", "is not a valid regular expression"),
         ("concurrency", "0", "must be ≥ 1"),
-        ("url", "file:///etc/", "is not an http, https or ftp URL"),
-        ("url", "data:text/html,x", "is not an http, https or ftp URL"),
+        ("url", "file:///etc/", "is not an http, https, ftp, news or nntp URL"),
+        ("url", "data:text/html,x", "is not an http, https, ftp, news or nntp URL"),
         ("url", "\x01file:///etc/", "contains control characters"),
         ("proxy", "file://proxy.example:3128", "is not an http or https proxy"),
     ],
@@ -241,7 +241,7 @@ def test_add_fix_edit_server_and_seeds(admin: tuple[Any, str], app: Any) -> None
     seeds = f"/admin/servers/{server_id}/seeds"
     assert client.post(seeds, data={"url": "http://docs.example/a.html"}).status_code == 400
     for bad_seed, message in [
-        ("nope", "is not an http, https or ftp URL"),
+        ("nope", "is not an http, https, ftp, news or nntp URL"),
         ("http://other.example/", "is not on the server"),
     ]:
         resp = client.post(seeds, data={"url": bad_seed, "csrf_token": csrf})

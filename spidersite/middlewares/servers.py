@@ -6,6 +6,8 @@ configured server it sets, unless the request already has them:
 - ``download_timeout`` from ``read_timeout``;
 - ``proxy`` from ``proxy`` (then Scrapy's ``HttpProxyMiddleware`` does the rest);
 - an ``Authorization: Basic`` header from ``basic_auth`` (only for that server's URLs);
+  for an ``ftp://`` server, ``ftp_user`` and ``ftp_password`` (the FTP login) instead, for
+  a ``news://`` or ``nntp://`` server ``nntp_user`` and ``nntp_password``;
 - ``dont_obey_robotstxt`` when ``userobots = false``;
 - ``download_slot`` = the server, so delay and concurrency are per server (not per host);
 - ``download_maxsize`` from ``max_size`` (a bigger response is cut off: ``too_large``).
@@ -98,7 +100,13 @@ class ServerConfigMiddleware:
             and origin(request.url) == server.url
         ):
             user, password = server.basic_auth.split(":", 1)
-            request.headers[b"Authorization"] = basic_auth_header(user, password)
+            scheme = server.url.split(":", 1)[0]
+            if scheme in ("ftp", "news", "nntp"):
+                prefix = "ftp" if scheme == "ftp" else "nntp"
+                meta.setdefault(f"{prefix}_user", user)
+                meta.setdefault(f"{prefix}_password", password)
+            else:
+                request.headers[b"Authorization"] = basic_auth_header(user, password)
             self.stats.inc_value("servers/authenticated")
         if not server.userobots:
             meta["dont_obey_robotstxt"] = True

@@ -33,8 +33,9 @@ from search.servers import ServerConfig, ServerRegistry, check_url
 from spidersite import errors, storage
 from spidersite.arguments import build_registry, check_arguments, parse_recrawl, parse_threshold
 from spidersite.crawlsettings import CrawlSettings, crawl_settings
-from spidersite.extract import extract_html, is_file_url, parse_http_date
+from spidersite.extract import extract_article, extract_html, is_file_url, parse_http_date
 from spidersite.items import ErrorItem, GoneItem, LinkRecord, PageItem, RevisitItem
+from spidersite.nntp import article_url
 from spidersite.serverstate import server_state
 from spidersite.sitemaps import SitemapReader
 
@@ -45,6 +46,8 @@ _CACHE_ENTRY_BYTES = 200
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 TEXT_TYPES = ("text/plain",)
+#: News articles (spidersite.nntp answers them as message/rfc822).
+ARTICLE_TYPES = ("message/rfc822", "message/news")
 
 
 class SiteSpider(Spider):
@@ -447,7 +450,8 @@ class SiteSpider(Spider):
             and b"<html" in response.body[:2048].lower()
         )
         is_text = any(t in ctype for t in TEXT_TYPES)
-        if not (is_html or is_text):
+        is_article = ctype.startswith(ARTICLE_TYPES)
+        if not (is_html or is_text or is_article):
             yield self._file_item(response)
             return
         if b"\x00" in response.body[:8192]:  # binary bytes served as text
@@ -493,6 +497,16 @@ class SiteSpider(Spider):
             if not item.language:
                 item.language = ex.language
             followable = [] if ex.nofollow else links
+        elif is_article:
+            item.charset = "utf-8"
+            ex = extract_article(
+                response.url, response.body, article_url, self.config.site_max_links
+            )
+            item.title, item.keywords, item.description = ex.title, ex.keywords, ex.description
+            item.last_modified = ex.date or item.last_modified
+            item.text, item.link_count = ex.text, ex.link_total
+            item.links = self.valid_links(ex.links, follow=False)
+            followable = []
         else:
             item.text = (
                 response.text
