@@ -101,6 +101,10 @@ def parse_lastmod(value: Any) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+#: The servers whose sitemaps are read.
+SITEMAP_SCHEMES = ("http://", "https://")
+
+
 class SitemapReader:
     """The sitemaps of one crawl: which to read, reading them, and what they seed."""
 
@@ -130,6 +134,8 @@ class SitemapReader:
         for server in servers:
             if server.url in self.started or server.sitemaps is False:
                 continue
+            if not server.url.startswith(SITEMAP_SCHEMES):
+                continue  # sitemaps are a web protocol: FTP and news servers have none
             self.started.add(server.url)
             if server.sitemaps is True:
                 todo.append((server.url + "sitemap.xml", IMPLIED))
