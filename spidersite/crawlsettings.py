@@ -32,7 +32,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from search import config, db
-from search.servers import MAX_URL_LENGTH, ConfigError, ServerRegistry, parse_size
+from search.servers import ConfigError, parse_size
+from search.sitesfile import ServerRegistry
+from search.urls import MAX_URL_LENGTH
 
 #: A parser gets (settings, name) and returns the typed value, or raises ValueError saying
 #: what the value must be (the caller adds the setting's name and the value given).
