@@ -63,7 +63,7 @@ class IndexConfig:
     index_dir: str
     batch_size: int = 1000  # documents per Whoosh commit
     max_terms: int | None = 20_000  # distinct stems indexed per page
-    limitmb: int = 256  # memory of the Whoosh writer
+    limitmb: int = 32  # megabytes of postings the Whoosh writer buffers
     queue_batches: int = 8  # batches waiting in the indexer's inbox
 
 
