@@ -1,16 +1,17 @@
 """The indexer's memory through commits and merges, without a crawl.
 
-    python benchmarks/indexmem.py [--docs 20000] [--batch 1000] [--seed 1] [--json FILE]
-                                  [--set INDEX_NAME=VALUE ...] [--tracemalloc]
+    python benchmarks/indexmem.py [--docs 20000] [--batch 1000] [--limitmb 32] [--seed 1]
+                                  [--mmap] [--no-release] [--tracemalloc] [--json FILE]
 
 Feeds :class:`search.index.Index`'s one writer the way the indexer child of a crawl does
 (:func:`search.indexer._worker`): a writer per batch of ``--batch`` documents (a crawl's
-``INDEX_BATCH_SIZE``), each committed with the index's merge policy, the writer's settings
-read from ``--set`` through :class:`spidersite.crawlsettings.CrawlSettings` as a crawl reads
-them.  The documents are those of ``benchmarks/scale.py``'s site, already analyzed: a title
-(3–9 words), a description (12–25), keywords (3–6) and a body of ~600 words (log-normal,
-σ 0.25) drawn from the Zipf vocabulary of :mod:`_synthetic`, counted per word with the
-default section weights (about 400 distinct stems a page, as the analyzer gives).
+``INDEX_BATCH_SIZE``), each committed with the index's merge policy, with a writer buffer of
+``--limitmb`` (``INDEX_LIMITMB``), then :func:`search.indexer.release_memory` unless
+``--no-release``; ``--mmap`` lets the writer map the segments it reads.  The documents are
+those of ``benchmarks/scale.py``'s site, already analyzed: a title (3–9 words), a
+description (12–25), keywords (3–6) and a body of ~600 words (log-normal, σ 0.25) drawn from
+the Zipf vocabulary of :mod:`_synthetic`, counted per word with the default section weights
+(~350 distinct stems a page; a crawl of the site stores ~385 with the URL's words).
 
 A thread samples the process's RSS every 20 ms; after each commit the script prints the
 documents so far, the segments, the RSS after the commit and the peak during it, the
@@ -44,7 +45,6 @@ import search.index  # noqa: E402
 from search.analysis import DEFAULT_WEIGHTS  # noqa: E402
 from search.index import Index, IndexDoc  # noqa: E402
 from search.indexer import release_memory  # noqa: E402
-from spidersite.crawlsettings import CrawlSettings  # noqa: E402
 
 
 def status_mb() -> dict[str, float]:
@@ -121,7 +121,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--docs", type=int, default=20_000)
     p.add_argument("--batch", type=int, default=1000, help="documents per commit")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument(
+        "--limitmb",
+        type=int,
+        default=search.index.LIMITMB,
+        help="megabytes of postings the writer buffers (INDEX_LIMITMB)",
+    )
     p.add_argument("--tracemalloc", action="store_true")
     p.add_argument("--mmap", action="store_true", help="the writer maps the segments it reads")
     p.add_argument(
@@ -134,8 +139,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    settings = dict(item.split("=", 1) for item in args.set)
-    config = CrawlSettings.from_settings(settings)
     search.index.WRITER_MMAP = args.mmap
     tmp = tempfile.TemporaryDirectory(prefix="indexmem-") if not args.dir else None
     folder = Path(args.dir or tmp.name)  # type: ignore[union-attr]
@@ -156,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             tracemalloc.reset_peak()
         t0 = time.perf_counter()
         before = [s.segment_id() for s in index.open(create=True)._segments()]
-        with index.writer(limitmb=config.index_limitmb) as writer:
+        with index.writer(limitmb=args.limitmb) as writer:
             for doc in batch:
                 writer.add(doc)
         if not args.no_release:
@@ -197,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {stat.size / 2**20:7.1f} MB  {stat.traceback[0]}")
     if args.json:
         Path(args.json).write_text(
-            json.dumps({"settings": settings, "commits": commits, "seconds": total}, indent=1)
+            json.dumps({"args": vars(args), "commits": commits, "seconds": total}, indent=1)
         )
     if tmp is not None:
         tmp.cleanup()
