@@ -34,12 +34,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import _synthetic  # noqa: E402
+import scale  # noqa: E402
 
 import search.index  # noqa: E402
 from search.analysis import DEFAULT_WEIGHTS  # noqa: E402
@@ -86,18 +84,14 @@ class Sampler(threading.Thread):
 
 
 class Documents:
-    """Analyzed documents of ``scale.py``'s kind."""
+    """Analyzed documents of ``scale.py``'s kind (its pages' words, drawn as it draws them)."""
 
     def __init__(self, seed: int) -> None:
-        self.vocab = _synthetic.vocabulary(_synthetic.VOCABULARY, random.Random(seed))
-        cum = np.array(_synthetic.zipf_cum_weights(_synthetic.VOCABULARY))
-        self.cdf = cum / cum[-1]
-        self.np_rng = np.random.default_rng(seed)
+        self.words = scale._Words(seed)
         self.rng = random.Random(seed + 1)
 
     def _draw(self, k: int) -> list[str]:
-        ranks = np.searchsorted(self.cdf, self.np_rng.random(k), side="right")
-        return [self.vocab[i] for i in np.minimum(ranks, len(self.vocab) - 1).tolist()]
+        return self.words.draw(k)
 
     def make(self, docid: int) -> IndexDoc:
         rng = self.rng
@@ -105,7 +99,9 @@ class Documents:
             "title": self._draw(rng.randint(3, 9)),
             "desc": self._draw(rng.randint(12, 25)),
             "keywords": self._draw(rng.randint(3, 6)),
-            "body": self._draw(max(150, int(rng.lognormvariate(math.log(600), 0.25)))),
+            "body": self._draw(
+                max(150, int(rng.lognormvariate(math.log(scale.MEDIAN_WORDS), 0.25)))
+            ),
         }
         weights: Counter[str] = Counter()
         for section, words in sections.items():
