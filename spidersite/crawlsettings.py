@@ -218,8 +218,8 @@ class CrawlSettings:
     index_batch_size: int = _setting(1000, _whole(1))
     #: Distinct stems indexed per page, highest weights first; None: all.
     index_max_terms: int | None = _setting(20_000, _whole(0, zero_means_none=True))
-    #: Memory of the Whoosh writer, in MB.
-    index_limitmb: int = _setting(256, _whole(1))
+    #: Megabytes of postings the Whoosh writer buffers (commits and merges alike).
+    index_limitmb: int = _setting(32, _whole(1))
     #: Stored batches waiting for the indexer process; then the worker waits.
     index_queue_batches: int = _setting(8, _whole(1))
     #: Write every fetched HTML/text page to WARC files.
