@@ -50,7 +50,7 @@ import numpy as np
 from whoosh.codec.whoosh3 import W3Codec, W3FieldWriter
 from whoosh.util.numeric import byte_to_length, length_to_byte
 
-from search import ranking
+from search import faults, ranking
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +130,8 @@ class _FieldWriter(W3FieldWriter):
             )
         finally:
             f.close()
+        # The segment's files are written; the commit's table of contents is not yet.
+        faults.point("index_commit")
 
 
 def encode_arrays(

@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy import Engine, not_, update
 
-from search import db
+from search import db, faults
 from search.analysis import DEFAULT_WEIGHTS, SECTIONS
 from search.crawldb import INDEXABLE, CrawlDB
 from search.index import Index, IndexDoc
@@ -114,6 +114,7 @@ def _worker(
                         finished = True
                         break
                     pending.extend(_apply(writer, msg))
+            faults.point("index_committed")
             store.mark_indexed(pending)
             total += len(pending)
             commits += 1
