@@ -15,7 +15,7 @@ import multiprocessing
 import queue
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -307,26 +307,54 @@ class CheckResult:
     in_index: int
     missing: list[int]  # indexable in the database, not in the index
     extra: list[int]  # in the index, not (or no longer) indexable in the database
+    #: In the index and indexable, not marked indexed in the database (a crawl killed
+    #: between a commit and its marking; the index may hold an older version).
+    unmarked: list[int] = field(default_factory=list)
     repaired: bool = False
 
     @property
     def consistent(self) -> bool:
-        return not self.missing and not self.extra
+        return not self.missing and not self.extra and not self.unmarked
 
 
 def check(engine: Engine, index: Index, repair: bool = True, limitmb: int = 256) -> CheckResult:
     """Compare the index with the database; with *repair*, make the index agree.
 
-    Missing documents are (re)indexed from their stored postings, extra ones deleted, and
-    the ``indexed`` flags set to what the index then holds.
+    Missing documents are (re)indexed from their stored postings, extra ones deleted,
+    unmarked ones indexed again (the database's version) and marked, and the ``indexed``
+    flags of documents that no longer belong in the index cleared.
     """
-    wanted = set(CrawlDB(engine).indexable_ids())
+    crawldb = CrawlDB(engine)
+    unmarked = set(crawldb.indexable_ids(only_unindexed=True))
+    wanted = set(crawldb.indexable_ids())
     present = searchable_ids(index)
     result = CheckResult(
-        len(wanted), len(present), sorted(wanted - present), sorted(present - wanted)
+        len(wanted),
+        len(present),
+        sorted(wanted - present),
+        sorted(present - wanted),
+        sorted(unmarked & present),
     )
     if not repair:
         return result
+    store = DocumentStore(engine)
+    again = sorted(set(result.missing) | set(result.unmarked))
+    if not result.consistent:
+        with index.writer(limitmb=limitmb) as writer:
+            for docid in result.extra:
+                writer.delete(docid)
+            for part in chunks(again, 500):
+                for doc in iter_index_docs(engine, ids=part):
+                    writer.add(doc)
+        result.repaired = True
+    store.mark_indexed(again)
+    with engine.begin() as conn:
+        conn.execute(
+            update(Document)
+            .where(Document.indexed.is_(True), not_(INDEXABLE))
+            .values(indexed=False)
+        )
+    return result
     store = DocumentStore(engine)
     if not result.consistent:
         with index.writer(limitmb=limitmb) as writer:
@@ -336,7 +364,7 @@ def check(engine: Engine, index: Index, repair: bool = True, limitmb: int = 256)
                 for doc in iter_index_docs(engine, ids=part):
                     writer.add(doc)
         result.repaired = True
-    store.mark_indexed(result.missing)
+    store.mark_indexed(sorted(set(result.missing) | (unmarked & present)))
     with engine.begin() as conn:
         conn.execute(
             update(Document)
