@@ -16,7 +16,7 @@ import queue
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Engine, not_, update
@@ -67,12 +67,11 @@ def _worker(
     database_url: str,
     batch_size: int,
     limitmb: int,
-    started: datetime,
 ) -> None:
     """The indexer process: one writer, a commit every *batch_size* documents.
 
-    It first indexes what an earlier crawl stored but did not make searchable (a crawl
-    that was killed), and it stops, committing what it has, if its parent dies.
+    It first indexes every page stored and not marked indexed when it starts (what a
+    killed crawl left), and it stops, committing what it has, if its parent dies.
     """
     logging.basicConfig(level=logging.INFO)
     engine = db.create(database_url)
@@ -93,10 +92,12 @@ def _worker(
                     return None
 
     try:
-        # Only documents stored before this crawl: the crawl sends its own.
-        caught_up = reindex(
-            engine, index, full=False, limitmb=limitmb, before=started, wait=LOCK_WAIT
-        )
+        # The pages left unindexed, as they are now: taken by id, so that a page the
+        # crawl re-visits meanwhile (which moves its crawl time) is not passed over.  A
+        # page this crawl has stored already is indexed twice, the second replacing the
+        # first.
+        left = CrawlDB(engine).indexable_ids(only_unindexed=True)
+        caught_up = reindex(engine, index, full=False, limitmb=limitmb, ids=left, wait=LOCK_WAIT)
         if caught_up:
             logger.info("Indexed %d documents left unindexed by an earlier crawl", caught_up)
         while not finished:
@@ -152,7 +153,6 @@ class IndexerProcess:
                 database_url,
                 batch_size,
                 limitmb,
-                datetime.now(UTC),
             ),
             daemon=True,
         )
@@ -270,20 +270,32 @@ def reindex(
     limitmb: int = 256,
     progress: Callable[[int], None] | None = None,
     before: datetime | None = None,
+    ids: Sequence[int] | None = None,
     wait: float = 0.0,
 ) -> int:
-    """Rebuild the index from the database (``full``) or add the documents not indexed yet.
+    """Rebuild the index from the database (``full``) or add the documents not indexed yet
+    (stored *before* a time, or among *ids*).
 
     A full rebuild goes through one writer and replaces the old index in its single
     commit, so searches keep answering from the old index until the new one is complete.
     Returns the number of documents indexed.
     """
+    if ids is not None and not ids:
+        return 0
     if not full and count_indexable(engine, only_unindexed=True, before=before) == 0:
         return 0
     store = DocumentStore(engine)
     done: list[int] = []
+
+    def docs() -> Iterator[IndexDoc]:
+        if ids is None:
+            yield from iter_index_docs(engine, only_unindexed=not full, before=before)
+            return
+        for part in chunks(ids, 500):
+            yield from iter_index_docs(engine, only_unindexed=not full, before=before, ids=part)
+
     with index.writer(limitmb=limitmb, clear=full, wait=wait) as writer:
-        for doc in iter_index_docs(engine, only_unindexed=not full, before=before):
+        for doc in docs():
             writer.add(doc, update=not full)
             done.append(doc.docid)
             if progress and len(done) % batch_size == 0:
