@@ -367,20 +367,3 @@ def check(engine: Engine, index: Index, repair: bool = True, limitmb: int = 256)
             .values(indexed=False)
         )
     return result
-    store = DocumentStore(engine)
-    if not result.consistent:
-        with index.writer(limitmb=limitmb) as writer:
-            for docid in result.extra:
-                writer.delete(docid)
-            for part in chunks(result.missing, 500):
-                for doc in iter_index_docs(engine, ids=part):
-                    writer.add(doc)
-        result.repaired = True
-    store.mark_indexed(sorted(set(result.missing) | (unmarked & present)))
-    with engine.begin() as conn:
-        conn.execute(
-            update(Document)
-            .where(Document.indexed.is_(True), not_(INDEXABLE))
-            .values(indexed=False)
-        )
-    return result

@@ -25,9 +25,9 @@ BASE = {"LOG_LEVEL": "INFO", "CONCURRENT_REQUESTS": 8, "LINKRANK_ENABLED": False
 #: moment -> (SPIDERSITE_KILL_AT, pages of the site, settings of both runs).
 MOMENTS: dict[str, tuple[str, int, dict[str, Any]]] = {
     # The 40th response reaches the spider: pages in flight, batches being gathered.
-    "download": ("download:40", 100, {"STORE_BATCH_SIZE": 10, "INDEX_BATCH_SIZE": 20}),
+    "download": ("download:40", 60, {"STORE_BATCH_SIZE": 10, "INDEX_BATCH_SIZE": 20}),
     # The third batch written in its transaction, not committed.
-    "store_commit": ("store_commit:3", 100, {"STORE_BATCH_SIZE": 10, "INDEX_BATCH_SIZE": 20}),
+    "store_commit": ("store_commit:3", 60, {"STORE_BATCH_SIZE": 10, "INDEX_BATCH_SIZE": 20}),
     # The first Whoosh commit has written its segment's files, not its table of
     # contents: its 210 pages (more than the indexer reads from the database at once,
     # 200: the catch-up of a resumed crawl once indexed only the first 200, issue 14
@@ -40,13 +40,13 @@ MOMENTS: dict[str, tuple[str, int, dict[str, Any]]] = {
     # A Whoosh commit is complete, its pages not yet marked indexed in the database.
     "index_committed": (
         "index_committed:2",
-        100,
+        60,
         {"STORE_BATCH_SIZE": 10, "INDEX_BATCH_SIZE": 20},
     ),
     # A Whoosh commit is merging older segments into the one it writes.
     "merge": (
         "merge:1",
-        100,
+        60,
         {"STORE_BATCH_SIZE": 5, "STORE_FLUSH_SECONDS": 0, "INDEX_BATCH_SIZE": 5},
     ),
 }

@@ -194,3 +194,32 @@ def test_store_retries_while_the_database_is_unreachable(
     with pytest.raises(OperationalError):
         failing.mark_indexed([1])
     assert len(retried) == 2
+
+
+def test_the_indexer_first_indexes_every_page_left_unindexed(
+    engine: Any, store: DocumentStore, db_url: str, tmp_path: Any
+) -> None:
+    from search.index import Index
+    from search.indexer import IndexerProcess
+
+    later = datetime.now(UTC) + timedelta(hours=1)
+    store.write_batch(
+        [
+            *(page(f"http://a.example/{i}", f"vacuum word{i}") for i in range(3)),
+            # Crawl times after the indexer starts: pages a resumed crawl re-visited
+            # (unchanged) before the indexer read them.
+            *(
+                page(f"http://a.example/r{i}", f"vacuum again{i}", crawled_at=later)
+                for i in range(2)
+            ),
+        ]
+    )
+    crawldb = CrawlDB(engine)
+    left = sorted(crawldb.indexable_ids(only_unindexed=True))
+    assert len(left) == 5
+    indexer = IndexerProcess(str(tmp_path / "index"), db_url, batch_size=10)
+    indexer.start()
+    indexer.close()
+    assert indexer.error is None
+    assert crawldb.indexable_ids(only_unindexed=True) == []
+    assert Index(tmp_path / "index").docids() == set(left)
