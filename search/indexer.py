@@ -67,11 +67,12 @@ def _worker(
     database_url: str,
     batch_size: int,
     limitmb: int,
+    catch_up: Sequence[int],
 ) -> None:
     """The indexer process: one writer, a commit every *batch_size* documents.
 
-    It first indexes every page stored and not marked indexed when it starts (what a
-    killed crawl left), and it stops, committing what it has, if its parent dies.
+    It first indexes the documents *catch_up* (what a killed crawl left unindexed), and
+    it stops, committing what it has, if its parent dies.
     """
     logging.basicConfig(level=logging.INFO)
     engine = db.create(database_url)
@@ -92,12 +93,9 @@ def _worker(
                     return None
 
     try:
-        # The pages left unindexed, as they are now: taken by id, so that a page the
-        # crawl re-visits meanwhile (which moves its crawl time) is not passed over.  A
-        # page this crawl has stored already is indexed twice, the second replacing the
-        # first.
-        left = CrawlDB(engine).indexable_ids(only_unindexed=True)
-        caught_up = reindex(engine, index, full=False, limitmb=limitmb, ids=left, wait=LOCK_WAIT)
+        caught_up = reindex(
+            engine, index, full=False, limitmb=limitmb, ids=catch_up, wait=LOCK_WAIT
+        )
         if caught_up:
             logger.info("Indexed %d documents left unindexed by an earlier crawl", caught_up)
         while not finished:
@@ -130,7 +128,15 @@ def _worker(
 
 
 class IndexerProcess:
-    """The parent's handle on the indexer child process."""
+    """The parent's handle on the indexer child process, which first indexes the
+    documents *catch_up* (their current version in the database), then those it is sent.
+
+    A crawl's worker passes the ids of every indexable document not marked indexed,
+    read before the crawl stores anything (:meth:`left_unindexed`): what an earlier crawl
+    stored and a kill kept out of the index.  Taken by id, not by crawl time, so that a
+    page the crawl re-visits meanwhile (which moves its crawl time) is not passed over;
+    read before the crawl stores, so that none of the crawl's own pages is indexed twice.
+    """
 
     def __init__(
         self,
@@ -139,6 +145,7 @@ class IndexerProcess:
         batch_size: int = 1000,
         limitmb: int = 256,
         max_pending: int = 64,
+        catch_up: Sequence[int] = (),
     ) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.inbox: Any = ctx.Queue(maxsize=max_pending)
@@ -153,6 +160,7 @@ class IndexerProcess:
                 database_url,
                 batch_size,
                 limitmb,
+                list(catch_up),
             ),
             daemon=True,
         )
@@ -160,6 +168,11 @@ class IndexerProcess:
         self.searchable_at = 0.0
         self.error: str | None = None
         self.info: dict[str, Any] = {}
+
+    @staticmethod
+    def left_unindexed(engine: Engine) -> list[int]:
+        """The documents that belong in the index and are not marked indexed."""
+        return CrawlDB(engine).indexable_ids(only_unindexed=True)
 
     def start(self) -> None:
         self.process.start()
