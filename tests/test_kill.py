@@ -103,6 +103,7 @@ def test_killed_at_any_moment_the_same_command_resumes(
 
     result = run_crawl(data, *args, settings=settings, database_url=db_url, timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "resume/requests" in result.stats  # it resumed the killed crawl
 
     # Every page stored exactly once, and marked indexed.
     rows = result.rows("SELECT url, indexed FROM documents")
