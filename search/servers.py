@@ -67,6 +67,9 @@ DEFAULTS: dict[str, Any] = {
     "language": None,
     "allow": (),
     "deny": (),
+    # Sitemaps read: true = robots.txt's Sitemap lines and <server>/sitemap.xml, false =
+    # none, or a list of the server's sitemap URLs (read instead).
+    "sitemaps": True,
 }
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
@@ -202,6 +205,7 @@ class ServerConfig:
     language: str | None = DEFAULTS["language"]
     allow: tuple[str, ...] = DEFAULTS["allow"]
     deny: tuple[str, ...] = DEFAULTS["deny"]
+    sitemaps: bool | tuple[str, ...] = DEFAULTS["sitemaps"]
     seeds: tuple[str, ...] = ()
     _allow_re: tuple[re.Pattern[str], ...] = field(default=(), repr=False, compare=False)
     _deny_re: tuple[re.Pattern[str], ...] = field(default=(), repr=False, compare=False)
@@ -236,6 +240,8 @@ class ServerConfig:
             data.pop(key)
         for key in ("allow", "deny", "seeds"):
             data[key] = list(data[key])
+        if isinstance(data["sitemaps"], tuple):
+            data["sitemaps"] = list(data["sitemaps"])
         if data["basic_auth"]:
             data["basic_auth"] = data["basic_auth"].split(":", 1)[0] + ":***"
         return data
@@ -327,6 +333,14 @@ def _validate_field(name: str, value: Any) -> Any:
         return value
     if name in ("allow", "deny"):
         return _patterns(value)
+    if name == "sitemaps":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list | tuple):
+            raise ValueError("must be true, false or a list of sitemap URLs")
+        return tuple(check_url(v) for v in value) or False
     if name == "seeds":
         if isinstance(value, str):
             value = [value]
@@ -336,6 +350,15 @@ def _validate_field(name: str, value: Any) -> Any:
     if name == "url":
         return origin(check_url(value))
     raise ValueError(f"unknown field (known fields: {', '.join(sorted(FIELD_NAMES))})")
+
+
+def check_sitemaps(server: str, sitemaps: Any) -> None:
+    """ValueError unless every URL of a server's list of *sitemaps* is on the *server*
+    (as the sitemaps protocol has it; robots.txt may list sitemaps of other servers)."""
+    if isinstance(sitemaps, list | tuple):
+        for url in sitemaps:
+            if origin(url) != server:
+                raise ValueError(f"{url} is not on the server {server}")
 
 
 def build(values: Mapping[str, Any], where: str = "") -> ServerConfig:
@@ -350,11 +373,20 @@ def build(values: Mapping[str, Any], where: str = "") -> ServerConfig:
         except ValueError as exc:
             raise ConfigError(f"{prefix}field '{name}': {exc}") from None
     config = ServerConfig(**typed)
+    try:
+        check_sitemaps(config.url, config.sitemaps)
+    except ValueError as exc:
+        raise ConfigError(f"{prefix}field 'sitemaps': {exc}") from None
     return replace(
         config,
         _allow_re=tuple(re.compile(p) for p in config.allow),
         _deny_re=tuple(re.compile(p) for p in config.deny),
     )
+
+
+def _server_only(name: str, value: Any) -> bool:
+    """Whether a field cannot be a default of every server (a URL, seeds, sitemap URLs)."""
+    return name in ("url", "seeds") or (name == "sitemaps" and not isinstance(value, bool))
 
 
 class ServerRegistry:
@@ -365,7 +397,7 @@ class ServerRegistry:
         self.defaults: dict[str, Any] = dict(DEFAULTS)
         if defaults:
             for name, value in defaults.items():
-                if name in ("url", "seeds"):
+                if _server_only(name, value):
                     raise ConfigError(f"{source}: field '{name}' belongs to a [[server]] table")
                 try:
                     self.defaults[name] = _validate_field(name, value)
@@ -428,7 +460,7 @@ class ServerRegistry:
             raise ConfigError(f"{path}: 'defaults' must be a table ([defaults])")
         start = _line_of(lines, "[defaults]", 0, header=True)
         for name, value in defaults.items():
-            if name in ("url", "seeds"):
+            if _server_only(name, value):
                 raise ConfigError(
                     f"{path}:{_line_of(lines, name, start)}: [defaults]: "
                     f"field '{name}' belongs to a [[server]] table"

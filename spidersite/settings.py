@@ -122,7 +122,7 @@ EXTENSIONS = {
 
 # --- spidersite's own settings ------------------------------------------------------
 # SITE_*, STORE_*, INDEX_*, ANALYZE_*, SCALEOUT_*, TOPIC_*, CHARSET_*, CRAWLDELAY_*,
-# PAGESTORE_*, WATCHDOG_*, the components' *_ENABLED switches, SPIDERSITE_DATA_DIR,
+# PAGESTORE_*, SITEMAP_*, WATCHDOG_*, the components' *_ENABLED switches, SPIDERSITE_DATA_DIR,
 # SITES_FILE and SERVER_DEFAULTS have their defaults in one place, the fields of
 # spidersite.crawlsettings.CrawlSettings, which reads and checks them once per crawl (a bad
 # value is refused before the crawl starts). Set them here or with -s NAME=VALUE; the

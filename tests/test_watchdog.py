@@ -88,7 +88,7 @@ def test_every_stuck_download_ends_as_a_timeout(
     )
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.log
-    errors = {(url, kind) for url, kind, _ in result.errors()}
+    errors = result.error_kinds()
     for what, url in seeds.items():
         assert (url, "timeout") in errors, (what, sorted(errors))
     assert result.urls() == {site.url}
