@@ -9,7 +9,7 @@ index does not tokenize again.  The sections are merged into one field, ``words`
 merges them (see :mod:`search.ranking`): a stem's posting carries its weighted count
 ``Σ_f w_f · count_f`` as its weight (the term frequency of the scorer) and, rounded, as its
 ``freq``, so that the field length Whoosh keeps is the page's weighted length.  Each page's
-term vector, for query expansion, is kept by the array postings (:mod:`search.arrays`,
+term vector, for query expansion, is kept by the array postings (:mod:`search.arrayfile`,
 written by the same writer), which the product ranks on.
 
 The index records its format, :data:`FORMAT`, in a file of its folder (:data:`FORMAT_FILE`),
@@ -43,8 +43,8 @@ from whoosh.writing import CLEAR, SegmentWriter
 
 from search import faults, ranking
 from search.analysis import SECTIONS, WordRecord
-from search.arrays import FIELD as _ARRAY_FIELD
-from search.arrays import ArrayCodec
+from search.arrayfile import FIELD as _ARRAY_FIELD
+from search.arrayfile import ArrayCodec
 from search.query import ParsedQuery
 
 logger = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ _TEMP_TOC = re.compile(rf"^_{INDEX_NAME}_[0-9]+\.toc\..+$")
 #: each posting's Python objects, within ~10 % of what they take); past it the writer sorts
 #: them into a run on disk, and merges the runs when it commits.  Segment merges go through
 #: the same buffer, so this bounds a merge's memory too (with the array postings' own
-#: buffer, :data:`search.arrays.BUFFER_POSTINGS`).
+#: buffer, :data:`search.arrayfile.BUFFER_POSTINGS`).
 LIMITMB = 32
 #: Whether the writer reads the segments it merges through ``mmap``: off, so that their
 #: pages are read into small buffers instead of being mapped (and counted) whole in the

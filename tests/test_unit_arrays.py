@@ -1,4 +1,4 @@
-"""search.arrays: the array postings rank exactly as Whoosh's matchers do.
+"""search.arrays and search.arrayfile: the array postings rank exactly as Whoosh's matchers do.
 
 Every test compares, on the same index, the product's :class:`search.searcher.SearchSession`
 (the array postings) with :class:`search.reference.ReferenceSession` (Whoosh's own
@@ -15,7 +15,7 @@ import pytest
 from whoosh import index as whoosh_index
 from whoosh.writing import CLEAR
 
-from search import arrays, ranking
+from search import arrayfile, arrays, ranking
 from search.analysis import analyze_document
 from search.index import (
     BM25,
@@ -182,7 +182,7 @@ def test_every_segment_has_its_array_file(index: Index) -> None:
     ix = index.open()
     with ix.searcher() as s:
         for r, _ in s.reader().leaf_readers():
-            a = arrays.SegmentArrays.read(Path(index.path), r.segment())
+            a = arrayfile.SegmentArrays.read(Path(index.path), r.segment())
             assert a is not None
             assert len(a.lengths) <= r.doc_count_all()
             assert int(a.starts[-1]) == len(a.docs) == len(a.fwd_terms)
@@ -202,7 +202,7 @@ def test_merged_away_segments_leave_no_array_files(tmp_path: Path) -> None:
     segments = wix._segments()
     assert len(segments) == 1
     files = [p.name for p in (tmp_path / "index").iterdir()]
-    assert not [f for f in files if f.endswith(arrays.EXT)]  # packed in the compound file
+    assert not [f for f in files if f.endswith(arrayfile.EXT)]  # packed in the compound file
     assert len([f for f in files if f.endswith(".seg")]) == 1
     assert CLEAR  # the writer's clear=True merge type
 
@@ -248,14 +248,14 @@ def test_older_index_is_refused_then_rebuilt(tmp_path: Path) -> None:
 
 
 def test_array_file_round_trip() -> None:
-    data = arrays.encode_arrays(
+    data = arrayfile.encode_arrays(
         [b"alpha", "\u4e2d\u6587".encode(), b"zeta"],
         np.array([0, 2, 3, 5], dtype=np.int64).tobytes(),
         np.array([0, 3, 1, 0, 2], dtype=np.uint32).tobytes(),
         np.array([1.0, 2.5, 4.0, 1.0, 3.0], dtype=np.float32).tobytes(),
         bytes([5, 6, 7, 8]),
     )
-    a = arrays.decode_arrays(np.frombuffer(data, dtype=np.uint8))
+    a = arrayfile.decode_arrays(np.frombuffer(data, dtype=np.uint8))
     assert a["docs"].tolist() == [0, 3, 1, 0, 2]
     assert a["lengths"].tolist() == [5, 6, 7, 8]
     # Document 0 holds alpha (1.0) and zeta (1.0); document 3 alpha (2.5).
@@ -263,7 +263,7 @@ def test_array_file_round_trip() -> None:
     assert a["fwd_terms"].tolist() == [0, 2, 1, 2, 0]
     assert a["fwd_tfs"].tolist() == [1.0, 1.0, 4.0, 3.0, 2.5]
     with pytest.raises(ValueError):
-        arrays.decode_arrays(np.frombuffer(b"garbage-garbage-", dtype=np.uint8))
+        arrayfile.decode_arrays(np.frombuffer(b"garbage-garbage-", dtype=np.uint8))
 
 
 def test_explanation_adds_up_to_the_hit_score(index: Index) -> None:
@@ -327,10 +327,10 @@ def test_array_file_is_the_same_in_any_buffer(buffer: int | None) -> None:
     tfs = rng.random(len(docs), dtype=np.float32)
     terms = [f"t{i:03d}".encode() for i in range(len(per_term))]
     args = (terms, starts.tobytes(), docs.tobytes(), tfs.tobytes(), bytes(range(n_docs)))
-    data = arrays.encode_arrays(*args, docids=np.arange(n_docs, dtype=np.int32), buffer=buffer)
-    whole = arrays.encode_arrays(*args, docids=np.arange(n_docs, dtype=np.int32), buffer=10**9)
+    data = arrayfile.encode_arrays(*args, docids=np.arange(n_docs, dtype=np.int32), buffer=buffer)
+    whole = arrayfile.encode_arrays(*args, docids=np.arange(n_docs, dtype=np.int32), buffer=10**9)
     assert data == whole
-    a = arrays.decode_arrays(np.frombuffer(data, dtype=np.uint8))
+    a = arrayfile.decode_arrays(np.frombuffer(data, dtype=np.uint8))
     fwd_terms, fwd_tfs = _reference_forward(starts, docs, tfs)
     assert a["fwd_terms"].tolist() == fwd_terms.tolist()
     assert a["fwd_tfs"].tolist() == fwd_tfs.tolist()
@@ -345,13 +345,13 @@ def test_a_merge_holds_a_bounded_buffer_of_postings(
     BUFFER_POSTINGS postings in memory, the rest in temporary files, and writes the same
     arrays as when it holds them all."""
     held: list[int] = []
-    spill = arrays._Column.spill
+    spill = arrayfile._Column.spill
 
-    def spying(self: arrays._Column) -> None:
+    def spying(self: arrayfile._Column) -> None:
         held.append(len(self.buf))
         spill(self)
 
-    def build(folder: Path) -> list[arrays.SegmentArrays]:
+    def build(folder: Path) -> list[arrayfile.SegmentArrays]:
         rng = random.Random(4)
         ix = Index(folder)
         # The fifth commit merges the four before it (search.index.merge_policy).
@@ -362,12 +362,12 @@ def test_a_merge_holds_a_bounded_buffer_of_postings(
         out = []
         with ix.open().searcher() as s:
             for r, _ in s.reader().leaf_readers():
-                out.append(arrays.SegmentArrays.read(folder, r.segment()))
+                out.append(arrayfile.SegmentArrays.read(folder, r.segment()))
         return out
 
     whole = build(tmp_path / "whole")
-    monkeypatch.setattr(arrays, "BUFFER_POSTINGS", 50)
-    monkeypatch.setattr(arrays._Column, "spill", spying)
+    monkeypatch.setattr(arrayfile, "BUFFER_POSTINGS", 50)
+    monkeypatch.setattr(arrayfile._Column, "spill", spying)
     bounded = build(tmp_path / "bounded")
     assert held and max(held) < 2 * 50  # a full buffer, or one range's postings beyond it
     assert len(whole) == len(bounded) == 1

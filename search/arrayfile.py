@@ -1,0 +1,422 @@
+"""The array file of a Whoosh segment: the ``words`` field's postings as flat numpy
+arrays, written by :class:`ArrayCodec` for every segment Whoosh writes (new documents and
+merges alike) and read back by :meth:`SegmentArrays.read`.  What is done with them
+(ranking, filters, query expansion) is :mod:`search.arrays`'s.
+
+One more file of each segment, ``<segment>.wpa``:
+
+- the segment's ``words`` terms, in Whoosh's (sorted) order;
+- their postings: document numbers (``uint32``) and weighted term frequencies
+  (``float32``, the weight Whoosh stores), term after term (``starts`` gives each term's
+  slice);
+- each document's field length, as the byte Whoosh keeps (:func:`length_to_byte`);
+- the same postings by document (a forward index: each document's terms and weights), for
+  query expansion;
+- each document's database id (the ``docid`` field's term), for what the ranking reads
+  by document from the database (the link-graph prior, :mod:`search.linkrank`).  A file
+  written before it was added lacks it; the ids are then read from Whoosh's stored fields.
+
+The file is named like the segment's other files, so Whoosh packs it into the segment's
+compound file and deletes it with the segment.  It is read through ``numpy.memmap``
+(pages are loaded on demand and shared between processes).  The writer holds at most
+:data:`BUFFER_POSTINGS` postings in memory, whatever the segment's size.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tempfile
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from whoosh.codec.whoosh3 import W3Codec, W3FieldWriter
+from whoosh.util.numeric import byte_to_length, length_to_byte
+
+from search import faults
+
+#: The scored field (search.index.WORDS_FIELD; not imported to keep this module a leaf).
+FIELD = "words"
+#: The field of each document's database id (search.index's ``docid``).
+DOCID_FIELD = "docid"
+EXT = ".wpa"
+MAGIC = b"SPXWPA01"
+_ALIGN = 8
+
+#: Whoosh's field length of each length byte (a byte of 0 reads as 1, as Whoosh's
+#: length scorer asks for a default length of 1).
+LENGTHS = np.array([byte_to_length(b) if b else 1 for b in range(256)], dtype=np.float64)
+
+
+class ArrayCodec(W3Codec):
+    """Whoosh's W3 codec, plus the array file of the ``words`` field of each segment."""
+
+    def field_writer(self, storage: Any, segment: Any) -> W3FieldWriter:
+        return _FieldWriter(self, storage, segment)
+
+
+#: Postings (a document number and a weight: 8 bytes) the array writer of a segment holds
+#: in memory before it appends them to a temporary file, and at most how many it sorts at
+#: once into the forward index: what bounds its memory whatever the segment's size (a
+#: merge of the whole index included).  The sort's temporaries take ~70 bytes a posting
+#: at their peak: ~36 MB (measured: 71 MB at 1 << 20, for segments of 2 and of 8 million
+#: postings alike; the whole file in memory took 54 bytes a posting, 401 MB at 8 million).
+BUFFER_POSTINGS = 1 << 19
+
+
+class _Column:
+    """An append-only column of numbers: in memory up to *limit* of them, the rest in an
+    anonymous temporary file in *folder*; read back in chunks."""
+
+    def __init__(self, typecode: str, dtype: Any, folder: str | None, limit: int) -> None:
+        self.buf: array[Any] = array(typecode)
+        self.dtype = np.dtype(dtype)
+        self.folder = folder
+        self.limit = limit
+        self.file: Any = None
+        self.spilled = 0
+
+    def __len__(self) -> int:
+        return self.spilled + len(self.buf)
+
+    def full(self) -> bool:
+        return len(self.buf) >= self.limit
+
+    def spill(self) -> None:
+        if not self.buf:
+            return
+        if self.file is None:
+            # Open across calls, closed by close().
+            self.file = tempfile.TemporaryFile(  # noqa: SIM115
+                dir=self.folder, prefix="spidersite-", suffix=".tmp"
+            )
+        self.buf.tofile(self.file)
+        self.spilled += len(self.buf)
+        self.buf = array(self.buf.typecode)
+
+    def extend(self, values: np.ndarray) -> None:
+        self.buf.frombytes(np.ascontiguousarray(values, dtype=self.dtype).tobytes())
+        if self.full():
+            self.spill()
+
+    def chunks(self, size: int) -> Iterator[np.ndarray]:
+        """The column from its start, *size* numbers at a time."""
+        if self.file is not None:
+            self.file.flush()
+            self.file.seek(0)
+            left = self.spilled
+            while left:
+                chunk = np.fromfile(self.file, dtype=self.dtype, count=min(size, left))
+                left -= len(chunk)
+                yield chunk
+        for i in range(0, len(self.buf), size):
+            yield np.frombuffer(self.buf, dtype=self.dtype)[i : i + size]
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+        # A new array rather than emptying this one: chunks read from it may still be in use.
+        self.buf = array(self.buf.typecode)
+
+
+class _FieldWriter(W3FieldWriter):
+    def __init__(self, codec: Any, storage: Any, segment: Any) -> None:
+        super().__init__(codec, storage, segment)
+        self._in_words = False
+        self._terms: list[bytes] = []
+        self._starts = array("q", [0])
+        folder = getattr(storage, "folder", None)
+        self._docs = _Column("I", np.uint32, folder, BUFFER_POSTINGS)
+        self._tfs = _Column("f", np.float32, folder, BUFFER_POSTINGS)
+        self._lengths = bytearray()
+        self._in_docids = False
+        self._docid = -1
+        self._docids = array("i")
+
+    def start_field(self, fieldname: str, fieldobj: Any) -> None:
+        super().start_field(fieldname, fieldobj)
+        self._in_words = fieldname == FIELD
+        self._in_docids = fieldname == DOCID_FIELD
+
+    def start_term(self, btext: bytes) -> None:
+        super().start_term(btext)
+        if self._in_words:
+            self._terms.append(btext)
+        elif self._in_docids:
+            self._docid = int(btext)
+
+    def add(self, docnum: int, weight: float, vbytes: bytes, length: int) -> None:
+        super().add(docnum, weight, vbytes, length)
+        if self._in_words:
+            docs = self._docs
+            docs.buf.append(docnum)
+            self._tfs.buf.append(weight)
+            if docs.full():
+                docs.spill()
+                self._tfs.spill()
+            lengths = self._lengths
+            if docnum >= len(lengths):
+                lengths.extend(bytes(docnum + 1 - len(lengths)))
+            lengths[docnum] = length_to_byte(length)
+        elif self._in_docids:
+            docids = self._docids
+            if docnum >= len(docids):
+                docids.extend([-1] * (docnum + 1 - len(docids)))
+            docids[docnum] = self._docid
+
+    def finish_term(self) -> None:
+        super().finish_term()
+        if self._in_words:
+            self._starts.append(len(self._docs))
+
+    def close(self) -> None:
+        super().close()
+        f = self._segment.create_file(self._storage, EXT)
+        try:
+            write_arrays(
+                f, self._terms, self._starts, self._docs, self._tfs, self._lengths, self._docids
+            )
+        finally:
+            f.close()
+            self._docs.close()
+            self._tfs.close()
+        # The segment's files are written; the commit's table of contents is not yet.
+        faults.point("index_commit")
+
+
+def _header(terms: int, docs: int, parts: list[tuple[str, np.dtype[Any], int]]) -> bytes:
+    """The magic, the header's size and the header of an array file whose arrays are
+    *parts* (name, type, size), each padded to :data:`_ALIGN` bytes."""
+    layout: dict[str, list[Any]] = {}
+    offset = 0
+    for name, dtype, size in parts:
+        layout[name] = [offset, dtype.str, int(size)]
+        offset += -(-size * dtype.itemsize // _ALIGN) * _ALIGN
+    header = json.dumps({"terms": terms, "docs": docs, "arrays": layout}).encode()
+    header += b" " * (-(len(MAGIC) + 4 + len(header)) % _ALIGN)
+    return MAGIC + len(header).to_bytes(4, "little") + header
+
+
+def _pad(nbytes: int) -> bytes:
+    return bytes(-nbytes % _ALIGN)
+
+
+def write_arrays(
+    f: Any,
+    terms: list[bytes],
+    starts: Any,
+    docs: _Column,
+    tfs: _Column,
+    lengths: bytes | bytearray,
+    docids: Any = None,
+    buffer: int | None = None,
+) -> None:
+    """Write an array file (layout: :func:`decode_arrays`) into the open file *f*, holding
+    at most *buffer* (:data:`BUFFER_POSTINGS`) postings in memory at a time.
+
+    The postings come in term order (*starts* gives each term's slice of *docs* and
+    *tfs*).  The forward index is their stable sort by document, done in ranges of
+    documents of at most *buffer* postings: a first pass appends each posting to the
+    temporary column of its range, then each range is sorted alone.
+    """
+    buffer = buffer or BUFFER_POSTINGS
+    starts_a = np.frombuffer(starts, dtype=np.int64) if len(starts) else np.zeros(1, np.int64)
+    lengths_a = np.frombuffer(bytes(lengths), dtype=np.uint8)
+    n_docs, n_post = len(lengths_a), len(docs)
+    text = b"".join(terms)
+    text_starts = np.zeros(len(terms) + 1, dtype=np.int64)
+    if terms:
+        np.cumsum([len(t) for t in terms], out=text_starts[1:])
+    counts = np.zeros(n_docs, dtype=np.int64)
+    for chunk in docs.chunks(buffer):
+        counts += np.bincount(chunk, minlength=n_docs)[:n_docs]
+    fwd_starts = np.zeros(n_docs + 1, dtype=np.int64)
+    np.cumsum(counts, out=fwd_starts[1:])
+    docids_a = None
+    if docids is not None:
+        docids_a = (
+            np.frombuffer(docids, dtype=np.int32) if len(docids) else np.empty(0, dtype=np.int32)
+        )
+    u8, i64, u32, f32 = (np.dtype(t) for t in (np.uint8, np.int64, np.uint32, np.float32))
+    parts = [
+        ("text", u8, len(text)),
+        ("text_starts", i64, len(text_starts)),
+        ("starts", i64, len(starts_a)),
+        ("docs", u32, n_post),
+        ("tfs", f32, n_post),
+        ("lengths", u8, n_docs),
+        ("fwd_starts", i64, n_docs + 1),
+        ("fwd_terms", u32, n_post),
+        ("fwd_tfs", f32, n_post),
+    ]
+    if docids_a is not None:
+        parts.append(("docids", np.dtype(np.int32), len(docids_a)))
+    f.write(_header(len(terms), n_docs, parts))
+
+    def whole(a: np.ndarray) -> None:
+        f.write(a.tobytes())
+        f.write(_pad(a.nbytes))
+
+    def column(col: _Column) -> None:
+        for chunk in col.chunks(buffer):
+            f.write(chunk.tobytes())
+        f.write(_pad(len(col) * col.dtype.itemsize))
+
+    whole(np.frombuffer(text, dtype=np.uint8))
+    whole(text_starts)
+    whole(starts_a)
+    column(docs)
+    column(tfs)
+    whole(lengths_a)
+    whole(fwd_starts)
+    # The ranges of documents: each holds at most *buffer* postings (or one document).
+    bounds = [0]
+    while bounds[-1] < n_docs:
+        lo = bounds[-1]
+        hi = int(np.searchsorted(fwd_starts, fwd_starts[lo] + buffer, side="right")) - 1
+        bounds.append(min(max(hi, lo + 1), n_docs))
+    # Each range's postings as (document, term, weight bits) triples of uint32, in a
+    # temporary column of its own (the columns together hold ~3 × *buffer* numbers in
+    # memory at most).
+    limit = max(4096, 3 * buffer // (len(bounds) - 1 or 1))
+    ranges = [_Column("I", np.uint32, docs.folder, limit) for _ in bounds[1:]]
+    fwd_tfs = _Column("f", np.float32, docs.folder, buffer)
+    edges = np.array(bounds[1:-1], dtype=np.int64)
+    try:
+        for d_chunk, t_chunk, term_of in _with_terms(docs, tfs, starts_a, buffer):
+            triples = np.empty((len(d_chunk), 3), dtype=np.uint32)
+            triples[:, 0] = d_chunk
+            triples[:, 1] = term_of
+            triples[:, 2] = t_chunk.view(np.uint32)
+            if len(ranges) == 1:
+                ranges[0].extend(triples.ravel())
+                continue
+            which = np.searchsorted(edges, d_chunk, side="right")
+            order = np.argsort(which, kind="stable")
+            cuts = np.searchsorted(which[order], np.arange(len(ranges) + 1))
+            for r, (lo, hi) in enumerate(zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True)):
+                if hi > lo:
+                    ranges[r].extend(triples[order[lo:hi]].ravel())
+        for column_r in ranges:
+            chunks = list(column_r.chunks(3 * buffer))
+            column_r.close()
+            flat = np.concatenate(chunks) if chunks else np.empty(0, dtype=np.uint32)
+            rows = flat.reshape(-1, 3)
+            order = np.argsort(rows[:, 0], kind="stable")
+            f.write(rows[order, 1].tobytes())
+            fwd_tfs.extend(rows[order, 2].view(np.float32))
+        f.write(_pad(n_post * 4))
+        column(fwd_tfs)
+    finally:
+        for column_r in ranges:
+            column_r.close()
+        fwd_tfs.close()
+    if docids_a is not None:
+        whole(docids_a)
+
+
+def _with_terms(
+    docs: _Column, tfs: _Column, starts: np.ndarray, size: int
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The postings *size* at a time: documents, weights and each posting's term."""
+    base = 0
+    for d_chunk, t_chunk in zip(docs.chunks(size), tfs.chunks(size), strict=True):
+        positions = np.arange(base, base + len(d_chunk), dtype=np.int64)
+        term_of = np.searchsorted(starts, positions, side="right") - 1
+        base += len(d_chunk)
+        yield d_chunk, t_chunk, term_of
+
+
+def encode_arrays(
+    terms: list[bytes],
+    starts: Any,
+    docs: Any,
+    tfs: Any,
+    lengths: bytes | bytearray,
+    docids: Any = None,
+    buffer: int | None = None,
+) -> bytes:
+    """The bytes of an array file (layout: :func:`decode_arrays`) of postings held in
+    memory (:func:`write_arrays` writes one of a segment's postings)."""
+    docs_c = _Column("I", np.uint32, None, 1 << 62)
+    docs_c.buf.frombytes(bytes(docs))
+    tfs_c = _Column("f", np.float32, None, 1 << 62)
+    tfs_c.buf.frombytes(bytes(tfs))
+    out = io.BytesIO()
+    write_arrays(out, terms, starts, docs_c, tfs_c, lengths, docids, buffer)
+    return out.getvalue()
+
+
+def decode_arrays(buf: np.ndarray) -> dict[str, np.ndarray]:
+    """The arrays of an array file held in *buf* (a ``uint8`` array, e.g. a memmap)."""
+    if bytes(buf[: len(MAGIC)]) != MAGIC:
+        raise ValueError("not a spidersite array file")
+    size = int.from_bytes(bytes(buf[len(MAGIC) : len(MAGIC) + 4]), "little")
+    start = len(MAGIC) + 4
+    header = json.loads(bytes(buf[start : start + size]))
+    base = start + size
+    buf = buf.view(np.ndarray)  # slices of a plain array are cheaper than of a memmap
+    out = {}
+    for name, (offset, dtype, count) in header["arrays"].items():
+        dt = np.dtype(dtype)
+        a = base + offset
+        out[name] = buf[a : a + count * dt.itemsize].view(dt)
+    return out
+
+
+@dataclass(slots=True)
+class SegmentArrays:
+    """The arrays of one segment (immutable, as Whoosh segments are)."""
+
+    terms: list[str]
+    starts: np.ndarray
+    docs: np.ndarray
+    tfs: np.ndarray
+    lengths: np.ndarray
+    fwd_starts: np.ndarray
+    fwd_terms: np.ndarray
+    fwd_tfs: np.ndarray
+    #: Database id of each document number (-1: none); None in files written before it.
+    docids: np.ndarray | None = None
+
+    @classmethod
+    def read(cls, folder: Path, segment: Any) -> SegmentArrays | None:
+        """The arrays of *segment* of the index in *folder*; None if it has none."""
+        name = segment.make_filename(EXT)
+        if segment.is_compound():
+            from whoosh.filedb.filestore import FileStorage
+
+            path = folder / segment.make_filename(segment.COMPOUND_EXT)
+            compound = segment.open_compound_file(FileStorage(str(folder)))
+            try:
+                if not compound.file_exists(name):
+                    return None
+                offset, length = compound.range(name)
+            finally:
+                compound.close()
+        else:
+            path = folder / name
+            if not path.exists():
+                return None
+            offset, length = 0, path.stat().st_size
+        buf = np.memmap(path, dtype=np.uint8, mode="r", offset=offset, shape=(length,))
+        a = decode_arrays(buf)
+        text = bytes(a["text"])
+        ts = a["text_starts"].tolist()
+        terms = [text[ts[i] : ts[i + 1]].decode("utf-8") for i in range(len(ts) - 1)]
+        return cls(
+            terms,
+            a["starts"],
+            a["docs"],
+            a["tfs"],
+            a["lengths"],
+            a["fwd_starts"],
+            a["fwd_terms"],
+            a["fwd_tfs"],
+            a.get("docids"),
+        )
