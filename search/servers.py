@@ -23,6 +23,10 @@ Sites file (TOML)::
     read_timeout = 20
     crawl_delay = 1.5
     allow = ['^https://www\\.postgresql\\.org/docs/']
+
+    [[server]]
+    url = "https://app.example/"
+    render_js = true          # pages written by JavaScript: fetched through chromium
 """
 
 from __future__ import annotations
@@ -67,6 +71,8 @@ DEFAULTS: dict[str, Any] = {
     "language": None,
     "allow": (),
     "deny": (),
+    # Fetch the server's pages through a headless browser (spidersite.render).
+    "render_js": False,
 }
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
@@ -202,6 +208,7 @@ class ServerConfig:
     language: str | None = DEFAULTS["language"]
     allow: tuple[str, ...] = DEFAULTS["allow"]
     deny: tuple[str, ...] = DEFAULTS["deny"]
+    render_js: bool = DEFAULTS["render_js"]
     seeds: tuple[str, ...] = ()
     _allow_re: tuple[re.Pattern[str], ...] = field(default=(), repr=False, compare=False)
     _deny_re: tuple[re.Pattern[str], ...] = field(default=(), repr=False, compare=False)
@@ -293,7 +300,7 @@ def _validate_field(name: str, value: Any) -> Any:
         return _integer(value, 0)
     if name in ("period", "min_period", "max_period"):
         return parse_duration(value)
-    if name == "userobots":
+    if name in ("userobots", "render_js"):
         if not isinstance(value, bool):
             raise ValueError(f"must be true or false, not {value!r}")
         return value

@@ -1,11 +1,11 @@
 """The settings of the project's own components, read and checked once per crawl.
 
 :class:`CrawlSettings` holds every ``SITE_``, ``STORE_``, ``INDEX_``, ``ANALYZE_``,
-``SCALEOUT_``, ``TOPIC_``, ``CHARSET_``, ``CRAWLDELAY_``, ``PAGESTORE_`` and ``WATCHDOG_``
-setting (and the components' ``*_ENABLED`` switches), typed.  Its field defaults *are* the
-settings' defaults: ``spidersite/settings.py`` does not repeat them, and no component
-passes a default of its own to ``getint``.  The attribute of a setting is its name in lower
-case (``STORE_BATCH_SIZE`` → ``store_batch_size``).
+``SCALEOUT_``, ``TOPIC_``, ``CHARSET_``, ``CRAWLDELAY_``, ``PAGESTORE_``, ``WATCHDOG_`` and
+``RENDER_`` setting (and the components' ``*_ENABLED`` switches), typed.  Its field
+defaults *are* the settings' defaults: ``spidersite/settings.py`` does not repeat them, and
+no component passes a default of its own to ``getint``.  The attribute of a setting is its
+name in lower case (``STORE_BATCH_SIZE`` → ``store_batch_size``).
 
 :meth:`CrawlSettings.from_settings` reads Scrapy settings and raises
 :class:`~search.servers.ConfigError` with one line per bad value, naming the setting; our
@@ -91,6 +91,16 @@ def _text(settings: Any, name: str) -> str | None:
     return str(value)
 
 
+def _choice(*choices: str) -> Parser:
+    def parse(settings: Any, name: str) -> str:
+        value = str(settings.get(name)).strip().lower()
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return value
+
+    return parse
+
+
 def _server_defaults(settings: Any, name: str) -> dict[str, Any]:
     try:
         values = settings.getdict(name)
@@ -169,6 +179,13 @@ class CrawlSettings:
     watchdog_enabled: bool = _setting(True, _flag)
     #: Seconds past a request's download_timeout before the watchdog fails it.
     watchdog_grace: float = _setting(10.0, _number(0))
+
+    #: Browser rendering of the pages of ``render_js`` servers (spidersite.render).
+    render_enabled: bool = _setting(True, _flag)
+    #: When a rendered page counts as loaded (Playwright's ``wait_until`` of ``page.goto``).
+    render_wait_until: str = _setting(
+        "load", _choice("load", "domcontentloaded", "networkidle", "commit")
+    )
 
     # -- spider middlewares ---------------------------------------------------------------
     maxhops_enabled: bool = _setting(True, _flag)

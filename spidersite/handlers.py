@@ -13,25 +13,36 @@ the whole download (connection, greeting, commands, reads) bounded:
   under Scrapy's own timeout, which normally fires first.  ``WATCHDOG_ENABLED = False``
   takes the net away (FTP keeps its bound).
 
+- :class:`PlaywrightDownloadHandler` is scrapy-playwright's handler (pages of ``render_js``
+  servers fetched by a headless browser, the others by Scrapy's HTTP/1.1 handler) with the
+  same watchdog as :class:`HTTPDownloadHandler`; it closes every browser page it opened
+  once the download ends, however it ends (the watchdog's cancellation included), and
+  counts the browser requests it aborted.  :mod:`spidersite.render` registers it for
+  http(s) when some server of the crawl has ``render_js``.
+
 A failed download raises Scrapy's ``DownloadTimeoutError``: the spider logs it as a
-``timeout`` in ``crawl_errors`` and the crawl goes on.  Both are registered in
+``timeout`` in ``crawl_errors`` and the crawl goes on.  The first two are registered in
 ``DOWNLOAD_HANDLERS`` (``spidersite/settings.py``).
 
 Stats: ``watchdog/timeouts`` and ``watchdog/timeouts/<scheme>``: downloads the handlers
-ended.
+ended; ``render/aborted_requests``: browser requests (images, media, fonts by default)
+that ``PLAYWRIGHT_ABORT_REQUEST`` aborted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from playwright.async_api import Error as PlaywrightError
 from scrapy.core.downloader.handlers.ftp import FTPDownloadHandler as ScrapyFTPHandler
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.exceptions import DownloadTimeoutError
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 from twisted.internet.defer import CancelledError
 
 from spidersite.crawlsettings import crawl_settings
@@ -102,3 +113,45 @@ class HTTPDownloadHandler(BoundedDownload, HTTP11DownloadHandler):
         super().__init__(crawler)
         config = crawl_settings(crawler)
         self.grace = config.watchdog_grace if config.watchdog_enabled else None
+
+
+class PlaywrightDownloadHandler(BoundedDownload, ScrapyPlaywrightDownloadHandler):
+    """scrapy-playwright's handler with the watchdog, pages always closed, aborts counted.
+
+    A request with ``meta["playwright"]`` is rendered by the browser; any other goes to
+    Scrapy's HTTP/1.1 handler (scrapy-playwright's base class), as with
+    :class:`HTTPDownloadHandler`.
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        config = crawl_settings(crawler)
+        self.grace = config.watchdog_grace if config.watchdog_enabled else None
+        aborts: Any = getattr(self, "abort_request", None)
+        if aborts is not None:
+            stats = crawler.stats
+
+            async def counted(request: Any) -> bool:
+                verdict = aborts(request)
+                if asyncio.iscoroutine(verdict):
+                    verdict = await verdict
+                if verdict and stats is not None:
+                    stats.inc_value("render/aborted_requests")
+                return bool(verdict)
+
+            self.abort_request = counted
+
+    async def download_request(self, request: Request) -> Response:
+        if not request.meta.get("playwright"):
+            return await super().download_request(request)
+        # scrapy-playwright leaves a page open when its download is cancelled (by the
+        # watchdog, or at shutdown): it hands every page over in the request's meta, and
+        # this closes it, whatever happened.
+        request.meta["playwright_include_page"] = True
+        try:
+            return await super().download_request(request)
+        finally:
+            page = request.meta.pop("playwright_page", None)
+            if page is not None and not page.is_closed():
+                with contextlib.suppress(PlaywrightError):
+                    await page.close()
