@@ -164,6 +164,9 @@ class RenderAddon:
         # scrapy-playwright's MemoryUsage adds the RSS of Playwright's driver and of the
         # browser's processes to the crawl's own (memusage/max, MEMUSAGE_LIMIT_MB).
         _merge(settings, "EXTENSIONS", {MEMUSAGE: None, PLAYWRIGHT_MEMUSAGE: 0})
+        # ... sampled every 5 s, not Scrapy's 60 (the browser's memory comes and goes).
+        if settings.getpriority("MEMUSAGE_CHECK_INTERVAL_SECONDS") == 0:
+            settings.set("MEMUSAGE_CHECK_INTERVAL_SECONDS", 5.0, "addon")
 
 
 class RenderMiddleware:

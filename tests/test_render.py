@@ -154,7 +154,8 @@ read_timeout = 4
 url = "http://127.0.0.1:{refused_port}/"
 """,
     )
-    result = run_crawl(folder / "data", "-a", f"sites={path}", settings={"RETRY_ENABLED": False})
+    settings = {"RETRY_ENABLED": False, "MEMUSAGE_CHECK_INTERVAL_SECONDS": 1}
+    result = run_crawl(folder / "data", "-a", f"sites={path}", settings=settings)
     assert result.returncode == 0, result.stderr
     return result
 
@@ -252,7 +253,8 @@ def test_the_browser_counts_toward_peak_memory(rendered: CrawlResult) -> None:
     assert (
         "'scrapy.extensions.memusage.MemoryUsage'" not in log.split("Enabled extensions")[1][:2000]
     )
-    assert rendered.stats["memusage/max"] > 0
+    stats = rendered.stats
+    assert stats["memusage/max"] - stats["memusage/startup"] > 100 * 2**20
 
 
 # -- without it -----------------------------------------------------------------------
@@ -294,3 +296,139 @@ def test_too_few_browser_contexts_is_refused_at_start(tmp_path: Path) -> None:
         settings["PLAYWRIGHT_LAUNCH_OPTIONS"] = json.dumps({"executable_path": "/bin/sh"})
     result = run_crawl(tmp_path / "data", "-a", f"sites={path}", settings=settings)
     assert len(refused(result, "PLAYWRIGHT_MAX_CONTEXTS: 2 is fewer than the 3")) == 1
+
+
+# -- the pieces, without a browser ----------------------------------------------------
+
+
+def test_render_js_is_a_server_field_off_by_default(tmp_path: Path) -> None:
+    from search.servers import ConfigError, ServerRegistry
+
+    registry = ServerRegistry()
+    assert registry.ensure("http://a.example/").render_js is False
+    path = sites_file(tmp_path, '[[server]]\nurl = "http://b.example/"\nrender_js = true\n')
+    registry.load_file(path)
+    server = registry.get("http://b.example/x")
+    assert server is not None and server.render_js is True
+    assert server.as_dict()["render_js"] is True  # the servers table's settings
+    bad = sites_file(tmp_path, '[[server]]\nurl = "http://c.example/"\nrender_js = "yes"\n')
+    with pytest.raises(ConfigError, match=r"sites.toml:3: .*field 'render_js': must be true or"):
+        ServerRegistry().load_file(bad)
+
+
+def test_the_admin_form_has_render_js() -> None:
+    from search.web.forms import ServerForm
+
+    form = ServerForm.from_request({"url": "http://a.example/", "render_js": "on"})
+    assert form.errors == {} and form.config["render_js"] is True
+    assert ServerForm.from_request({"url": "http://a.example/"}).config["render_js"] is False
+    assert ServerForm.from_config("http://a.example/", form.config).raw["render_js"] == "on"
+
+
+class _Request:
+    def __init__(self, resource_type: str) -> None:
+        self.resource_type = resource_type
+
+
+def test_images_media_and_fonts_are_aborted() -> None:
+    from spidersite.render import abort_request
+
+    types = ("document", "script", "xhr", "image", "media", "font", "stylesheet")
+    assert [t for t in types if abort_request(_Request(t))] == ["image", "media", "font"]
+
+
+def _middleware(servers: str, tmp_path: Path) -> Any:
+    from scrapy.utils.test import get_crawler
+
+    from spidersite.render import RenderMiddleware
+    from spidersite.serverstate import server_state
+
+    crawler = get_crawler(settings_dict={"DOWNLOAD_TIMEOUT": 30})
+    crawler.stats.open_spider()
+    server_state(crawler).registry.load_file(sites_file(tmp_path, servers))
+    return RenderMiddleware.from_crawler(crawler)
+
+
+def test_the_middleware_marks_the_pages_of_render_js_servers(tmp_path: Path) -> None:
+    from scrapy import Request
+
+    mw = _middleware(
+        '[[server]]\nurl = "http://js.example/"\nrender_js = true\n\n'
+        '[[server]]\nurl = "http://auth.example/"\nrender_js = true\nbasic_auth = "u:p"\n'
+        'proxy = "127.0.0.1:3128"\n\n'
+        '[[server]]\nurl = "http://plain.example/"\n',
+        tmp_path,
+    )
+    page = Request("http://js.example/a", meta={"download_timeout": 7.5})
+    mw.process_request(page)
+    assert page.meta["playwright"] is True and page.meta["playwright_context"] == "default"
+    assert page.meta["playwright_page_goto_kwargs"] == {"timeout": 7500.0, "wait_until": "load"}
+    # robots.txt, files (HEAD) and other servers' pages stay plain.
+    robots = Request("http://js.example/robots.txt", meta={"dont_obey_robotstxt": True})
+    head = Request("http://js.example/f.pdf", method="HEAD")
+    other = Request("http://plain.example/")
+    for request in (robots, head, other):
+        mw.process_request(request)
+        assert "playwright" not in request.meta
+    # A server with a proxy or a password gets a browser context of its own that uses them.
+    auth = Request("http://auth.example/")
+    mw.process_request(auth)
+    assert auth.meta["playwright_context"] == "server http://auth.example/"
+    assert auth.meta["playwright_context_kwargs"] == {
+        "proxy": {"server": "http://127.0.0.1:3128"},
+        "http_credentials": {"username": "u", "password": "p", "origin": "http://auth.example"},
+    }
+    assert mw.stats.get_value("render/requests") == 2
+
+
+def test_no_server_renders_no_middleware(tmp_path: Path) -> None:
+    from scrapy.exceptions import NotConfigured
+
+    with pytest.raises(NotConfigured):
+        _middleware('[[server]]\nurl = "http://plain.example/"\n', tmp_path)
+
+
+def test_a_rendered_download_the_watchdog_ends_closes_its_page(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+
+    from scrapy import Request
+    from scrapy.exceptions import DownloadTimeoutError
+    from scrapy.utils.test import get_crawler
+    from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
+
+    from spidersite.handlers import PlaywrightDownloadHandler
+
+    class Page:
+        closed = False
+
+        def is_closed(self) -> bool:
+            return self.closed
+
+        async def close(self) -> None:
+            self.closed = True
+
+    page = Page()
+
+    async def stuck(self: Any, request: Any) -> Any:
+        assert request.meta["playwright_include_page"] is True
+        request.meta["playwright_page"] = page  # as scrapy-playwright hands it over
+        await asyncio.sleep(3600)
+
+    monkeypatch.setattr(ScrapyPlaywrightDownloadHandler, "download_request", stuck)
+    crawler = get_crawler(settings_dict={})
+    crawler.stats.open_spider()
+    handler = PlaywrightDownloadHandler.__new__(PlaywrightDownloadHandler)
+    handler.crawler, handler.grace = crawler, 0.1
+    request = Request("http://js.example/", meta={"playwright": True, "download_timeout": 0.1})
+
+    async def download() -> Any:
+        try:
+            return await handler.download_request(request)
+        except DownloadTimeoutError as exc:
+            return exc
+
+    assert isinstance(asyncio.run(download()), DownloadTimeoutError)
+    assert page.closed and "playwright_page" not in request.meta
+    assert crawler.stats.get_value("watchdog/timeouts/http") == 1
