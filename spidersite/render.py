@@ -178,7 +178,7 @@ class RenderMiddleware:
             raise NotConfigured("RENDER_ENABLED is off")
         self.state = server_state(crawler)
         if not renders(self.state.registry):
-            raise NotConfigured("no server has render_js")
+            raise NotConfigured  # silently: the crawl has no render_js server
         self.stats = crawler.stats
         self.wait_until = config.render_wait_until
         self.default_timeout = crawler.settings.getfloat("DOWNLOAD_TIMEOUT")
