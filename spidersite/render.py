@@ -13,9 +13,9 @@ Three pieces, each small:
 - :class:`RenderAddon` (in ``ADDONS``): when some server of the crawl has ``render_js``
   (its registry is built by the spider before the add-ons run), registers
   :class:`spidersite.handlers.PlaywrightDownloadHandler` for http and https and puts
-  scrapy-playwright's memory extension in place of Scrapy's (``memusage/max`` then counts
-  the browser's processes).  A crawl without ``render_js`` never loads the browser, nor
-  Playwright's driver.
+  :class:`RenderMemoryUsage` (scrapy-playwright's memory extension) in place of Scrapy's
+  (``memusage/max`` then counts the browser's processes).  A crawl without ``render_js``
+  never loads the browser, nor Playwright's driver.
 - :class:`RenderMiddleware` (downloader middleware, 120: after the server configuration,
   robots.txt and the crawl delay have seen the request): sets ``meta["playwright"]`` on the
   GET requests of ``render_js`` servers (robots.txt and the HEAD requests of files stay
@@ -38,12 +38,16 @@ scrapy-playwright's ``PLAYWRIGHT_LAUNCH_OPTIONS``, ``PLAYWRIGHT_MAX_CONTEXTS``,
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import playwright
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
+from scrapy_playwright.memusage import ScrapyPlaywrightMemoryUsageExtension
 
 from search.servers import ConfigError, ServerConfig, ServerRegistry
 from spidersite.crawlsettings import CrawlSettings, crawl_settings
@@ -63,7 +67,7 @@ ABORTED_RESOURCE_TYPES = frozenset({"image", "media", "font"})
 
 HANDLER = "spidersite.handlers.PlaywrightDownloadHandler"
 MEMUSAGE = "scrapy.extensions.memusage.MemoryUsage"
-PLAYWRIGHT_MEMUSAGE = "scrapy_playwright.memusage.ScrapyPlaywrightMemoryUsageExtension"
+RENDER_MEMUSAGE = "spidersite.render.RenderMemoryUsage"
 #: The browser context of the servers with neither a proxy nor basic auth.
 SHARED_CONTEXT = "default"
 
@@ -163,10 +167,28 @@ class RenderAddon:
         _merge(settings, "DOWNLOAD_HANDLERS", {"http": HANDLER, "https": HANDLER})
         # scrapy-playwright's MemoryUsage adds the RSS of Playwright's driver and of the
         # browser's processes to the crawl's own (memusage/max, MEMUSAGE_LIMIT_MB).
-        _merge(settings, "EXTENSIONS", {MEMUSAGE: None, PLAYWRIGHT_MEMUSAGE: 0})
+        _merge(settings, "EXTENSIONS", {MEMUSAGE: None, RENDER_MEMUSAGE: 0})
         # ... sampled every 5 s, not Scrapy's 60 (the browser's memory comes and goes).
         if settings.getpriority("MEMUSAGE_CHECK_INTERVAL_SECONDS") == 0:
             settings.set("MEMUSAGE_CHECK_INTERVAL_SECONDS", 5.0, "addon")
+
+
+class RenderMemoryUsage(ScrapyPlaywrightMemoryUsageExtension):
+    """scrapy-playwright's memory extension (Scrapy's ``MemoryUsage`` plus the RSS of
+    Playwright's driver and of the browser's processes), which finds the driver among the
+    crawl's child processes by its command line when its own lookup finds nothing: that
+    one reads private attributes of Playwright that Playwright 1.65 no longer has."""
+
+    def _get_main_process_ids(self) -> list[int]:
+        found: list[int] = super()._get_main_process_ids()
+        if found:
+            return found
+        driver = str(Path(playwright.__file__).parent / "driver")
+        for child in self.psutil.Process().children():
+            with contextlib.suppress(self.psutil.Error):
+                if any(driver in part for part in child.cmdline()):
+                    found.append(child.pid)
+        return found
 
 
 class RenderMiddleware:

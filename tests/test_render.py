@@ -249,7 +249,7 @@ def test_the_browser_counts_toward_peak_memory(rendered: CrawlResult) -> None:
     # scrapy-playwright's memory extension replaces Scrapy's: memusage/max adds the RSS
     # of Playwright's driver and chromium's processes to the crawl's.
     log = rendered.log
-    assert "scrapy_playwright.memusage.ScrapyPlaywrightMemoryUsageExtension" in log
+    assert "spidersite.render.RenderMemoryUsage" in log
     assert (
         "'scrapy.extensions.memusage.MemoryUsage'" not in log.split("Enabled extensions")[1][:2000]
     )
