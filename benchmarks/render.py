@@ -18,7 +18,10 @@ JavaScript, crawled with ``render_js``, against the same site in plain HTML craw
    the crawl's whole process tree (the crawl, its store and index workers, and for the
    rendered crawl Playwright's driver and every chromium process) is sampled every second
    (``_corpus.run_measured``): peak, RSS at 25/50/75/100 % of the run, and the growth over
-   its second half, with pages/s downloaded and searchable (as ``benchmarks/scale.py``).
+   its second half, with pages/s downloaded and searchable (as ``benchmarks/scale.py``);
+   and the same figures for the tree's PSS (proportional set size, sampled every second
+   by a thread here: chromium's processes share most of their pages, which a sum of RSS
+   counts once per process, so PSS is what the tree really takes).
 4. Correctness: every page is stored, and a sample of 50 markers is found in the
    ``words`` table of the page that holds it (the text the browser wrote was indexed).
 
@@ -35,6 +38,8 @@ import shutil
 import sqlite3
 import sys
 import tempfile
+import threading
+import time
 import urllib.parse
 from datetime import UTC, datetime
 from pathlib import Path
@@ -159,6 +164,49 @@ def check_markers(db: Path, base_url: str, pages: int, seed: int) -> dict[str, A
     return {"checked": len(sample), "found": len(sample) - len(missed), "missed": missed[:10]}
 
 
+class PssSampler(threading.Thread):
+    """Every second, the PSS of the crawl's whole process tree (found by its data folder
+    on its command line): chromium's processes share most of their pages, which the RSS
+    sum of ``_corpus.run_measured`` counts once per process."""
+
+    def __init__(self, marker: str) -> None:
+        super().__init__(daemon=True)
+        self.marker = marker
+        self.timeline: list[tuple[float, float, float]] = []
+        self.done = threading.Event()
+
+    def _root(self) -> Any:
+        import psutil
+
+        for process in psutil.process_iter(["cmdline"]):
+            cmdline = process.info.get("cmdline") or []
+            if "scrapy" in cmdline and any(self.marker in part for part in cmdline):
+                return process
+        return None
+
+    def run(self) -> None:
+        import psutil
+
+        started = time.monotonic()
+        root = None
+        while not self.done.wait(SAMPLE_INTERVAL):
+            try:
+                root = root if root is not None and root.is_running() else self._root()
+                if root is None:
+                    continue
+                tree = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                root = None
+                continue
+            total = 0
+            for process in tree:
+                try:
+                    total += process.memory_full_info().pss
+                except psutil.Error:
+                    continue
+            self.timeline.append((time.monotonic() - started, total / 2**20, 0.0))
+
+
 def run(
     name: str, root: Path, pages: int, seed: int, work: Path, settings: list[str], timeout: float
 ) -> tuple[dict[str, Any], list[str]]:
@@ -168,8 +216,21 @@ def run(
         folder = work / name
         folder.mkdir()
         print(f"crawling {name} ({base_url}) ...", flush=True)
-        result = crawl.run_product(seeds, folder, timeout, SAMPLE_INTERVAL, settings)
+        sampler = PssSampler(str(folder / "product"))
+        sampler.start()
+        try:
+            result = crawl.run_product(seeds, folder, timeout, SAMPLE_INTERVAL, settings)
+        finally:
+            sampler.done.set()
+            sampler.join()
         figures = scale.run_figures(result)
+        pss = scale.rss_profile(sampler.timeline)
+        figures["pss"] = {
+            "peak_mb": max((mb for _, mb, _ in sampler.timeline), default=None),
+            "at_mb": pss.get("rss_at_mb"),
+            "growth_second_half": pss.get("growth_second_half"),
+            "timeline": [[round(t, 1), round(mb, 1)] for t, mb, _ in sampler.timeline],
+        }
         stats = result.stats
         figures["stats"] = {
             k: v for k, v in stats.items() if k.startswith(("render/", "playwright/", "memusage/"))
@@ -199,6 +260,13 @@ def print_run(name: str, run: dict[str, Any]) -> None:
         + ", ".join(f"{k} {v:,.0f}" for k, v in run.get("rss_at_mb", {}).items())
         + f" MB; growth over the second half {fmt(run.get('growth_second_half'), '{:+.0%}')}"
     )
+    pss = run.get("pss") or {}
+    if pss.get("peak_mb"):
+        print(
+            f"  PSS of the whole tree: peak {pss['peak_mb']:,.0f} MB; at "
+            + ", ".join(f"{k} {v:,.0f}" for k, v in (pss.get("at_mb") or {}).items())
+            + f" MB; growth over the second half {fmt(pss.get('growth_second_half'), '{:+.0%}')}"
+        )
     if run.get("markers"):
         print(f"  markers: {run['markers']['found']}/{run['markers']['checked']} found")
     for key in sorted(run.get("stats", {})):

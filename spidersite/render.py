@@ -13,8 +13,8 @@ Three pieces, each small:
 - :class:`RenderAddon` (in ``ADDONS``): when some server of the crawl has ``render_js``
   (its registry is built by the spider before the add-ons run), registers
   :class:`spidersite.handlers.PlaywrightDownloadHandler` for http and https and puts
-  :class:`RenderMemoryUsage` (scrapy-playwright's memory extension) in place of Scrapy's
-  (``memusage/max`` then counts the browser's processes).  A crawl without ``render_js``
+  :class:`RenderMemoryUsage` in place of Scrapy's ``MemoryUsage`` (``memusage/max`` then
+  counts the browser's processes).  A crawl without ``render_js``
   never loads the browser, nor Playwright's driver.
 - :class:`RenderMiddleware` (downloader middleware, 120: after the server configuration,
   robots.txt and the crawl delay have seen the request): sets ``meta["playwright"]`` on the
@@ -33,7 +33,8 @@ scrapy-playwright's ``PLAYWRIGHT_LAUNCH_OPTIONS``, ``PLAYWRIGHT_MAX_CONTEXTS``,
 ``PLAYWRIGHT_MAX_PAGES_PER_CONTEXT``, ``PLAYWRIGHT_ABORT_REQUEST`` (project values in
 ``spidersite/settings.py``).  Stats: ``render/requests`` (sent to the browser),
 ``render/pages`` (rendered responses), ``render/errors`` and ``render/errors/<kind>``
-(rendered requests that failed), ``render/aborted_requests`` (counted by the handler).
+(rendered requests that failed), ``render/aborted_requests`` (counted by the handler),
+``render/browser_memory_max`` (by :class:`RenderMemoryUsage`).
 """
 
 from __future__ import annotations
@@ -45,9 +46,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import playwright
+import psutil
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
-from scrapy_playwright.memusage import ScrapyPlaywrightMemoryUsageExtension
+from scrapy.extensions.memusage import MemoryUsage
 
 from search.servers import ConfigError, ServerConfig, ServerRegistry
 from spidersite.crawlsettings import CrawlSettings, crawl_settings
@@ -173,22 +175,50 @@ class RenderAddon:
             settings.set("MEMUSAGE_CHECK_INTERVAL_SECONDS", 5.0, "addon")
 
 
-class RenderMemoryUsage(ScrapyPlaywrightMemoryUsageExtension):
-    """scrapy-playwright's memory extension (Scrapy's ``MemoryUsage`` plus the RSS of
-    Playwright's driver and of the browser's processes), which finds the driver among the
-    crawl's child processes by its command line when its own lookup finds nothing: that
-    one reads private attributes of Playwright that Playwright 1.65 no longer has."""
+def _proportional_size(process: psutil.Process) -> int:
+    """A process's PSS (its share of the pages it shares with others: chromium's processes
+    share most of their code, which RSS would count once per process), else its RSS."""
+    try:
+        return int(process.memory_full_info().pss)
+    except (AttributeError, psutil.AccessDenied):
+        return int(process.memory_info().rss)
 
-    def _get_main_process_ids(self) -> list[int]:
-        found: list[int] = super()._get_main_process_ids()
-        if found:
-            return found
-        driver = str(Path(playwright.__file__).parent / "driver")
-        for child in self.psutil.Process().children():
-            with contextlib.suppress(self.psutil.Error):
-                if any(driver in part for part in child.cmdline()):
-                    found.append(child.pid)
-        return found
+
+class RenderMemoryUsage(MemoryUsage):
+    """Scrapy's ``MemoryUsage`` (``memusage/max``, ``MEMUSAGE_LIMIT_MB``,
+    ``MEMUSAGE_WARNING_MB``) with the memory of Playwright's driver and of the browser's
+    processes (their PSS, see :func:`_proportional_size`) added to the crawl's own peak.
+
+    scrapy-playwright has the same idea (``ScrapyPlaywrightMemoryUsageExtension``), but
+    with Playwright 1.65 it finds no process (it reads internals Playwright no longer
+    has), and it fails when a process ends while it walks the tree.  This finds the driver
+    among the crawl's child processes by its command line.  Stat:
+    ``render/browser_memory_max`` (bytes, the largest PSS of the driver and the browser).
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        self.driver = str(Path(playwright.__file__).parent / "driver")
+
+    def browser_memory(self) -> int:
+        """Bytes of memory (PSS) of Playwright's driver processes and their descendants."""
+        total = 0
+        for child in psutil.Process().children():
+            try:
+                if not any(self.driver in part for part in child.cmdline()):
+                    continue
+                tree = [child, *child.children(recursive=True)]
+            except psutil.Error:  # it ended meanwhile
+                continue
+            for process in tree:
+                with contextlib.suppress(psutil.Error):
+                    total += _proportional_size(process)
+        return total
+
+    def get_virtual_size(self) -> int:
+        browser = self.browser_memory()
+        self._stats.max_value("render/browser_memory_max", browser)
+        return int(super().get_virtual_size()) + browser
 
 
 class RenderMiddleware:

@@ -254,7 +254,9 @@ def test_the_browser_counts_toward_peak_memory(rendered: CrawlResult) -> None:
         "'scrapy.extensions.memusage.MemoryUsage'" not in log.split("Enabled extensions")[1][:2000]
     )
     stats = rendered.stats
+    assert stats["render/browser_memory_max"] > 100 * 2**20  # the driver and chromium
     assert stats["memusage/max"] - stats["memusage/startup"] > 100 * 2**20
+    assert "memusage.py" not in log  # no error while sampling
 
 
 # -- without it -----------------------------------------------------------------------
