@@ -20,7 +20,8 @@ Three pieces, each small:
   robots.txt and the crawl delay have seen the request): sets ``meta["playwright"]`` on the
   GET requests of ``render_js`` servers (robots.txt and the HEAD requests of files stay
   plain), with the navigation timeout of the server's ``read_timeout`` and, for a server
-  with a ``proxy`` or ``basic_auth``, a browser context of its own that uses them.
+  with a ``proxy`` or ``basic_auth``, a browser context that uses them (one per proxy,
+  one per server with basic auth).
 - :func:`abort_request`, the project's ``PLAYWRIGHT_ABORT_REQUEST``: the browser does not
   fetch images, media or fonts (the text is what is indexed).
 
@@ -106,7 +107,9 @@ def context_of(server: ServerConfig) -> tuple[str, dict[str, Any] | None]:
             "password": password,
             "origin": server.url.rstrip("/"),
         }
-    return f"server {server.url}", kwargs
+    if server.basic_auth:  # credentials are per origin: a context per server
+        return f"server {server.url}", kwargs
+    return f"proxy {server.proxy_url}", kwargs  # servers behind one proxy share it
 
 
 def browser_path(settings: Any) -> str | None:
@@ -138,8 +141,8 @@ def check_settings(settings: Any, config: CrawlSettings, registry: ServerRegistr
     if limit and len(contexts) > limit:
         raise ConfigError(
             f"PLAYWRIGHT_MAX_CONTEXTS: {limit} is fewer than the {len(contexts)} browser "
-            f"contexts the render_js servers need (one shared, one per server with a proxy "
-            f"or basic_auth)"
+            f"contexts the render_js servers need (one shared, one per proxy, one per "
+            f"server with basic_auth)"
         )
 
 

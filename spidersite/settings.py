@@ -120,7 +120,7 @@ ADDONS = {
 # Debian's chromium (`playwright install` cannot download browsers here), headless.
 PLAYWRIGHT_LAUNCH_OPTIONS = {"executable_path": "/usr/bin/chromium", "headless": True}
 # Memory is what rendering costs (each page of a context is a renderer process): one shared
-# context (plus one per rendered server with a proxy or basic_auth), 8 pages open in each;
+# context (plus one per proxy and one per server with basic_auth), 8 pages open in each;
 # scrapy-playwright's defaults are no cap on contexts and CONCURRENT_REQUESTS (32) pages.
 PLAYWRIGHT_MAX_CONTEXTS = 8
 PLAYWRIGHT_MAX_PAGES_PER_CONTEXT = 8

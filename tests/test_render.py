@@ -358,7 +358,9 @@ def test_the_middleware_marks_the_pages_of_render_js_servers(tmp_path: Path) -> 
         '[[server]]\nurl = "http://js.example/"\nrender_js = true\n\n'
         '[[server]]\nurl = "http://auth.example/"\nrender_js = true\nbasic_auth = "u:p"\n'
         'proxy = "127.0.0.1:3128"\n\n'
-        '[[server]]\nurl = "http://plain.example/"\n',
+        '[[server]]\nurl = "http://plain.example/"\n\n'
+        '[[server]]\nurl = "http://proxied.example/"\nrender_js = true\n'
+        'proxy = "127.0.0.1:3128"\n',
         tmp_path,
     )
     page = Request("http://js.example/a", meta={"download_timeout": 7.5})
@@ -380,7 +382,14 @@ def test_the_middleware_marks_the_pages_of_render_js_servers(tmp_path: Path) -> 
         "proxy": {"server": "http://127.0.0.1:3128"},
         "http_credentials": {"username": "u", "password": "p", "origin": "http://auth.example"},
     }
-    assert mw.stats.get_value("render/requests") == 2
+    # Servers behind one proxy share its context.
+    proxied = Request("http://proxied.example/")
+    mw.process_request(proxied)
+    assert proxied.meta["playwright_context"] == "proxy http://127.0.0.1:3128"
+    assert proxied.meta["playwright_context_kwargs"] == {
+        "proxy": {"server": "http://127.0.0.1:3128"}
+    }
+    assert mw.stats.get_value("render/requests") == 3
 
 
 def test_no_server_renders_no_middleware(tmp_path: Path) -> None:
