@@ -14,8 +14,8 @@ Three pieces, each small:
   (its registry is built by the spider before the add-ons run), registers
   :class:`spidersite.handlers.PlaywrightDownloadHandler` for http and https and puts
   :class:`RenderMemoryUsage` in place of Scrapy's ``MemoryUsage`` (``memusage/max`` then
-  counts the browser's processes).  A crawl without ``render_js``
-  never loads the browser, nor Playwright's driver.
+  counts the browser's processes).  A crawl without ``render_js`` never starts the
+  browser, nor Playwright's driver.
 - :class:`RenderMiddleware` (downloader middleware, 120: after the server configuration,
   robots.txt and the crawl delay have seen the request): sets ``meta["playwright"]`` on the
   GET requests of ``render_js`` servers (robots.txt and the HEAD requests of files stay
