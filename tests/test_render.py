@@ -123,11 +123,13 @@ def rendered(
     sites: tuple[Site, Site, Site], tmp_path_factory: pytest.TempPathFactory
 ) -> CrawlResult:
     """One crawl through the browser: the JavaScript site (maxhops 1), a server reached
-    through a proxy, one behind basic auth, a slow page past its read_timeout, and a
-    server that refuses connections."""
+    through a proxy, one behind basic auth, one whose page answers past its read_timeout,
+    and one that refuses connections."""
     js, other, _ = sites
+    slow_site = _serve_site()
     folder = tmp_path_factory.mktemp("rendered")
-    other.add("/slow/", js_page("Slow", "too slow to wait for"), delay=10)
+    slow = next(slow_site)
+    slow.add("/slow/", js_page("Slow", "too slow to wait for"), delay=10)
     refused_port = free_port()
     path = sites_file(
         folder,
@@ -146,9 +148,13 @@ userobots = false
 
 [[server]]
 url = "{other.url}"
-seeds = ["{other.url}locked/", "{other.url}slow/"]
+seeds = ["{other.url}locked/"]
 basic_auth = "alice:s3cret"
-read_timeout = 4
+
+[[server]]
+url = "{slow.url}"
+seeds = ["{slow.url}slow/"]
+read_timeout = 2
 
 [[server]]
 url = "http://127.0.0.1:{refused_port}/"
@@ -156,6 +162,7 @@ url = "http://127.0.0.1:{refused_port}/"
     )
     settings = {"RETRY_ENABLED": False, "MEMUSAGE_CHECK_INTERVAL_SECONDS": 1}
     result = run_crawl(folder / "data", "-a", f"sites={path}", settings=settings)
+    slow_site.close()
     assert result.returncode == 0, result.stderr
     return result
 
@@ -232,12 +239,9 @@ def test_proxy_and_basic_auth_apply(rendered: CrawlResult, sites: tuple[Site, ..
 
 
 @needs_browser
-def test_read_timeout_and_failed_renders_are_logged(
-    rendered: CrawlResult, sites: tuple[Site, ...]
-) -> None:
-    other = sites[1]
+def test_read_timeout_and_failed_renders_are_logged(rendered: CrawlResult) -> None:
     kinds = {(url, kind) for url, kind, _ in rendered.errors()}
-    assert (other.url + "slow/", "timeout") in kinds
+    assert [url for url, kind in kinds if kind == "timeout" and url.endswith("/slow/")]
     failed = [(url, message) for url, kind, message in rendered.errors() if kind == "render"]
     assert len(failed) == 1 and "ERR_CONNECTION_REFUSED" in failed[0][1], failed
     assert rendered.stats["render/errors"] == 2
