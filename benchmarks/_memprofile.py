@@ -10,8 +10,9 @@ on ``sys.path``, and ``benchmarks`` imports as a namespace package)::
                         "spidersite.pagestore.PageStore": 0}' \
         -s MEMPROFILE_FILE=mem.jsonl
 
-(``EXTENSIONS`` replaces the project's: name its three extensions too, or the crawl builds
-no index and records no stats.)
+(``EXTENSIONS`` replaces the project's: name its three extensions too, or the crawl records
+no stats and its index is not checked at start; ``INDEX_ENABLED=False`` is what turns the
+indexer off.)
 
 or through ``benchmarks/scale.py --set NAME=VALUE`` (the same ``-s`` settings).
 Every ``MEMPROFILE_INTERVAL`` seconds (and when the spider closes) one JSON line goes to

@@ -33,6 +33,18 @@ INDEXABLE = and_(
     Document.clone_of_id.is_(None),
 )
 
+#: What a conditional re-visit of a stored document needs (:meth:`CrawlDB.revisits`).
+_REVISIT_COLUMNS = (
+    Document.id,
+    Document.url,
+    Document.hops,
+    Document.kind,
+    Document.etag,
+    Document.last_modified,
+    Document.checksum,
+    Document.change_interval,
+)
+
 #: The posting columns of the section counts, in :data:`search.analysis.SECTIONS` order.
 _SECTION_COLUMNS = [getattr(Posting, f"{s}_count") for s in SECTIONS]
 
@@ -45,6 +57,21 @@ class StoredPostings:
     url: str
     server_id: int | None
     postings: list[tuple[str, tuple[int, ...]]]
+
+
+@dataclass(slots=True)
+class NotDue:
+    """A stored document not due yet (:meth:`CrawlDB.not_due`): a re-visit row."""
+
+    id: int
+    url: str
+    hops: int
+    kind: str
+    etag: str | None
+    last_modified: datetime | None
+    checksum: str | None
+    change_interval: int | None
+    last_index_time: datetime | None
 
 
 class CrawlDB:
@@ -90,6 +117,15 @@ class CrawlDB:
         with self.engine.connect() as conn:
             yield from conn.scalars(select(Document.url))
 
+    def document_etag(self, url: str) -> str | None:
+        """The stored ETag of the document at *url* (a news group keeps its last article
+        number there); None when it is not stored, or the database has no tables yet."""
+        try:
+            with self.engine.connect() as conn:
+                return conn.scalar(select(Document.etag).where(Document.url == url))
+        except SQLAlchemyError:
+            return None
+
     def frontier(self, chunk: int = 5000) -> Iterator[Any]:
         """The followable links of stored pages, as rows ``(to_url, hops)`` where *hops* is
         the linking page's: the frontier of a crawl that was killed is among them."""
@@ -105,16 +141,7 @@ class CrawlDB:
         """The stored documents to re-visit (every one not gone, or with *due_only* those
         whose next index time has come), as rows with what a conditional request needs:
         ``id, url, hops, kind, etag, last_modified, checksum, change_interval``."""
-        stmt = select(
-            Document.id,
-            Document.url,
-            Document.hops,
-            Document.kind,
-            Document.etag,
-            Document.last_modified,
-            Document.checksum,
-            Document.change_interval,
-        ).where(Document.gone_at.is_(None))
+        stmt = select(*_REVISIT_COLUMNS).where(Document.gone_at.is_(None))
         if due_only:
             now = now or datetime.now(UTC)
             stmt = stmt.where(
@@ -122,6 +149,33 @@ class CrawlDB:
             )
         for rows in self._pages(stmt, Document.id, chunk):
             yield from rows
+
+    def not_due(self, urls: Sequence[str], now: datetime, chunk: int = 500) -> Iterator[NotDue]:
+        """The stored documents among *urls* that are not gone and not due at *now* (a
+        ``recrawl=due`` schedules the due ones itself), with what :meth:`revisits` rows
+        have and their ``last_index_time`` (timezone-aware)."""
+        stmt = select(*_REVISIT_COLUMNS, Document.last_index_time).where(
+            Document.gone_at.is_(None), Document.next_index_time > now
+        )
+        for start in range(0, len(urls), chunk):
+            with self.engine.connect() as conn:
+                rows = conn.execute(stmt.where(Document.url.in_(urls[start : start + chunk])))
+                for row in rows:
+                    doc = NotDue(*row)
+                    indexed = doc.last_index_time
+                    if indexed is not None and indexed.tzinfo is None:  # SQLite: naive UTC
+                        doc.last_index_time = indexed.replace(tzinfo=UTC)
+                    yield doc
+
+    def stored_servers(self) -> list[str]:
+        """The URLs of the servers that have a stored document not gone."""
+        has_documents = (
+            select(Document.id)
+            .where(Document.server_id == Server.id, Document.gone_at.is_(None))
+            .exists()
+        )
+        with self.engine.connect() as conn:
+            return list(conn.scalars(select(Server.url).where(has_documents).order_by(Server.url)))
 
     # -- the indexer ---------------------------------------------------------------------
 

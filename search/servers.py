@@ -71,6 +71,9 @@ DEFAULTS: dict[str, Any] = {
     "language": None,
     "allow": (),
     "deny": (),
+    # Sitemaps read: true = robots.txt's Sitemap lines and <server>/sitemap.xml, false =
+    # none, or a list of the server's sitemap URLs (read instead).
+    "sitemaps": True,
     # Fetch the server's pages through a headless browser (spidersite.render).
     "render_js": False,
 }
@@ -115,23 +118,28 @@ def parse_size(value: Any) -> int:
     return int(size)
 
 
+#: The port of a URL of each scheme that names none.
+DEFAULT_PORTS = {"http": 80, "https": 443, "ftp": 21, "news": 119, "nntp": 119}
+
+
 def origin(url: str) -> str:
     """``scheme://host:port/`` of a URL: what identifies a server."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     host = (parts.hostname or "").lower()
-    port = parts.port or {"http": 80, "https": 443, "ftp": 21}.get(scheme)
-    default = {"http": 80, "https": 443, "ftp": 21}.get(scheme)
+    default = DEFAULT_PORTS.get(scheme)
+    port = parts.port or default
     netloc = f"[{host}]" if ":" in host else host
     if port and port != default:
         netloc = f"{netloc}:{port}"
     return f"{scheme}://{netloc}/"
 
 
-#: The schemes a crawl may fetch: a seed, a server or a sites-file URL of any other
-#: scheme (``file:``, ``data:``, ``s3:``, ``javascript:`` …) is refused, so no sites file
-#: and no admin form can point the crawler at the machine it runs on.
-URL_SCHEMES = ("http", "https", "ftp")
+#: The schemes a crawl may fetch (news and nntp: spidersite.nntp): a seed, a server or a
+#: sites-file URL of any other scheme (``file:``, ``data:``, ``s3:``, ``javascript:`` …)
+#: is refused, so no sites file and no admin form can point the crawler at the machine it
+#: runs on.
+URL_SCHEMES = ("http", "https", "ftp", "news", "nntp")
 #: The schemes of a proxy (Scrapy's HttpProxyMiddleware speaks HTTP to it).
 PROXY_SCHEMES = ("http", "https")
 
@@ -152,8 +160,8 @@ MAX_URL_LENGTH = 2083
 
 
 def check_url(url: Any, max_length: int | None = MAX_URL_LENGTH) -> str:
-    """The URL if it is an absolute http, https or ftp URL with a valid host, at most
-    *max_length* characters and no control characters, else ValueError."""
+    """The URL if it is an absolute http, https, ftp, news or nntp URL with a valid host,
+    at most *max_length* characters and no control characters, else ValueError."""
     if not isinstance(url, str) or not url.strip():
         raise ValueError("empty URL")
     url = url.strip()
@@ -169,7 +177,7 @@ def check_url(url: Any, max_length: int | None = MAX_URL_LENGTH) -> str:
     except ValueError as exc:
         raise ValueError(f"{url!r} cannot be parsed: {exc}") from None
     if parts.scheme.lower() not in URL_SCHEMES:
-        raise ValueError(f"{url!r} is not an http, https or ftp URL")
+        raise ValueError(f"{url!r} is not an http, https, ftp, news or nntp URL")
     if not parts.hostname:
         raise ValueError(f"{url!r} has no host")
     if ":" not in parts.hostname:  # an IPv6 literal is checked by urlsplit
@@ -208,6 +216,7 @@ class ServerConfig:
     language: str | None = DEFAULTS["language"]
     allow: tuple[str, ...] = DEFAULTS["allow"]
     deny: tuple[str, ...] = DEFAULTS["deny"]
+    sitemaps: bool | tuple[str, ...] = DEFAULTS["sitemaps"]
     render_js: bool = DEFAULTS["render_js"]
     seeds: tuple[str, ...] = ()
     _allow_re: tuple[re.Pattern[str], ...] = field(default=(), repr=False, compare=False)
@@ -243,6 +252,8 @@ class ServerConfig:
             data.pop(key)
         for key in ("allow", "deny", "seeds"):
             data[key] = list(data[key])
+        if isinstance(data["sitemaps"], tuple):
+            data["sitemaps"] = list(data["sitemaps"])
         if data["basic_auth"]:
             data["basic_auth"] = data["basic_auth"].split(":", 1)[0] + ":***"
         return data
@@ -334,6 +345,14 @@ def _validate_field(name: str, value: Any) -> Any:
         return value
     if name in ("allow", "deny"):
         return _patterns(value)
+    if name == "sitemaps":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list | tuple):
+            raise ValueError("must be true, false or a list of sitemap URLs")
+        return tuple(check_url(v) for v in value) or False
     if name == "seeds":
         if isinstance(value, str):
             value = [value]
@@ -343,6 +362,15 @@ def _validate_field(name: str, value: Any) -> Any:
     if name == "url":
         return origin(check_url(value))
     raise ValueError(f"unknown field (known fields: {', '.join(sorted(FIELD_NAMES))})")
+
+
+def check_sitemaps(server: str, sitemaps: Any) -> None:
+    """ValueError unless every URL of a server's list of *sitemaps* is on the *server*
+    (as the sitemaps protocol has it; robots.txt may list sitemaps of other servers)."""
+    if isinstance(sitemaps, list | tuple):
+        for url in sitemaps:
+            if origin(url) != server:
+                raise ValueError(f"{url} is not on the server {server}")
 
 
 def build(values: Mapping[str, Any], where: str = "") -> ServerConfig:
@@ -357,11 +385,20 @@ def build(values: Mapping[str, Any], where: str = "") -> ServerConfig:
         except ValueError as exc:
             raise ConfigError(f"{prefix}field '{name}': {exc}") from None
     config = ServerConfig(**typed)
+    try:
+        check_sitemaps(config.url, config.sitemaps)
+    except ValueError as exc:
+        raise ConfigError(f"{prefix}field 'sitemaps': {exc}") from None
     return replace(
         config,
         _allow_re=tuple(re.compile(p) for p in config.allow),
         _deny_re=tuple(re.compile(p) for p in config.deny),
     )
+
+
+def _server_only(name: str, value: Any) -> bool:
+    """Whether a field cannot be a default of every server (a URL, seeds, sitemap URLs)."""
+    return name in ("url", "seeds") or (name == "sitemaps" and not isinstance(value, bool))
 
 
 class ServerRegistry:
@@ -372,7 +409,7 @@ class ServerRegistry:
         self.defaults: dict[str, Any] = dict(DEFAULTS)
         if defaults:
             for name, value in defaults.items():
-                if name in ("url", "seeds"):
+                if _server_only(name, value):
                     raise ConfigError(f"{source}: field '{name}' belongs to a [[server]] table")
                 try:
                     self.defaults[name] = _validate_field(name, value)
@@ -435,7 +472,7 @@ class ServerRegistry:
             raise ConfigError(f"{path}: 'defaults' must be a table ([defaults])")
         start = _line_of(lines, "[defaults]", 0, header=True)
         for name, value in defaults.items():
-            if name in ("url", "seeds"):
+            if _server_only(name, value):
                 raise ConfigError(
                     f"{path}:{_line_of(lines, name, start)}: [defaults]: "
                     f"field '{name}' belongs to a [[server]] table"

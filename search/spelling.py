@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from whoosh.support.levenshtein import damerau_levenshtein
 
@@ -31,8 +31,15 @@ from search.analysis import get_analyzer
 from search.index import terms_within
 from search.query import ParsedQuery, QueryTerm, replace_words
 
-if TYPE_CHECKING:
-    from search.searcher import SearchSession
+
+class SearchSession(Protocol):
+    """What a suggestion reads of a search (:class:`search.searcher.SearchSession`):
+    the open Whoosh searcher and the document frequency of a stem."""
+
+    s: Any
+
+    def df(self, stem: str) -> int: ...
+
 
 #: Queries with at most this many hits get a suggestion.
 MAX_HITS = 3

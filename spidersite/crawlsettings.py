@@ -1,11 +1,12 @@
 """The settings of the project's own components, read and checked once per crawl.
 
 :class:`CrawlSettings` holds every ``SITE_``, ``STORE_``, ``INDEX_``, ``ANALYZE_``,
-``SCALEOUT_``, ``TOPIC_``, ``CHARSET_``, ``CRAWLDELAY_``, ``PAGESTORE_``, ``WATCHDOG_`` and
-``RENDER_`` setting (and the components' ``*_ENABLED`` switches), typed.  Its field
-defaults *are* the settings' defaults: ``spidersite/settings.py`` does not repeat them, and
-no component passes a default of its own to ``getint``.  The attribute of a setting is its
-name in lower case (``STORE_BATCH_SIZE`` → ``store_batch_size``).
+``SCALEOUT_``, ``TOPIC_``, ``CHARSET_``, ``CRAWLDELAY_``, ``PAGESTORE_``, ``SITEMAP_``,
+``WATCHDOG_``, ``RENDER_``, ``FTP_MAX_ENTRIES`` and ``NNTP_`` setting (and the components'
+``*_ENABLED`` switches), typed.  Its field defaults *are* the settings' defaults:
+``spidersite/settings.py`` does not repeat them, and no component passes a default of its
+own to ``getint``.  The attribute of a setting is its name in lower case
+(``STORE_BATCH_SIZE`` → ``store_batch_size``).
 
 :meth:`CrawlSettings.from_settings` reads Scrapy settings and raises
 :class:`~search.servers.ConfigError` with one line per bad value, naming the setting; our
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
@@ -163,6 +165,16 @@ class CrawlSettings:
     #: Longest URL fetched (Scrapy's own setting, read by the spider); None: any.
     urllength_limit: int | None = _setting(MAX_URL_LENGTH, _whole(0, zero_means_none=True))
 
+    # -- sitemaps (spidersite.sitemaps) ---------------------------------------------------
+    #: Read the servers' sitemaps (per server: the ``sitemaps`` field).
+    sitemap_enabled: bool = _setting(True, _flag)
+    #: Bytes of one sitemap, as downloaded and once decompressed (the protocol's 50 MB).
+    sitemap_max_bytes: int = _setting(50 * 1024 * 1024, _size)
+    #: Entries read from one sitemap or sitemap index (the protocol's 50,000).
+    sitemap_max_urls: int = _setting(50_000, _whole(1))
+    #: Sitemaps (indexes included) read per server and crawl.
+    sitemap_max_sitemaps: int = _setting(1000, _whole(1))
+
     # -- downloader middlewares -----------------------------------------------------------
     servers_enabled: bool = _setting(True, _flag)
     crawldelay_enabled: bool = _setting(True, _flag)
@@ -179,6 +191,10 @@ class CrawlSettings:
     watchdog_enabled: bool = _setting(True, _flag)
     #: Seconds past a request's download_timeout before the watchdog fails it.
     watchdog_grace: float = _setting(10.0, _number(0))
+    #: Entries of an FTP directory listing followed (spidersite.ftp); None: all.
+    ftp_max_entries: int | None = _setting(5000, _whole(0, zero_means_none=True))
+    #: Newest articles of a news group listed per crawl (spidersite.nntp); None: all.
+    nntp_max_articles: int | None = _setting(1000, _whole(0, zero_means_none=True))
 
     #: Browser rendering of the pages of ``render_js`` servers (spidersite.render).
     render_enabled: bool = _setting(True, _flag)
@@ -324,9 +340,23 @@ def _redis_url(settings: Any) -> str | None:
     return url
 
 
-def _key(value: Any) -> str:
-    from spidersite.scaleout import check_key
+#: Crawl keys and key prefixes: letters, digits and ``._-:`` (no ``%``: scrapy-redis
+#: formats its keys with ``%``).
+_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
+
+def check_key(name: str, value: str) -> str:
+    """*value* if it can be a scale-out crawl key or key prefix, else ConfigError naming
+    the setting or argument *name*."""
+    if not _KEY_RE.match(value):
+        raise ConfigError(
+            f"{name}: {value!r} must be 1-128 letters, digits or ._-: "
+            f"(starting with a letter or digit)"
+        )
+    return value
+
+
+def _key(value: Any) -> str:
     try:
         return check_key("SCALEOUT_KEY_PREFIX", str(value))
     except ConfigError as exc:

@@ -15,10 +15,11 @@ from scrapy import signals
 from scrapy.exceptions import CloseSpider, NotConfigured
 
 from search.index import Index
-from search.worker import IndexConfig, Report
+from search.worker import Report
 from spidersite import signals as our_signals
 from spidersite import storage
 from spidersite.crawlsettings import crawl_settings
+from spidersite.pipelines import StorePipeline, index_config
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -48,13 +49,7 @@ class IndexExtension:
             raise NotConfigured(
                 "INDEX_ENABLED needs STORE_ENABLED: the index is fed from stored documents"
             )
-        self.config = IndexConfig(
-            index_dir=str(config.index_dir),
-            batch_size=config.index_batch_size,
-            max_terms=config.index_max_terms,
-            limitmb=config.index_limitmb,
-            queue_batches=config.index_queue_batches,
-        )
+        self.config = index_config(config)
         self.error: str | None = None
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.store_flushed, signal=our_signals.store_flushed)
@@ -103,8 +98,6 @@ class CrawlRecorder:
         return cls(crawler)
 
     async def spider_closed(self, reason: str) -> None:
-        from spidersite.pipelines import StorePipeline
-
         store = self.crawler.get_item_pipeline(StorePipeline)
         if store is not None:
             await store.finish(reason)

@@ -1,12 +1,17 @@
 """What a page says about itself: title, meta keywords and description, robots directives,
-language, body text and links.  Pure functions over bytes, parsed once with lxml."""
+language, body text and links.  Pure functions over bytes, parsed once with lxml (a news
+article with the standard library's email parser)."""
 
 from __future__ import annotations
 
+import email.policy
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from email.parser import BytesParser
 from email.utils import parsedate_to_datetime
+from typing import Any
 from urllib.parse import urljoin
 
 import lxml.etree
@@ -25,7 +30,6 @@ _IGNORED_SCHEMES = (
     "about:",
     "file:",
     "irc:",
-    "news:",
     "ftp+",
     "callto:",
     "sms:",
@@ -73,6 +77,8 @@ class Extracted:
     link_total: int = 0
     #: Links whose URL cannot be parsed (dropped).
     links_invalid: int = 0
+    #: When the document says it was written (a news article's Date).
+    date: datetime | None = None
 
 
 def absolute_link(base: str, href: str) -> str | None:
@@ -85,6 +91,8 @@ def absolute_link(base: str, href: str) -> str | None:
     lowered = href[:12].lower()
     if lowered.startswith(_IGNORED_SCHEMES):
         return None
+    if lowered.startswith(("news:", "nntp:")):  # a news URL is only followed with a host
+        return href if lowered.startswith(("news://", "nntp://")) else None
     url = urljoin(base, href).split("#", 1)[0]
     if not url.startswith(("http://", "https://", "ftp://")):
         return None
@@ -178,6 +186,50 @@ def extract_html(
         bad.drop_tree()
     out.text = normalize_space(" ".join(container.itertext()))
     return out
+
+
+_MESSAGE_ID_RE = re.compile(r"<([^<>\s]+)>")
+
+
+def extract_article(
+    url: str, raw: bytes, article_url: Callable[[str, str], str], max_links: int | None = None
+) -> Extracted:
+    """A news article (RFC 5536, as ``ARTICLE`` returns it): its Subject as title, its
+    body as text, its From and Date as description (``From: …; Date: …``), its
+    Newsgroups as keywords, its Date as date, and the articles its ``References`` (and
+    ``In-Reply-To``) name as links (``article_url(url, message_id)`` makes their URLs), not
+    followed: they are older articles of the thread."""
+    out = Extracted()
+    msg = BytesParser(policy=email.policy.default).parsebytes(raw)
+    subject, author, date = (_header(msg, name) for name in ("subject", "from", "date"))
+    out.title = subject or None
+    details = [f"From: {author}" if author else "", f"Date: {date}" if date else ""]
+    out.description = "; ".join(d for d in details if d) or None
+    out.keywords = _header(msg, "newsgroups").replace(",", ", ") or None
+    out.date = parse_http_date(date)
+    try:
+        part = msg.get_body(preferencelist=("plain", "html"))
+        body = part.get_content() if part is not None else ""
+        if part is not None and part.get_content_type() == "text/html":
+            body = extract_html(url, body.encode(), "utf-8", 0).text
+    except (KeyError, LookupError, ValueError, AssertionError):  # a broken MIME part
+        payload = msg.get_payload(decode=True)
+        body = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else ""
+    out.text = normalize_space(str(body))
+    refs = " ".join([_header(msg, "references"), _header(msg, "in-reply-to")])
+    for mid in dict.fromkeys(_MESSAGE_ID_RE.findall(refs)):
+        out.link_total += 1
+        if max_links is None or len(out.links) < max_links:
+            out.links.append(LinkRecord(article_url(url, mid), "", nofollow=True))
+    return out
+
+
+def _header(msg: Any, name: str) -> str:
+    try:
+        value = msg.get(name)
+    except (ValueError, IndexError, TypeError):  # an undecodable header
+        return ""
+    return normalize_space(str(value)) if value is not None else ""
 
 
 def parse_http_date(value: bytes | str | None) -> datetime | None:

@@ -6,23 +6,33 @@ where a server accepts the connection and never sends the FTP greeting (an HTTP 
 waits for a request) keeps the crawl open for ever.  These handlers are Scrapy's, with
 the whole download (connection, greeting, commands, reads) bounded:
 
-- :class:`FTPDownloadHandler` fails a download still running after ``download_timeout``
-  seconds, always (it is that protocol's only timeout);
+- :class:`spidersite.ftp.FTPDownloadHandler` (Scrapy's FTP handler with directory
+  listings) fails a download still running after ``download_timeout`` seconds, always
+  (it is that protocol's only timeout); so does
+  :class:`spidersite.nntp.NNTPDownloadHandler` (news), whose client waits at most the
+  timeout per command;
 - :class:`HTTPDownloadHandler` fails an http(s) download still running
   ``WATCHDOG_GRACE`` seconds (default 10) after its ``download_timeout``, a safety net
   under Scrapy's own timeout, which normally fires first.  ``WATCHDOG_ENABLED = False``
-  takes the net away (FTP keeps its bound).
+  takes the net away (FTP and news keep their bound).
 
-- :class:`PlaywrightDownloadHandler` is scrapy-playwright's handler (pages of ``render_js``
-  servers fetched by a headless browser, the others by Scrapy's HTTP/1.1 handler) with the
-  same watchdog as :class:`HTTPDownloadHandler`; it closes every browser page it opened
-  once the download ends, however it ends (the watchdog's cancellation included), and
-  counts the browser requests it aborted.  :mod:`spidersite.render` registers it for
-  http(s) when some server of the crawl has ``render_js``.
+The FTP listings and the news handler run blocking clients (``ftplib``, ``nntplib``) in
+threads, which cancelling the download does not stop, and whose socket timeout a server
+that trickles a byte now and then never reaches; a :class:`SocketGuard` shuts their
+sockets down at the same bound, so the thread ends too (the crawl's process waits for its
+threads when it stops).
+
+:class:`PlaywrightDownloadHandler` is scrapy-playwright's handler (pages of ``render_js``
+servers fetched by a headless browser, the others by Scrapy's HTTP/1.1 handler) with the
+same watchdog as :class:`HTTPDownloadHandler`; it closes every browser page it opened once
+the download ends, however it ends (the watchdog's cancellation included), and counts the
+browser requests it aborted.
 
 A failed download raises Scrapy's ``DownloadTimeoutError``: the spider logs it as a
-``timeout`` in ``crawl_errors`` and the crawl goes on.  The first two are registered in
-``DOWNLOAD_HANDLERS`` (``spidersite/settings.py``).
+``timeout`` in ``crawl_errors`` and the crawl goes on.  All are registered in
+``DOWNLOAD_HANDLERS`` (``spidersite/settings.py``), but :class:`PlaywrightDownloadHandler`,
+which :mod:`spidersite.render` puts in place of :class:`HTTPDownloadHandler` for http(s)
+when some server of the crawl has ``render_js``.
 
 Stats: ``watchdog/timeouts`` and ``watchdog/timeouts/<scheme>``: downloads the handlers
 ended; ``render/aborted_requests``: browser requests (images, media, fonts by default)
@@ -34,10 +44,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
+import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from playwright.async_api import Error as PlaywrightError
-from scrapy.core.downloader.handlers.ftp import FTPDownloadHandler as ScrapyFTPHandler
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.exceptions import DownloadTimeoutError
 from scrapy.utils.asyncio import call_later
@@ -100,12 +112,6 @@ class BoundedDownload:
         logger.debug("watchdog: %s stopped past its timeout", request.url)
 
 
-class FTPDownloadHandler(BoundedDownload, ScrapyFTPHandler):
-    """Scrapy's FTP handler, bounded by ``download_timeout`` (it has no timeout itself)."""
-
-    grace = 0.0
-
-
 class HTTPDownloadHandler(BoundedDownload, HTTP11DownloadHandler):
     """Scrapy's HTTP/1.1 handler, with the watchdog ``WATCHDOG_GRACE`` s past the timeout."""
 
@@ -113,6 +119,49 @@ class HTTPDownloadHandler(BoundedDownload, HTTP11DownloadHandler):
         super().__init__(crawler)
         config = crawl_settings(crawler)
         self.grace = config.watchdog_grace if config.watchdog_enabled else None
+
+
+class SocketGuard:
+    """Shut down the sockets it watches once *seconds* have passed (from ``with``): a
+    thread blocked reading one of them then reads the end of the stream and stops.
+
+    A watched item is a socket, or a callable returning the socket at that time (or
+    None), for a client that opens its socket and reads from it in one call."""
+
+    def __init__(self, seconds: float) -> None:
+        self._watched: list[socket.socket | Callable[[], Any]] = []
+        self._lock = threading.Lock()
+        self.expired = False
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> SocketGuard:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def watch(self, item: socket.socket | Callable[[], Any]) -> None:
+        with self._lock:
+            self._watched.append(item)
+            expired = self.expired
+        if expired:
+            _shut(item)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            watched = list(self._watched)
+        for item in watched:
+            _shut(item)
+
+
+def _shut(item: socket.socket | Callable[[], Any]) -> None:
+    sock = item if isinstance(item, socket.socket) else item()
+    if isinstance(sock, socket.socket):
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 class PlaywrightDownloadHandler(BoundedDownload, ScrapyPlaywrightDownloadHandler):

@@ -12,7 +12,6 @@ worker catches up: nothing waits in a buffer of ours beyond one batch.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from datetime import datetime
@@ -23,9 +22,9 @@ from scrapy.exceptions import CloseSpider, NotConfigured
 from search import db
 from search.servers import DEFAULTS
 from search.store import DocumentRow, ErrorRow, GoneRow, RevisitRow
-from search.worker import CrawlWorker, Report, WorkBatch, WorkerConfig
+from search.worker import CrawlWorker, IndexConfig, Report, WorkBatch, WorkerConfig
 from spidersite import signals as our_signals
-from spidersite.crawlsettings import crawl_settings
+from spidersite.crawlsettings import CrawlSettings, crawl_settings
 from spidersite.items import ErrorItem, GoneItem, PageItem, RevisitItem
 from spidersite.serverstate import server_state
 
@@ -33,6 +32,18 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
+
+
+def index_config(config: CrawlSettings) -> IndexConfig:
+    """The indexer the worker feeds, from the ``INDEX_`` settings (used when
+    :attr:`CrawlSettings.writes_index`: ``INDEX_ENABLED`` and ``STORE_ENABLED``)."""
+    return IndexConfig(
+        index_dir=str(config.index_dir),
+        batch_size=config.index_batch_size,
+        max_terms=config.index_max_terms,
+        limitmb=config.index_limitmb,
+        queue_batches=config.index_queue_batches,
+    )
 
 
 class StorePipeline:
@@ -46,8 +57,9 @@ class StorePipeline:
     worker, 4), ``STORE_FLUSH_SECONDS`` (a batch that has not filled up is handed on
     after this long, 2.0; 0 = only when full), ``STORE_RETRY_TIMES`` (retries of a batch
     while the database is unreachable, 10); ``ANALYZE_ENABLED`` (True) and
-    ``ANALYZE_MAX_WORDS`` (50000) for the worker's analysis; the index through
-    :class:`spidersite.extensions.IndexExtension`.
+    ``ANALYZE_MAX_WORDS`` (50000) for the worker's analysis; the ``INDEX_`` settings of
+    the indexer it feeds (:func:`index_config`; the index's checks and failures are
+    :class:`spidersite.extensions.IndexExtension`'s).
     Failures also go, one line each, to ``<data dir>/logs/crawl-<id>.log``.
     Stats (counted by the worker, applied here): ``analyze/pages``, ``analyze/words``,
     ``analyze/skipped_noindex``, ``store/documents``, ``store/pages``, ``store/files``,
@@ -80,6 +92,7 @@ class StorePipeline:
             retry_times=config.store_retry_times,
             # Scale-out nodes (INDEX_ENABLED off) leave it to `reindex --follow`.
             linkrank=config.linkrank_enabled and config.writes_index,
+            index=index_config(config) if config.writes_index else None,
         )
         self.batch = WorkBatch()
         self.batch_text = 0
@@ -97,12 +110,7 @@ class StorePipeline:
         return cls(crawler)
 
     async def open_spider(self) -> None:
-        from spidersite.extensions import IndexExtension
-
-        index = self.crawler.get_extension(IndexExtension)
         config = self.config
-        if index is not None:
-            config = dataclasses.replace(config, index=index.config)
         spider = self.crawler.spider
         assert spider is not None
         crawl_args = getattr(spider, "crawl_args", None)

@@ -18,10 +18,10 @@ Three pieces, each small:
   browser, nor Playwright's driver.
 - :class:`RenderMiddleware` (downloader middleware, 120: after the server configuration,
   robots.txt and the crawl delay have seen the request): sets ``meta["playwright"]`` on the
-  GET requests of ``render_js`` servers (robots.txt and the HEAD requests of files stay
-  plain), with the navigation timeout of the server's ``read_timeout`` and, for a server
-  with a ``proxy`` or ``basic_auth``, a browser context that uses them (one per proxy,
-  one per server with basic auth).
+  GET requests of ``render_js`` http(s) servers (robots.txt, sitemaps and the HEAD
+  requests of files stay plain), with the navigation timeout of the server's
+  ``read_timeout`` and, for a server with a ``proxy`` or ``basic_auth``, a browser context
+  that uses them (one per proxy, one per server with basic auth).
 - :func:`abort_request`, the project's ``PLAYWRIGHT_ABORT_REQUEST``: the browser does not
   fetch images, media or fonts (the text is what is indexed).
 
@@ -245,10 +245,13 @@ class RenderMiddleware:
 
     def process_request(self, request: Request) -> None:
         meta = request.meta
-        if request.method != "GET" or (
-            meta.get("dont_obey_robotstxt") and request.url.endswith("/robots.txt")
+        if (
+            request.method != "GET"
+            or "sitemap" in meta
+            or not request.url.startswith(("http://", "https://"))
+            or (meta.get("dont_obey_robotstxt") and request.url.endswith("/robots.txt"))
         ):
-            return  # files are HEAD requests; robots.txt is read as it is
+            return  # files are HEAD requests; robots.txt and sitemaps are read as they are
         server = self.state.server(request.url)
         if server is None or not server.render_js or "playwright" in meta:
             return

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import socket
 import time
 import uuid
@@ -59,7 +58,7 @@ from scrapy_redis.scheduler import Scheduler
 from twisted.internet.task import LoopingCall
 
 from search.servers import ConfigError
-from spidersite.crawlsettings import CrawlSettings, crawl_settings
+from spidersite.crawlsettings import CrawlSettings, check_key, crawl_settings
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -81,19 +80,6 @@ warnings.filterwarnings(
 BUSY_TTL = 60.0
 #: How often a busy process refreshes its mark.
 BUSY_REFRESH = 5.0
-
-#: Crawl keys and key prefixes: letters, digits and ``._-:`` (no ``%``: scrapy-redis
-#: formats its keys with ``%``).
-_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-
-
-def check_key(name: str, value: str) -> str:
-    if not _KEY_RE.match(value):
-        raise ConfigError(
-            f"{name}: {value!r} must be 1-128 letters, digits or ._-: "
-            f"(starting with a letter or digit)"
-        )
-    return value
 
 
 def check_settings(config: CrawlSettings, crawl_key: str | None = None) -> None:

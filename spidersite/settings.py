@@ -52,15 +52,19 @@ LOG_LEVEL = "INFO"
 
 DOWNLOAD_HANDLERS = {
     # Scrapy's handlers with the whole download bounded (spidersite.handlers, the watchdog):
-    # FTP by the request's download_timeout (Scrapy's FTP handler has no timeout at all),
-    # http(s) WATCHDOG_GRACE seconds after it, under Scrapy's own timeout.
+    # http(s) WATCHDOG_GRACE seconds after the request's download_timeout, under Scrapy's
+    # own timeout; FTP (spidersite.ftp: Scrapy's FTP handler plus directory listings) by
+    # the download_timeout itself (Scrapy's FTP handler has no timeout at all).
     "http": "spidersite.handlers.HTTPDownloadHandler",
     "https": "spidersite.handlers.HTTPDownloadHandler",
-    "ftp": "spidersite.handlers.FTPDownloadHandler",
-    # Off: a crawl fetches only http, https and ftp. No seed or link can reach these today
-    # (search.servers.check_url refuses other schemes); defence in depth, so that none ever
-    # reads the machine's files (file:), a cloud bucket with the host's credentials (s3:),
-    # or turns a data: link into a page.
+    "ftp": "spidersite.ftp.FTPDownloadHandler",
+    # News groups and articles (nntplib in threads, bounded like FTP).
+    "news": "spidersite.nntp.NNTPDownloadHandler",
+    "nntp": "spidersite.nntp.NNTPDownloadHandler",
+    # Off: a crawl fetches only http, https, ftp, news and nntp. No seed or link can reach
+    # these today (search.servers.check_url refuses other schemes); defence in depth, so
+    # that none ever reads the machine's files (file:), a cloud bucket with the host's
+    # credentials (s3:), or turns a data: link into a page.
     "file": None,
     "s3": None,
     "data": None,
@@ -139,8 +143,8 @@ EXTENSIONS = {
 
 # --- spidersite's own settings ------------------------------------------------------
 # SITE_*, STORE_*, INDEX_*, ANALYZE_*, SCALEOUT_*, TOPIC_*, CHARSET_*, CRAWLDELAY_*,
-# PAGESTORE_*, WATCHDOG_*, the components' *_ENABLED switches, SPIDERSITE_DATA_DIR,
-# SITES_FILE and SERVER_DEFAULTS have their defaults in one place, the fields of
-# spidersite.crawlsettings.CrawlSettings, which reads and checks them once per crawl (a bad
-# value is refused before the crawl starts). Set them here or with -s NAME=VALUE; the
-# README ("Settings") gives each one's type, default and meaning.
+# PAGESTORE_*, SITEMAP_*, WATCHDOG_*, FTP_MAX_ENTRIES, NNTP_*, the components' *_ENABLED
+# switches, SPIDERSITE_DATA_DIR, SITES_FILE and SERVER_DEFAULTS have their defaults in one
+# place, the fields of spidersite.crawlsettings.CrawlSettings, which reads and checks them
+# once per crawl (a bad value is refused before the crawl starts). Set them here or with
+# -s NAME=VALUE; the README ("Settings") gives each one's type, default and meaning.

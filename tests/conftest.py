@@ -295,11 +295,16 @@ class CrawlResult:
     def urls(self, kind: str | None = None) -> set[str]:
         sql = "SELECT url FROM documents"
         if kind:
-            return {r[0] for r in self.rows(sql + " WHERE kind = :k", k=kind)}
-        return {r[0] for r in self.rows(sql)}
+            return {r.url for r in self.rows(sql + " WHERE kind = :k", k=kind)}
+        return {r.url for r in self.rows(sql)}
 
-    def errors(self) -> list[tuple[str, str, str]]:
-        return [tuple(r) for r in self.rows("SELECT url, kind, message FROM crawl_errors")]
+    def errors(self) -> list[Any]:
+        """The crawl's ``crawl_errors`` rows (``.url``, ``.kind``, ``.message``)."""
+        return self.rows("SELECT url, kind, message FROM crawl_errors")
+
+    def error_kinds(self) -> set[tuple[str, str]]:
+        """(url, kind) of every ``crawl_errors`` row."""
+        return {(e.url, e.kind) for e in self.errors()}
 
     def search(self, *words: str) -> subprocess.CompletedProcess[str]:
         return run_search(*words, data_dir=self.data_dir, database_url=self.database_url)

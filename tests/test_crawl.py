@@ -34,13 +34,18 @@ def test_crawl_stores_indexes_and_searches(site: Site, crawl, db_url: str) -> No
         "SELECT url, title, keywords, description, hops, status, kind, "
         "indexed, content_type, charset FROM documents ORDER BY url"
     )
-    by_url = {r[0]: r for r in rows}
+    by_url = {r.url: r for r in rows}
     assert set(by_url) == {site.url, site.url + "a.html", site.url + "b.html"}
     home = by_url[site.url]
-    assert home[1:7] == ("Home of the zebra", "zebra, stripes", "All about zebras", 0, 200, "page")
-    assert home[8] == "text/html" and home[9] == "utf-8"
-    assert by_url[site.url + "a.html"][4] == 1
-    assert all(r[7] for r in rows), "every page is marked indexed"
+    assert (home.title, home.keywords, home.description) == (
+        "Home of the zebra",
+        "zebra, stripes",
+        "All about zebras",
+    )
+    assert (home.hops, home.status, home.kind) == (0, 200, "page")
+    assert home.content_type == "text/html" and home.charset == "utf-8"
+    assert by_url[site.url + "a.html"].hops == 1
+    assert all(r.indexed for r in rows), "every page is marked indexed"
     # links are stored with anchors, fragments dropped
     links = result.rows("SELECT to_url, anchor FROM links")
     assert (site.url + "a.html", "link to /a.html#x") in [tuple(x) for x in links]
@@ -98,7 +103,7 @@ def test_robots_disallow_and_userobots(site: Site, crawl, tmp_path: Path) -> Non
     assert site.url + "private/secret.html" not in result.urls()
     assert site.url + "open.html" in result.urls()
     assert not site.requested("/private/secret.html")
-    assert (site.url + "private/secret.html", "robots") in [e[:2] for e in result.errors()]
+    assert (site.url + "private/secret.html", "robots") in result.error_kinds()
 
     sites = write_sites(tmp_path, f'[[server]]\nurl = "{site.url}"\nuserobots = false\n')
     again = crawl("-a", f"sites={sites}")
@@ -114,7 +119,7 @@ def test_robots_crawl_delay_is_applied(site: Site, crawl) -> None:
         site.page(p, p, "page")
     result = crawl("-a", f"seeds={site.url}")
     assert result.returncode == 0, result.stderr
-    times = sorted(h.time for h in site.hits if h.path != "/robots.txt")
+    times = sorted(h.time for h in site.hits if h.path not in ("/robots.txt", "/sitemap.xml"))
     assert len(times) == 5
     gaps = [b - a for a, b in itertools.pairwise(times)]
     # A lower bound only: a Crawl-delay is a minimum between two requests.
@@ -129,7 +134,7 @@ def test_per_server_crawl_delay(site: Site, crawl, tmp_path: Path) -> None:
     sites = write_sites(tmp_path, f'[[server]]\nurl = "{site.url}"\ncrawl_delay = 0.7\n')
     result = crawl("-a", f"sites={sites}")
     assert result.returncode == 0, result.stderr
-    times = sorted(h.time for h in site.hits if h.path != "/robots.txt")
+    times = sorted(h.time for h in site.hits if h.path not in ("/robots.txt", "/sitemap.xml"))
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert len(times) == 3 and min(gaps) >= 0.6, gaps
 
@@ -158,7 +163,7 @@ def test_read_timeout(site: Site, crawl, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert site.url + "fast.html" in result.urls()
     assert site.url + "slow.html" not in result.urls()
-    assert (site.url + "slow.html", "timeout") in [e[:2] for e in result.errors()]
+    assert (site.url + "slow.html", "timeout") in result.error_kinds()
 
 
 def test_net_error_cut_off(site: Site, crawl, tmp_path: Path) -> None:
@@ -180,7 +185,7 @@ def test_net_error_cut_off(site: Site, crawl, tmp_path: Path) -> None:
         "SELECT disabled, net_errors, disabled_reason FROM servers WHERE url = :u", u=dead
     )[0]
     assert server[0] and server[1] == 3 and "max_net_errors = 3" in server[2]
-    kinds = [e[1] for e in result.errors() if e[0].startswith(dead)]
+    kinds = [e.kind for e in result.errors() if e.url.startswith(dead)]
     assert kinds.count("refused") == 2 and kinds.count("cut_off") == 6, kinds
     assert result.stats["neterrors/servers_cut_off"] == 1
 
@@ -268,7 +273,7 @@ def test_files_plain_text_and_errors(site: Site, crawl) -> None:
     result = crawl("-a", f"seeds={site.url}")
     assert result.returncode == 0, result.stderr
     files = dict(
-        (r[0], (r[1], r[2], r[3]))
+        (r.url, (r.content_type, r.size, r.kind))
         for r in result.rows(
             "SELECT url, content_type, size, kind FROM documents WHERE kind = 'file'"
         )
@@ -280,7 +285,9 @@ def test_files_plain_text_and_errors(site: Site, crawl) -> None:
     assert site.url + "notes.txt" in result.urls("page")
     hits = json.loads(result.search("capybara", "--json").stdout)["hits"]
     assert [h["url"] for h in hits] == [site.url + "notes.txt"]
-    assert (site.url + "missing.html", "http", "HTTP 404") in result.errors()
+    assert (site.url + "missing.html", "http", "HTTP 404") in [
+        (e.url, e.kind, e.message) for e in result.errors()
+    ]
     assert not result.rows(
         "SELECT 1 FROM postings p JOIN documents d ON d.id = p.document_id WHERE d.kind = 'file'"
     )

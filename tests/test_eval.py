@@ -11,14 +11,8 @@ import pytest
 
 from search.cli import main
 from search.commands._common import CLIError
-from search.commands.eval import (
-    Evaluation,
-    cross_validate,
-    doc_name,
-    evaluate,
-    parse_sweep,
-    ranked,
-)
+from search.commands.eval import parse_sweep
+from search.evaluation import Evaluation, cross_validate, doc_name, evaluate, ranked
 from search.ranking import DEFAULT
 
 # q1: /d1 and /d3 relevant; q2: /d2 relevant; q3: /d5 relevant but nothing retrieved;

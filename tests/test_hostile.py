@@ -114,7 +114,8 @@ deny = ['/x/']
     for path in GOOD:
         assert site.url + path.lstrip("/") in urls, path
     kinds: dict[str, set[str]] = {}
-    for url, kind, _message in result.errors():
+    for error in result.errors():
+        url, kind = error.url, error.kind
         kinds.setdefault(url.replace(site.url, "/"), set()).add(kind)
     assert kinds["/binary.html"] == {"parse"}
     assert kinds["/huge.html"] == {"too_large"}
@@ -175,7 +176,7 @@ seeds = ["{site.url}"]
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Traceback" not in result.log
     assert {site.url, site.url + "ok.html"} <= result.urls()
-    kinds = [kind for url, kind, _ in result.errors() if url.startswith(site2.url)]
+    kinds = [e.kind for e in result.errors() if e.url.startswith(site2.url)]
     assert 3 <= kinds.count("http") <= 5  # the ones answered before the cut-off took effect
     assert kinds.count("cut_off") == 20 - kinds.count("http")
     fetched = [h for h in site2.hits if h.path.startswith("/s")]

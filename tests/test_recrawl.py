@@ -54,7 +54,8 @@ def test_unchanged_site_answers_304_and_only_times_move(site: Site, crawl, db_ur
     assert stats["recrawl/not_modified"] == 4
     assert stats.get("recrawl/changed", 0) == 0
     assert stats["conditional/not_modified"] == 4
-    assert all(h.headers.get("If-None-Match") for h in site.hits if h.path != "/robots.txt")
+    pages = [h for h in site.hits if h.path not in ("/robots.txt", "/sitemap.xml")]
+    assert all(h.headers.get("If-None-Match") for h in pages)
     rows = again.rows("SELECT url, next_index_time, change_interval, indexed FROM documents")
     for url, next_time, interval, indexed in rows:
         assert indexed
@@ -88,23 +89,25 @@ def test_changed_gone_and_moved_pages(site: Site, crawl, tmp_path: Path) -> None
     assert urls_hits(again, "cormorant") == []  # gone: out of the index
     assert urls_hits(again, "tunnel") == [site.url + "a2.html"]
     assert site.url + "a.html" not in urls_hits(again, "aardvark")
-    gone = dict(
-        (r[0], r[1:])
-        for r in again.rows("SELECT url, status, gone_at IS NOT NULL, indexed FROM documents")
-    )
-    assert gone[site.url + "c.html"][0] == 404 and gone[site.url + "c.html"][1]
-    assert gone[site.url + "a.html"][0] == 301 and gone[site.url + "a.html"][1]
+    gone = {
+        r.url: r
+        for r in again.rows(
+            "SELECT url, status, gone_at IS NOT NULL AS gone, indexed FROM documents"
+        )
+    }
+    assert gone[site.url + "c.html"].status == 404 and gone[site.url + "c.html"].gone
+    assert gone[site.url + "a.html"].status == 301 and gone[site.url + "a.html"].gone
     # the changed page kept its id, got a shorter interval; its old words are gone
     b = again.rows(
         "SELECT id, change_interval FROM documents WHERE url = :u", u=site.url + "b.html"
     )[0]
-    assert b[0] == ids[site.url + "b.html"] and b[1] == 7 * 86400 // 2
+    assert b.id == ids[site.url + "b.html"] and b.change_interval == 7 * 86400 // 2
     words = {
         r[0]
         for r in again.rows(
             "SELECT w.stem FROM postings p JOIN words w ON w.id = p.word_id "
             "WHERE p.document_id = :d",
-            d=b[0],
+            d=b.id,
         )
     }
     assert "hedgehog" in words and "sett" not in words
@@ -133,7 +136,7 @@ def test_recrawl_due_visits_only_due_pages_and_new_links(site: Site, crawl) -> N
     site.hits.clear()
     again = crawl("-a", "recrawl=due")
     assert again.returncode == 0, again.stderr
-    fetched = sorted(p for p in site.paths() if p != "/robots.txt")
+    fetched = sorted(p for p in site.paths() if p not in ("/robots.txt", "/sitemap.xml"))
     assert fetched == ["/b.html", "/d.html"]  # not /, a or c: not due; / is seen
     assert again.stats["recrawl/scheduled"] == 1
     assert again.stats["recrawl/new"] == 1
@@ -185,8 +188,8 @@ def test_page_store_keeps_fetched_pages(site: Site, crawl) -> None:
     result = crawl("-a", f"seeds={site.url}", settings={"PAGESTORE_ENABLED": True})
     assert result.returncode == 0, result.stderr
     rows = result.rows("SELECT url, warc_file, warc_offset FROM documents")
-    assert all(r[1] and r[2] is not None for r in rows)
-    warc = Path(rows[0][1])
+    assert all(r.warc_file and r.warc_offset is not None for r in rows)
+    warc = Path(rows[0].warc_file)
     assert warc.parent == result.data_dir / "warc"
     with warc.open("rb") as stream:
         uris = {
@@ -194,7 +197,7 @@ def test_page_store_keeps_fetched_pages(site: Site, crawl) -> None:
             for r in ArchiveIterator(stream)
             if r.rec_type == "response"
         }
-    assert uris == {r[0] for r in rows}
+    assert uris == {r.url for r in rows}
     proc = run_search("cached", site.url + "b.html", data_dir=result.data_dir)
     assert proc.returncode == 0, proc.stderr
     assert "badger sett" in proc.stdout and "<title>Beta</title>" in proc.stdout

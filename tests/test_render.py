@@ -371,11 +371,12 @@ def test_the_middleware_marks_the_pages_of_render_js_servers(tmp_path: Path) -> 
     mw.process_request(page)
     assert page.meta["playwright"] is True and page.meta["playwright_context"] == "default"
     assert page.meta["playwright_page_goto_kwargs"] == {"timeout": 7500.0, "wait_until": "load"}
-    # robots.txt, files (HEAD) and other servers' pages stay plain.
+    # robots.txt, files (HEAD), sitemaps and other servers' pages stay plain.
     robots = Request("http://js.example/robots.txt", meta={"dont_obey_robotstxt": True})
     head = Request("http://js.example/f.pdf", method="HEAD")
+    sitemap = Request("http://js.example/sitemap.xml", meta={"sitemap": "robots"})
     other = Request("http://plain.example/")
-    for request in (robots, head, other):
+    for request in (robots, head, sitemap, other):
         mw.process_request(request)
         assert "playwright" not in request.meta
     # A server with a proxy or a password gets a browser context of its own that uses them.

@@ -89,7 +89,8 @@ def test_killed_crawl_resumes_and_index_agrees(site: Site, tmp_path: Path) -> No
     assert stats["resume/requests"] > 0
     # Pages stored before the kill were not fetched again.
     refetched = len(site.hits) - fetched_before
-    assert refetched <= N_PAGES - stored_before + 4  # + robots.txt and in-flight pages
+    # + robots.txt, sitemap.xml and in-flight pages
+    assert refetched <= N_PAGES - stored_before + 5
     check = run_search("check", "--dry-run", "--json", data_dir=data)
     assert check.returncode == 0, check.stdout + check.stderr
     assert json.loads(check.stdout)["in_index"] == N_PAGES
@@ -128,13 +129,11 @@ def test_exact_duplicates_are_recorded_and_indexed_once(site: Site, crawl) -> No
     site.page("/three.html", "Other", "different okapi text")
     result = crawl("-a", f"seeds={site.url}")
     assert result.returncode == 0, result.stderr
-    rows = dict(
-        (r[0], r[1:]) for r in result.rows("SELECT url, id, clone_of_id, indexed FROM documents")
-    )
+    rows = {r.url: r for r in result.rows("SELECT url, id, clone_of_id, indexed FROM documents")}
     one, two = rows[site.url + "one.html"], rows[site.url + "two.html"]
-    original, clone = (one, two) if one[0] < two[0] else (two, one)
-    assert clone[1] == original[0] and original[1] is None
-    assert not clone[2] and original[2]
+    original, clone = (one, two) if one.id < two.id else (two, one)
+    assert clone.clone_of_id == original.id and original.clone_of_id is None
+    assert not clone.indexed and original.indexed
     proc = result.search("okapi", "--json")
     urls = [h["url"] for h in json.loads(proc.stdout)["hits"]]
     assert len(urls) == 2  # the original and the different page, not the clone
@@ -150,16 +149,16 @@ def test_near_duplicates_are_recorded(site: Site, crawl) -> None:
     result = crawl("-a", f"seeds={site.url}")
     assert result.returncode == 0, result.stderr
     rows = {
-        r[0]: r[1:]
+        r.url: r
         for r in result.rows(
             "SELECT url, id, near_duplicate_of_id, clone_of_id, simhash, indexed FROM documents"
         )
     }
     orig, near, other = (rows[site.url + p] for p in ("orig.html", "near.html", "other.html"))
-    first, second = sorted([orig, near], key=lambda r: r[0])
-    assert second[1] == first[0] and first[1] is None
-    assert second[2] is None and second[4]  # recorded, not a clone, still indexed
-    assert other[1] is None and other[3] is not None
+    first, second = sorted([orig, near], key=lambda r: r.id)
+    assert second.near_duplicate_of_id == first.id and first.near_duplicate_of_id is None
+    assert second.clone_of_id is None and second.indexed  # recorded, not a clone, indexed
+    assert other.near_duplicate_of_id is None and other.simhash is not None
     assert result.stats["store/near_duplicates"] == 1
 
 

@@ -105,21 +105,21 @@ def test_check_url_strips_surrounding_space() -> None:
         (None, "empty URL"),
         (42, "empty URL"),
         ("ftp:/x", "has no host"),
-        ("mailto:a@b", "not an http, https or ftp URL"),
+        ("mailto:a@b", "not an http, https, ftp, news or nntp URL"),
         ("http://", "has no host"),
-        ("notaurl", "not an http, https or ftp URL"),
-        ("javascript:alert(1)", "not an http, https or ftp URL"),
+        ("notaurl", "not an http, https, ftp, news or nntp URL"),
+        ("javascript:alert(1)", "not an http, https, ftp, news or nntp URL"),
         ("http://exa mple.com/", "contains spaces"),
         ("http://a.example/x y", "contains spaces"),
         ("http://h:99999/", "cannot be parsed"),
         ("http://h:abc/", "cannot be parsed"),
         # nothing that reads the machine the crawler runs on, or anything but the network
-        ("file:///etc/passwd", "not an http, https or ftp URL"),
-        ("FILE://localhost/etc/passwd", "not an http, https or ftp URL"),
-        ("data:text/html,<h1>x</h1>", "not an http, https or ftp URL"),
-        ("s3://bucket/key", "not an http, https or ftp URL"),
-        ("news:comp.lang.python", "not an http, https or ftp URL"),
-        ("vbscript:msgbox(1)", "not an http, https or ftp URL"),
+        ("file:///etc/passwd", "not an http, https, ftp, news or nntp URL"),
+        ("FILE://localhost/etc/passwd", "not an http, https, ftp, news or nntp URL"),
+        ("data:text/html,<h1>x</h1>", "not an http, https, ftp, news or nntp URL"),
+        ("s3://bucket/key", "not an http, https, ftp, news or nntp URL"),
+        ("news:comp.lang.python", "has no host"),
+        ("vbscript:msgbox(1)", "not an http, https, ftp, news or nntp URL"),
         # urlsplit drops these before reading the scheme: refused as given
         ("\x01file:///etc/passwd", "control characters"),
         ("\x00http://a.example/", "control characters"),
@@ -237,8 +237,8 @@ def test_build_accepts(name: str, value: Any, expected: Any) -> None:
         ("proxy", "file://proxy.example:3128", "not an http or https proxy"),
         ("proxy", "socks5://proxy.example:1080", "not an http or https proxy"),
         ("proxy", "proxy.example:3128\r\nX-Evil: 1", "host:port"),
-        ("url", "file:///etc/", "not an http, https or ftp URL"),
-        ("seeds", ["file:///etc/passwd"], "not an http, https or ftp URL"),
+        ("url", "file:///etc/", "not an http, https, ftp, news or nntp URL"),
+        ("seeds", ["file:///etc/passwd"], "not an http, https, ftp, news or nntp URL"),
         ("basic_auth", "bob", "user:password"),
         ("basic_auth", 5, "user:password"),
         ("language", "xx", "not a language"),
@@ -247,7 +247,7 @@ def test_build_accepts(name: str, value: Any, expected: Any) -> None:
         ("allow", [1], "list of regular expressions"),
         ("deny", ["ok", "["], "not a valid regular expression"),
         ("deny", 5, "list of regular expressions"),
-        ("seeds", ["notaurl"], "not an http, https or ftp URL"),
+        ("seeds", ["notaurl"], "not an http, https, ftp, news or nntp URL"),
         ("seeds", 5, "must be a list of URLs"),
         ("bogus", 1, "unknown field"),
     ],
@@ -669,9 +669,9 @@ def test_parse_seeds() -> None:
     )
     assert good == ["https://a.example/", "http://b.example/x", "ftp://f.example/"]
     assert bad == [
-        "invalid seed: 'nope' is not an http, https or ftp URL",
+        "invalid seed: 'nope' is not an http, https, ftp, news or nntp URL",
         "invalid seed: empty URL",
-        "invalid seed: 'mailto:x@y' is not an http, https or ftp URL",
+        "invalid seed: 'mailto:x@y' is not an http, https, ftp, news or nntp URL",
     ]
 
 

@@ -1,6 +1,7 @@
 """A crawl always ends: servers that accept and stay silent, send a wrong greeting, answer
-an ftp:// seed with HTTP or trickle one byte a second are each given up on after the
-server's read_timeout, logged as `timeout`, and the crawl finishes."""
+an ftp:// seed with HTTP or trickle one byte a second (to a file, a folder or a news group)
+are each given up on after the server's read_timeout, logged as `timeout`, and the crawl
+finishes."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from scrapy.exceptions import DownloadTimeoutError
 from scrapy.http import Response
 from scrapy.utils.test import get_crawler
 
-from spidersite.handlers import BoundedDownload
+from spidersite.handlers import BoundedDownload, SocketGuard
 from tests.conftest import Site
 
 
@@ -77,6 +78,11 @@ def test_every_stuck_download_ends_as_a_timeout(
         "ftp wrong greeting": f"ftp://127.0.0.1:{misbehaving['greeting'].port}/pub/file.txt",
         "ftp to an HTTP server": f"ftp://127.0.0.1:{site.port}/pub/file.txt",
         "ftp trickle": f"ftp://127.0.0.1:{misbehaving['trickle'].port}/pub/file.txt",
+        # Listings and news run blocking clients in threads: their sockets are shut too.
+        "ftp listing silent": f"ftp://127.0.0.1:{misbehaving['silent'].port}/pub/",
+        "ftp listing trickle": f"ftp://127.0.0.1:{misbehaving['trickle'].port}/pub/",
+        "news silent": f"nntp://127.0.0.1:{misbehaving['silent'].port}/local.test",
+        "news trickle": f"nntp://127.0.0.1:{misbehaving['trickle'].port}/local.test",
         "http silent": f"http://127.0.0.1:{misbehaving['silent'].port}/",
         "http trickle": f"http://127.0.0.1:{misbehaving['trickle'].port}/",
     }
@@ -88,7 +94,7 @@ def test_every_stuck_download_ends_as_a_timeout(
     )
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.log
-    errors = {(url, kind) for url, kind, _ in result.errors()}
+    errors = result.error_kinds()
     for what, url in seeds.items():
         assert (url, "timeout") in errors, (what, sorted(errors))
     assert result.urls() == {site.url}
@@ -132,3 +138,12 @@ def test_the_watchdog_fails_a_download_past_its_timeout_and_counts_it() -> None:
     assert "took longer than 0.2 seconds" in str(failed)
     assert crawler.stats.get_value("watchdog/timeouts") == 1
     assert crawler.stats.get_value("watchdog/timeouts/ftp") == 1
+
+
+def test_a_socket_guard_ends_a_blocked_read() -> None:
+    a, b = socket.socketpair()
+    a.settimeout(60)  # a guard that failed would raise TimeoutError, not hang the suite
+    with a, b, SocketGuard(0.1) as guard:
+        guard.watch(a)
+        assert a.recv(1) == b""  # the guard shut the socket down: the end of the stream
+        assert guard.expired

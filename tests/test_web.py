@@ -419,7 +419,13 @@ def test_hostile_documents_in_the_admin(hostile: tuple[Any, list[int], Any]) -> 
 def test_links_only_for_web_schemes() -> None:
     from search.servers import has_scheme
 
-    for url in ("http://a.example/", "HTTPS://a.example/", "ftp://f.example/x"):
+    for url in (
+        "http://a.example/",
+        "HTTPS://a.example/",
+        "ftp://f.example/x",
+        "news://n.example/a@b",
+        "nntp://n.example:1119/comp.x",
+    ):
         assert has_scheme(url), url
     for url in (
         "javascript:alert(1)",

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from search.models import Crawl, CrawlError, Document, Seed, Server
 from search.servers import ServerRegistry
-from search.web import jobs
+from search.web import jobs, runners
 from tests.conftest import Site
 
 PASSWORD = "correct horse battery staple"
@@ -155,7 +155,7 @@ def server_form(**values: Any) -> dict[str, Any]:
     "field, value, message",
     [
         ("url", "", "empty URL"),
-        ("url", "notaurl", "is not an http, https or ftp URL"),
+        ("url", "notaurl", "is not an http, https, ftp, news or nntp URL"),
         ("maxhops", "-1", "must be ≥ 0"),
         ("maxhops", "2.5", "must be a whole number"),
         ("titleweight", "heavy", "must be a number"),
@@ -167,8 +167,8 @@ def server_form(**values: Any) -> dict[str, Any]:
         ("language", "klingon", "is not a language"),
         ("allow", "([unclosed", "is not a valid regular expression"),
         ("concurrency", "0", "must be ≥ 1"),
-        ("url", "file:///etc/", "is not an http, https or ftp URL"),
-        ("url", "data:text/html,x", "is not an http, https or ftp URL"),
+        ("url", "file:///etc/", "is not an http, https, ftp, news or nntp URL"),
+        ("url", "data:text/html,x", "is not an http, https, ftp, news or nntp URL"),
         ("url", "\x01file:///etc/", "contains control characters"),
         ("proxy", "file://proxy.example:3128", "is not an http or https proxy"),
     ],
@@ -241,7 +241,7 @@ def test_add_fix_edit_server_and_seeds(admin: tuple[Any, str], app: Any) -> None
     seeds = f"/admin/servers/{server_id}/seeds"
     assert client.post(seeds, data={"url": "http://docs.example/a.html"}).status_code == 400
     for bad_seed, message in [
-        ("nope", "is not an http, https or ftp URL"),
+        ("nope", "is not an http, https, ftp, news or nntp URL"),
         ("http://other.example/", "is not on the server"),
     ]:
         resp = client.post(seeds, data={"url": bad_seed, "csrf_token": csrf})
@@ -277,6 +277,37 @@ def test_add_fix_edit_server_and_seeds(admin: tuple[Any, str], app: Any) -> None
     with Session(engine_of(app)) as s:
         assert s.scalars(select(Seed)).all() == []
     assert client.get("/admin/servers").status_code == 200
+
+
+def test_sitemaps_field_in_the_admin(admin: tuple[Any, str], app: Any) -> None:
+    client, csrf = admin
+    url = "http://docs.example/"
+    elsewhere = client.post(
+        "/admin/servers/new",
+        data={**server_form(), "sitemaps": "http://other.example/m.xml", "csrf_token": csrf},
+    )
+    assert elsewhere.status_code == 400
+    assert "is not on the server" in elsewhere.get_data(as_text=True)
+    listed = client.post(
+        "/admin/servers/new",
+        data={**server_form(), "sitemaps": f"{url}m.xml\n{url}n.xml.gz", "csrf_token": csrf},
+    )
+    assert listed.status_code == 302
+    page = client.get(listed.headers["Location"]).get_data(as_text=True)
+    assert f'name="sitemaps" rows="2">{url}m.xml\n{url}n.xml.gz</textarea>' in page
+    edit = client.post(
+        listed.headers["Location"],
+        data={**server_form(), "sitemaps": "false", "csrf_token": csrf},
+    )
+    assert edit.status_code == 302
+    with Session(engine_of(app)) as s:
+        assert s.scalars(select(Server)).one().admin_config["sitemaps"] is False
+    path = app.config["SPIDERSITE"].data_dir / "admin" / "test-sites.toml"
+    jobs.write_sites_file(engine_of(app), path)
+    assert tomllib.loads(path.read_text())["server"][0]["sitemaps"] is False
+    registry = ServerRegistry()
+    registry.load_file(path)
+    assert [s.sitemaps for s in registry] == [False]
 
 
 def test_sites_toml_escapes_strings(tmp_path: Path) -> None:
@@ -646,12 +677,12 @@ def test_admin_writes_only_inside_the_data_folder(admin: tuple[Any, str], app: A
     class Recorder:
         name = "local"
 
-        def start(self, job_id: str, spider_args: Any) -> jobs.Started:
+        def start(self, job_id: str, spider_args: Any) -> runners.Started:
             started.append(dict(spider_args))
-            return jobs.Started(job_id, str(data_dir / "logs" / f"crawl-{job_id}.log"), "x", 0)
+            return runners.Started(job_id, str(data_dir / "logs" / f"crawl-{job_id}.log"), "x", 0)
 
         def state(self, crawl: Crawl) -> str:
-            return jobs.RUNNING
+            return runners.RUNNING
 
     app.extensions["spidersite.runner"] = Recorder()
     for topic in ("../../../../tmp/evil", "/etc/cron.d/x", "a\x00b"):
@@ -674,7 +705,7 @@ def test_crawl_log_reads_only_the_data_folder(tmp_path: Path) -> None:
     (tmp_path / "data" / "logs").mkdir()
     (tmp_path / "data" / "logs" / "crawl-a.log").write_text("INFO: fine\n")
     (tmp_path / "secret").write_text("not for the admin\n")
-    runner = jobs.LocalRunner(settings)
+    runner = runners.LocalRunner(settings)
     inside = Crawl(job_id="a", log_file=str(tmp_path / "data" / "logs" / "crawl-a.log"))
     assert runner.log(inside) == "INFO: fine\n"
     for path in (
@@ -682,8 +713,8 @@ def test_crawl_log_reads_only_the_data_folder(tmp_path: Path) -> None:
         str(tmp_path / "data" / "logs" / ".." / ".." / "secret"),
         "/etc/passwd",
     ):
-        with pytest.raises(jobs.JobError, match="is not in"):
+        with pytest.raises(runners.JobError, match="is not in"):
             runner.log(Crawl(job_id="b", log_file=path))
     (tmp_path / "data" / "logs" / "link.log").symlink_to(tmp_path / "secret")
-    with pytest.raises(jobs.JobError, match="is not in"):
+    with pytest.raises(runners.JobError, match="is not in"):
         runner.log(Crawl(job_id="c", log_file=str(tmp_path / "data" / "logs" / "link.log")))

@@ -37,9 +37,9 @@ def create_app(settings: WebSettings, engine: Any = None) -> Flask:
     app.extensions["spidersite.engine"] = engine or db.connect(settings.database_url)
     app.extensions["spidersite.index"] = Index(settings.index_dir)
 
-    from search.web import admin, jobs, views
+    from search.web import admin, runners, views
 
-    app.extensions["spidersite.runner"] = jobs.make_runner(settings)
+    app.extensions["spidersite.runner"] = runners.make_runner(settings)
     app.extensions["spidersite.login_limiter"] = security.RateLimiter(settings.login_attempts)
     app.register_blueprint(views.bp)
     app.register_blueprint(admin.bp)

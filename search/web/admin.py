@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 from search import crawlargs
 from search.models import Crawl, CrawlError, Document, Seed, Server
 from search.servers import ConfigError, check_url, origin
-from search.web import jobs, security
+from search.web import jobs, runners, security
 from search.web.forms import FIELDS, ServerForm
 from search.web.views import engine
 
@@ -44,7 +44,7 @@ MAIN_STATS = (
 LOG_PAGE = 100
 
 
-def runner() -> jobs.Runner:
+def runner() -> runners.Runner:
     return current_app.extensions["spidersite.runner"]
 
 
@@ -368,8 +368,8 @@ def crawls() -> Any:
         ).all()
         s.expunge_all()
     states = {c.id: jobs.crawl_state(c, run) for c in rows}
-    running = [c for c in rows if states[c.id] != jobs.FINISHED]
-    finished = [c for c in rows if states[c.id] == jobs.FINISHED]
+    running = [c for c in rows if states[c.id] != runners.FINISHED]
+    finished = [c for c in rows if states[c.id] == runners.FINISHED]
     return render_template(
         "admin_crawls.html",
         running=running,
@@ -412,7 +412,7 @@ def crawl_start() -> Any:
             crawl = jobs.start_crawl(
                 engine(), runner(), settings(), ids or None, topic, threshold, recrawl
             )
-        except jobs.JobError as exc:
+        except runners.JobError as exc:
             error = str(exc)
         else:
             flash(f"Crawl started (job {crawl.job_id}).")
@@ -457,7 +457,7 @@ def crawl_stop(crawl_id: int) -> Any:
     else:
         try:
             runner().stop(crawl)
-        except jobs.JobError as exc:
+        except runners.JobError as exc:
             flash(str(exc), "error")
         else:
             flash(f"Stopping crawl #{crawl_id}.")
@@ -479,7 +479,7 @@ def crawl_log(crawl_id: int) -> Any:
     else:
         try:
             text = runner().log(crawl, 512 * 1024) if crawl.job_id else None
-        except jobs.JobError as exc:
+        except runners.JobError as exc:
             error = str(exc)
     return render_template("admin_crawl_log.html", crawl=crawl, text=text, error=error)
 

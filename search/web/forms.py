@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from search.servers import ConfigError, _validate_field, build
+from search.servers import ConfigError, _validate_field, build, check_sitemaps
 
 #: Form fields in display order: name, label, kind, help.
 FIELDS: list[tuple[str, str, str, str]] = [
@@ -33,7 +33,16 @@ FIELDS: list[tuple[str, str, str, str]] = [
     ("keywordweight", "Keywords weight", "number", "≥ 0"),
     ("allow", "Allow patterns", "lines", "regular expressions, one a line"),
     ("deny", "Deny patterns", "lines", "regular expressions, one a line"),
+    (
+        "sitemaps",
+        "Sitemaps",
+        "sitemaps",
+        "empty: robots.txt's and /sitemap.xml; \"false\": none; else the server's sitemap "
+        "URLs, one a line",
+    ),
 ]
+#: What the sitemaps field takes for "read none".
+_OFF = ("false", "off", "no", "none")
 KIND = {name: kind for name, _, kind, _ in FIELDS}
 
 
@@ -65,7 +74,11 @@ class ServerForm:
             if name == "url" or name not in config or config[name] is None:
                 continue
             value = config[name]
-            if kind == "lines":
+            if kind == "sitemaps":
+                form.raw[name] = (
+                    "" if value is True else "false" if value is False else "\n".join(value)
+                )
+            elif kind == "lines":
                 form.raw[name] = "\n".join(value)
             elif kind == "bool":
                 form.raw[name] = "on" if value else ""
@@ -84,7 +97,8 @@ class ServerForm:
         """Parse and validate posted fields; *old* is the stored config (for basic_auth)."""
         form = cls()
         for name, kind in KIND.items():
-            text = (data.get(name) or "").strip() if kind != "lines" else data.get(name) or ""
+            multiline = kind in ("lines", "sitemaps")
+            text = (data.get(name) or "").strip() if not multiline else data.get(name) or ""
             if kind == "secret":
                 if text:
                     value: Any = text
@@ -99,12 +113,14 @@ class ServerForm:
             elif kind == "bool":
                 form.raw[name] = "on" if text else ""
                 value = bool(text)
-            elif kind == "lines":
+            elif multiline:
                 form.raw[name] = text
                 lines = [line.strip() for line in text.splitlines() if line.strip()]
                 if not lines:
                     continue
                 value = lines
+                if kind == "sitemaps" and len(lines) == 1 and lines[0].lower() in _OFF:
+                    value = False
             else:
                 form.raw[name] = text
                 if not text:
@@ -120,6 +136,11 @@ class ServerForm:
             if isinstance(typed, tuple):
                 typed = list(typed)
             form.values[name] = typed
+        if "url" in form.values and "sitemaps" in form.values:
+            try:
+                check_sitemaps(form.url, form.values["sitemaps"])
+            except ValueError as exc:
+                form.errors["sitemaps"] = str(exc)
         if not form.errors:
             try:
                 build(form.values)

@@ -6,13 +6,16 @@ configured server it sets, unless the request already has them:
 - ``download_timeout`` from ``read_timeout``;
 - ``proxy`` from ``proxy`` (then Scrapy's ``HttpProxyMiddleware`` does the rest);
 - an ``Authorization: Basic`` header from ``basic_auth`` (only for that server's URLs);
+  for an ``ftp://`` server, ``ftp_user`` and ``ftp_password`` (the FTP login) instead, for
+  a ``news://`` or ``nntp://`` server ``nntp_user`` and ``nntp_password``;
 - ``dont_obey_robotstxt`` when ``userobots = false``;
 - ``download_slot`` = the server, so delay and concurrency are per server (not per host);
 - ``download_maxsize`` from ``max_size`` (a bigger response is cut off: ``too_large``).
 
-At most ``max_pages`` requests per server and crawl (0 = no cap) pass; the first one over
-the cap is logged as a ``page_cap`` failure and the rest are dropped quietly (a calendar
-trap or an endless URL space ends there).
+At most ``max_pages`` requests per server and crawl (0 = no cap) pass (robots.txt, sitemaps
+and re-visits are not counted); the first one over the cap is logged as a ``page_cap``
+failure and the rest are dropped quietly (a calendar trap or an endless URL space ends
+there).
 
 Requests to a server cut off by ``max_net_errors`` are dropped here.
 
@@ -64,7 +67,9 @@ class ServerConfigMiddleware:
             self.stats.inc_value("servers/cut_off_dropped")
             raise ServerCutOff(f"server {server.url} cut off: {reason}")
         is_robots = request.meta.get("dont_obey_robotstxt") and request.url.endswith("/robots.txt")
-        if server.max_pages and not is_robots and request.meta.get("stored") is None:
+        # robots.txt, sitemaps and re-visits are not pages the cap counts.
+        counted = not is_robots and "sitemap" not in request.meta and "stored" not in request.meta
+        if server.max_pages and counted:
             count = self.counts.get(server.url, 0)
             if count >= server.max_pages:
                 self.stats.inc_value("servers/page_cap_dropped")
@@ -95,7 +100,13 @@ class ServerConfigMiddleware:
             and origin(request.url) == server.url
         ):
             user, password = server.basic_auth.split(":", 1)
-            request.headers[b"Authorization"] = basic_auth_header(user, password)
+            scheme = server.url.split(":", 1)[0]
+            if scheme in ("ftp", "news", "nntp"):
+                prefix = "ftp" if scheme == "ftp" else "nntp"
+                meta.setdefault(f"{prefix}_user", user)
+                meta.setdefault(f"{prefix}_password", password)
+            else:
+                request.headers[b"Authorization"] = basic_auth_header(user, password)
             self.stats.inc_value("servers/authenticated")
         if not server.userobots:
             meta["dont_obey_robotstxt"] = True

@@ -3,9 +3,10 @@
     scrapy crawl site -a seeds=https://example.org/[,URL...]
     scrapy crawl site -a seeds_file=seeds.txt -a sites=sites.toml
 
-It crawls breadth-first from the seeds, stays on the seeds' servers and on the servers the
-sites file names, and yields a :class:`~spidersite.items.PageItem` for every page or file it
-fetched and an :class:`~spidersite.items.ErrorItem` for every failure.  Per-server rules
+It crawls breadth-first from the seeds and the servers' sitemaps (:mod:`spidersite.sitemaps`),
+stays on the seeds' servers and on the servers the sites file names, and yields a
+:class:`~spidersite.items.PageItem` for every page or file it fetched and an
+:class:`~spidersite.items.ErrorItem` for every failure.  Per-server rules
 (hops, robots.txt, timeouts, proxies, net-error cut-off) are applied by the middlewares.
 """
 
@@ -15,6 +16,7 @@ import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from scrapy import Request, Spider
@@ -31,9 +33,11 @@ from search.servers import ServerConfig, ServerRegistry, check_url
 from spidersite import errors, storage
 from spidersite.arguments import build_registry, check_arguments, parse_recrawl, parse_threshold
 from spidersite.crawlsettings import CrawlSettings, crawl_settings
-from spidersite.extract import extract_html, is_file_url, parse_http_date
+from spidersite.extract import extract_article, extract_html, is_file_url, parse_http_date
 from spidersite.items import ErrorItem, GoneItem, LinkRecord, PageItem, RevisitItem
+from spidersite.nntp import article_url
 from spidersite.serverstate import server_state
+from spidersite.sitemaps import SitemapReader
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +46,8 @@ _CACHE_ENTRY_BYTES = 200
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 TEXT_TYPES = ("text/plain",)
+#: News articles (spidersite.nntp answers them as message/rfc822).
+ARTICLE_TYPES = ("message/rfc822", "message/news")
 
 
 class SiteSpider(Spider):
@@ -80,6 +86,10 @@ class SiteSpider(Spider):
         self._canonical_bytes = 0
         #: Every URL scheduled (canonical), as 8-byte fingerprints.
         self._seen = FingerprintSet()
+        #: The servers' sitemaps (None with SITEMAP_ENABLED off).
+        self.sitemaps: SitemapReader | None = None
+        #: When the crawl started: a ``recrawl=due`` re-visits what was due then.
+        self.recrawl_time = datetime.now(UTC)
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> SiteSpider:
@@ -97,6 +107,8 @@ class SiteSpider(Spider):
             and spider.config.site_resume
             and spider._previous_crawl_unfinished()
         )
+        if spider.config.sitemap_enabled:
+            spider.sitemaps = SitemapReader(spider)
         return spider
 
     @property
@@ -194,10 +206,13 @@ class SiteSpider(Spider):
         # seeds (and the re-visits, and the frontier of a crawl resumed from the database);
         # the others take their requests from the shared queue.
         seeding = getattr(self.crawler.engine.scheduler, "seeding", True)
+        self.recrawl_time = datetime.now(UTC)
         if self.recrawl or (self.resuming and seeding):
             self._load_stored_urls()
         if not seeding:
             return
+        # Before the first request: robots.txt's Sitemap lines are read for these servers.
+        sitemaps = self._sitemap_plan()
         if self.resuming:
             for request in self._resume_requests():
                 yield request
@@ -208,9 +223,56 @@ class SiteSpider(Spider):
             self._seen.add(canon)
             # Seeds are fetched as pages even when they look like files.
             yield self.make_request(canon, 0, file=False, dont_filter=True)
+        for request in sitemaps:
+            yield request
         if self.recrawl:
             for request in self._stored_requests():
                 yield request
+
+    def _sitemap_plan(self) -> list[Request]:
+        """The sitemaps to read first: those of the crawl's servers (and, on a re-crawl,
+        of the servers of stored documents)."""
+        if self.sitemaps is None:
+            return []
+        servers = list(self.servers)
+        if self.recrawl:
+            servers += [
+                self.server_of(url) for url in storage.crawl_db(self.crawler).stored_servers()
+            ]
+        return self.sitemaps.plan(servers)
+
+    def is_seen(self, url: str) -> bool:
+        """Whether the canonical *url* was scheduled (or, on a re-crawl, is stored)."""
+        return url in self._seen
+
+    def sitemap_request(
+        self, url: str, hops: int, source: str, referer: str | None = None
+    ) -> Request:
+        """The request of a sitemap (read by :mod:`spidersite.sitemaps`), *hops* from a
+        seed; *source* says where it was found (``meta["sitemap"]``)."""
+        limit = self.config.sitemap_max_bytes
+        return Request(
+            url,
+            callback=self.parse_sitemap,
+            errback=self.sitemap_error,
+            meta={
+                "hops": hops,
+                "sitemap": source,
+                "download_maxsize": limit,
+                "download_warnsize": limit,
+            },
+            priority=-hops,
+            headers={"Referer": referer} if referer else None,
+            dont_filter=True,  # the reader requests each sitemap once
+        )
+
+    def parse_sitemap(self, response: Response, **kwargs: Any) -> Iterator[Any]:
+        if self.sitemaps is not None:
+            yield from self.sitemaps.parse(response)
+
+    def sitemap_error(self, failure: Failure) -> Iterator[ErrorItem]:
+        if self.sitemaps is not None:
+            yield from self.sitemaps.on_error(failure)
 
     def _load_stored_urls(self) -> None:
         """Every stored URL counts as seen: found as a link, it is not fetched again
@@ -241,19 +303,15 @@ class SiteSpider(Spider):
     def _stored_requests(self) -> Iterator[Request]:
         """Conditional requests for the stored documents to re-visit."""
         count = 0
-        for row in storage.crawl_db(self.crawler).revisits(due_only=self.recrawl == "due"):
+        rows = storage.crawl_db(self.crawler).revisits(
+            due_only=self.recrawl == "due", now=self.recrawl_time
+        )
+        for row in rows:
             server = self.server_of(row.url)
             if not server.allows(row.url):
                 continue
             count += 1
-            stored = {
-                "id": row.id,
-                "etag": row.etag,
-                "last_modified": row.last_modified,
-                "checksum": row.checksum,
-                "change_interval": row.change_interval,
-            }
-            yield self.make_request(row.url, row.hops, file=row.kind == "file", stored=stored)
+            yield self.revisit_request(row)
         self.crawler.stats.set_value("recrawl/scheduled", count)
         logger.info(
             "Re-crawl (%s): %d stored documents to re-visit",
@@ -261,6 +319,17 @@ class SiteSpider(Spider):
             count,
             extra={"spider": self},
         )
+
+    def revisit_request(self, row: Any) -> Request:
+        """The conditional request of a stored document (a :meth:`CrawlDB.revisits` row)."""
+        stored = {
+            "id": row.id,
+            "etag": row.etag,
+            "last_modified": row.last_modified,
+            "checksum": row.checksum,
+            "change_interval": row.change_interval,
+        }
+        return self.make_request(row.url, row.hops, file=row.kind == "file", stored=stored)
 
     def valid_links(self, links: list[LinkRecord], follow: bool) -> list[LinkRecord]:
         """The links of a page whose URLs can be fetched, in canonical form when they are
@@ -381,7 +450,8 @@ class SiteSpider(Spider):
             and b"<html" in response.body[:2048].lower()
         )
         is_text = any(t in ctype for t in TEXT_TYPES)
-        if not (is_html or is_text):
+        is_article = ctype.startswith(ARTICLE_TYPES)
+        if not (is_html or is_text or is_article):
             yield self._file_item(response)
             return
         if b"\x00" in response.body[:8192]:  # binary bytes served as text
@@ -427,6 +497,16 @@ class SiteSpider(Spider):
             if not item.language:
                 item.language = ex.language
             followable = [] if ex.nofollow else links
+        elif is_article:
+            item.charset = "utf-8"
+            ex = extract_article(
+                response.url, response.body, article_url, self.config.site_max_links
+            )
+            item.title, item.keywords, item.description = ex.title, ex.keywords, ex.description
+            item.last_modified = ex.date or item.last_modified
+            item.text, item.link_count = ex.text, ex.link_total
+            item.links = self.valid_links(ex.links, follow=False)
+            followable = []
         else:
             item.text = (
                 response.text
