@@ -36,8 +36,10 @@ exclusion filters, evaluated flat, one posting list at a time.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import tempfile
 import threading
 from array import array
 from collections import OrderedDict
@@ -74,14 +76,80 @@ class ArrayCodec(W3Codec):
         return _FieldWriter(self, storage, segment)
 
 
+#: Postings (a document number and a weight: 8 bytes) the array writer of a segment holds
+#: in memory before it appends them to a temporary file, and at most how many it sorts at
+#: once into the forward index: what bounds its memory whatever the segment's size (a
+#: merge of the whole index included).  The sort's temporaries take ~70 bytes a posting
+#: at their peak: ~36 MB (measured: 71 MB at 1 << 20, for segments of 2 and of 8 million
+#: postings alike; the whole file in memory took 54 bytes a posting, 401 MB at 8 million).
+BUFFER_POSTINGS = 1 << 19
+
+
+class _Column:
+    """An append-only column of numbers: in memory up to *limit* of them, the rest in an
+    anonymous temporary file in *folder*; read back in chunks."""
+
+    def __init__(self, typecode: str, dtype: Any, folder: str | None, limit: int) -> None:
+        self.buf: array[Any] = array(typecode)
+        self.dtype = np.dtype(dtype)
+        self.folder = folder
+        self.limit = limit
+        self.file: Any = None
+        self.spilled = 0
+
+    def __len__(self) -> int:
+        return self.spilled + len(self.buf)
+
+    def full(self) -> bool:
+        return len(self.buf) >= self.limit
+
+    def spill(self) -> None:
+        if not self.buf:
+            return
+        if self.file is None:
+            # Open across calls, closed by close().
+            self.file = tempfile.TemporaryFile(  # noqa: SIM115
+                dir=self.folder, prefix="spidersite-", suffix=".tmp"
+            )
+        self.buf.tofile(self.file)
+        self.spilled += len(self.buf)
+        self.buf = array(self.buf.typecode)
+
+    def extend(self, values: np.ndarray) -> None:
+        self.buf.frombytes(np.ascontiguousarray(values, dtype=self.dtype).tobytes())
+        if self.full():
+            self.spill()
+
+    def chunks(self, size: int) -> Iterator[np.ndarray]:
+        """The column from its start, *size* numbers at a time."""
+        if self.file is not None:
+            self.file.flush()
+            self.file.seek(0)
+            left = self.spilled
+            while left:
+                chunk = np.fromfile(self.file, dtype=self.dtype, count=min(size, left))
+                left -= len(chunk)
+                yield chunk
+        for i in range(0, len(self.buf), size):
+            yield np.frombuffer(self.buf, dtype=self.dtype)[i : i + size]
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+        # A new array rather than emptying this one: chunks read from it may still be in use.
+        self.buf = array(self.buf.typecode)
+
+
 class _FieldWriter(W3FieldWriter):
     def __init__(self, codec: Any, storage: Any, segment: Any) -> None:
         super().__init__(codec, storage, segment)
         self._in_words = False
         self._terms: list[bytes] = []
         self._starts = array("q", [0])
-        self._docs = array("I")
-        self._tfs = array("f")
+        folder = getattr(storage, "folder", None)
+        self._docs = _Column("I", np.uint32, folder, BUFFER_POSTINGS)
+        self._tfs = _Column("f", np.float32, folder, BUFFER_POSTINGS)
         self._lengths = bytearray()
         self._in_docids = False
         self._docid = -1
@@ -102,8 +170,12 @@ class _FieldWriter(W3FieldWriter):
     def add(self, docnum: int, weight: float, vbytes: bytes, length: int) -> None:
         super().add(docnum, weight, vbytes, length)
         if self._in_words:
-            self._docs.append(docnum)
-            self._tfs.append(weight)
+            docs = self._docs
+            docs.buf.append(docnum)
+            self._tfs.buf.append(weight)
+            if docs.full():
+                docs.spill()
+                self._tfs.spill()
             lengths = self._lengths
             if docnum >= len(lengths):
                 lengths.extend(bytes(docnum + 1 - len(lengths)))
@@ -123,13 +195,156 @@ class _FieldWriter(W3FieldWriter):
         super().close()
         f = self._segment.create_file(self._storage, EXT)
         try:
-            f.write(
-                encode_arrays(
-                    self._terms, self._starts, self._docs, self._tfs, self._lengths, self._docids
-                )
+            write_arrays(
+                f, self._terms, self._starts, self._docs, self._tfs, self._lengths, self._docids
             )
         finally:
             f.close()
+            self._docs.close()
+            self._tfs.close()
+
+
+def _header(terms: int, docs: int, parts: list[tuple[str, np.dtype[Any], int]]) -> bytes:
+    """The magic, the header's size and the header of an array file whose arrays are
+    *parts* (name, type, size), each padded to :data:`_ALIGN` bytes."""
+    layout: dict[str, list[Any]] = {}
+    offset = 0
+    for name, dtype, size in parts:
+        layout[name] = [offset, dtype.str, int(size)]
+        offset += -(-size * dtype.itemsize // _ALIGN) * _ALIGN
+    header = json.dumps({"terms": terms, "docs": docs, "arrays": layout}).encode()
+    header += b" " * (-(len(MAGIC) + 4 + len(header)) % _ALIGN)
+    return MAGIC + len(header).to_bytes(4, "little") + header
+
+
+def _pad(nbytes: int) -> bytes:
+    return bytes(-nbytes % _ALIGN)
+
+
+def write_arrays(
+    f: Any,
+    terms: list[bytes],
+    starts: Any,
+    docs: _Column,
+    tfs: _Column,
+    lengths: bytes | bytearray,
+    docids: Any = None,
+    buffer: int | None = None,
+) -> None:
+    """Write an array file (layout: :func:`decode_arrays`) into the open file *f*, holding
+    at most *buffer* (:data:`BUFFER_POSTINGS`) postings in memory at a time.
+
+    The postings come in term order (*starts* gives each term's slice of *docs* and
+    *tfs*).  The forward index is their stable sort by document, done in ranges of
+    documents of at most *buffer* postings: a first pass appends each posting to the
+    temporary column of its range, then each range is sorted alone.
+    """
+    buffer = buffer or BUFFER_POSTINGS
+    starts_a = np.frombuffer(starts, dtype=np.int64) if len(starts) else np.zeros(1, np.int64)
+    lengths_a = np.frombuffer(bytes(lengths), dtype=np.uint8)
+    n_docs, n_post = len(lengths_a), len(docs)
+    text = b"".join(terms)
+    text_starts = np.zeros(len(terms) + 1, dtype=np.int64)
+    if terms:
+        np.cumsum([len(t) for t in terms], out=text_starts[1:])
+    counts = np.zeros(n_docs, dtype=np.int64)
+    for chunk in docs.chunks(buffer):
+        counts += np.bincount(chunk, minlength=n_docs)[:n_docs]
+    fwd_starts = np.zeros(n_docs + 1, dtype=np.int64)
+    np.cumsum(counts, out=fwd_starts[1:])
+    docids_a = None
+    if docids is not None:
+        docids_a = (
+            np.frombuffer(docids, dtype=np.int32) if len(docids) else np.empty(0, dtype=np.int32)
+        )
+    u8, i64, u32, f32 = (np.dtype(t) for t in (np.uint8, np.int64, np.uint32, np.float32))
+    parts = [
+        ("text", u8, len(text)),
+        ("text_starts", i64, len(text_starts)),
+        ("starts", i64, len(starts_a)),
+        ("docs", u32, n_post),
+        ("tfs", f32, n_post),
+        ("lengths", u8, n_docs),
+        ("fwd_starts", i64, n_docs + 1),
+        ("fwd_terms", u32, n_post),
+        ("fwd_tfs", f32, n_post),
+    ]
+    if docids_a is not None:
+        parts.append(("docids", np.dtype(np.int32), len(docids_a)))
+    f.write(_header(len(terms), n_docs, parts))
+
+    def whole(a: np.ndarray) -> None:
+        f.write(a.tobytes())
+        f.write(_pad(a.nbytes))
+
+    def column(col: _Column) -> None:
+        for chunk in col.chunks(buffer):
+            f.write(chunk.tobytes())
+        f.write(_pad(len(col) * col.dtype.itemsize))
+
+    whole(np.frombuffer(text, dtype=np.uint8))
+    whole(text_starts)
+    whole(starts_a)
+    column(docs)
+    column(tfs)
+    whole(lengths_a)
+    whole(fwd_starts)
+    # The ranges of documents: each holds at most *buffer* postings (or one document).
+    bounds = [0]
+    while bounds[-1] < n_docs:
+        lo = bounds[-1]
+        hi = int(np.searchsorted(fwd_starts, fwd_starts[lo] + buffer, side="right")) - 1
+        bounds.append(min(max(hi, lo + 1), n_docs))
+    # Each range's postings as (document, term, weight bits) triples of uint32, in a
+    # temporary column of its own (the columns together hold ~3 × *buffer* numbers in
+    # memory at most).
+    limit = max(4096, 3 * buffer // (len(bounds) - 1 or 1))
+    ranges = [_Column("I", np.uint32, docs.folder, limit) for _ in bounds[1:]]
+    fwd_tfs = _Column("f", np.float32, docs.folder, buffer)
+    edges = np.array(bounds[1:-1], dtype=np.int64)
+    try:
+        for d_chunk, t_chunk, term_of in _with_terms(docs, tfs, starts_a, buffer):
+            triples = np.empty((len(d_chunk), 3), dtype=np.uint32)
+            triples[:, 0] = d_chunk
+            triples[:, 1] = term_of
+            triples[:, 2] = t_chunk.view(np.uint32)
+            if len(ranges) == 1:
+                ranges[0].extend(triples.ravel())
+                continue
+            which = np.searchsorted(edges, d_chunk, side="right")
+            order = np.argsort(which, kind="stable")
+            cuts = np.searchsorted(which[order], np.arange(len(ranges) + 1))
+            for r, (lo, hi) in enumerate(zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True)):
+                if hi > lo:
+                    ranges[r].extend(triples[order[lo:hi]].ravel())
+        for column_r in ranges:
+            chunks = list(column_r.chunks(3 * buffer))
+            column_r.close()
+            flat = np.concatenate(chunks) if chunks else np.empty(0, dtype=np.uint32)
+            rows = flat.reshape(-1, 3)
+            order = np.argsort(rows[:, 0], kind="stable")
+            f.write(rows[order, 1].tobytes())
+            fwd_tfs.extend(rows[order, 2].view(np.float32))
+        f.write(_pad(n_post * 4))
+        column(fwd_tfs)
+    finally:
+        for column_r in ranges:
+            column_r.close()
+        fwd_tfs.close()
+    if docids_a is not None:
+        whole(docids_a)
+
+
+def _with_terms(
+    docs: _Column, tfs: _Column, starts: np.ndarray, size: int
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The postings *size* at a time: documents, weights and each posting's term."""
+    base = 0
+    for d_chunk, t_chunk in zip(docs.chunks(size), tfs.chunks(size), strict=True):
+        positions = np.arange(base, base + len(d_chunk), dtype=np.int64)
+        term_of = np.searchsorted(starts, positions, side="right") - 1
+        base += len(d_chunk)
+        yield d_chunk, t_chunk, term_of
 
 
 def encode_arrays(
@@ -139,54 +354,17 @@ def encode_arrays(
     tfs: Any,
     lengths: bytes | bytearray,
     docids: Any = None,
+    buffer: int | None = None,
 ) -> bytes:
-    """The bytes of an array file (layout: :func:`decode_arrays`)."""
-    starts_a = np.frombuffer(starts, dtype=np.int64) if len(starts) else np.zeros(1, np.int64)
-    docs_a = np.frombuffer(docs, dtype=np.uint32)
-    tfs_a = np.frombuffer(tfs, dtype=np.float32)
-    lengths_a = np.frombuffer(bytes(lengths), dtype=np.uint8)
-    n_docs = len(lengths_a)
-    text = b"".join(terms)
-    text_starts = np.zeros(len(terms) + 1, dtype=np.int64)
-    if terms:
-        np.cumsum([len(t) for t in terms], out=text_starts[1:])
-    # The forward index: the same postings ordered by document (stable: terms stay sorted).
-    term_of = np.repeat(np.arange(len(terms), dtype=np.uint32), np.diff(starts_a))
-    order = np.argsort(docs_a, kind="stable")
-    fwd_terms = term_of[order]
-    fwd_tfs = tfs_a[order]
-    fwd_starts = np.zeros(n_docs + 1, dtype=np.int64)
-    if n_docs:
-        np.cumsum(np.bincount(docs_a, minlength=n_docs), out=fwd_starts[1:])
-    parts: dict[str, np.ndarray] = {
-        "text": np.frombuffer(text, dtype=np.uint8),
-        "text_starts": text_starts,
-        "starts": starts_a,
-        "docs": docs_a,
-        "tfs": tfs_a,
-        "lengths": lengths_a,
-        "fwd_starts": fwd_starts,
-        "fwd_terms": fwd_terms,
-        "fwd_tfs": fwd_tfs,
-    }
-    if docids is not None:
-        parts["docids"] = (
-            np.frombuffer(docids, dtype=np.int32) if len(docids) else np.empty(0, dtype=np.int32)
-        )
-    layout: dict[str, list[Any]] = {}
-    offset = 0
-    for name, a in parts.items():
-        layout[name] = [offset, a.dtype.str, int(a.size)]
-        offset += -(-a.nbytes // _ALIGN) * _ALIGN
-    header = json.dumps({"terms": len(terms), "docs": n_docs, "arrays": layout}).encode()
-    header += b" " * (-(len(MAGIC) + 4 + len(header)) % _ALIGN)
-    out = bytearray(MAGIC)
-    out += len(header).to_bytes(4, "little")
-    out += header
-    for a in parts.values():
-        out += a.tobytes()
-        out += bytes(-a.nbytes % _ALIGN)
-    return bytes(out)
+    """The bytes of an array file (layout: :func:`decode_arrays`) of postings held in
+    memory (:func:`write_arrays` writes one of a segment's postings)."""
+    docs_c = _Column("I", np.uint32, None, 1 << 62)
+    docs_c.buf.frombytes(bytes(docs))
+    tfs_c = _Column("f", np.float32, None, 1 << 62)
+    tfs_c.buf.frombytes(bytes(tfs))
+    out = io.BytesIO()
+    write_arrays(out, terms, starts, docs_c, tfs_c, lengths, docids, buffer)
+    return out.getvalue()
 
 
 def decode_arrays(buf: np.ndarray) -> dict[str, np.ndarray]:

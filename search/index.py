@@ -33,6 +33,7 @@ from whoosh import index as whoosh_index
 from whoosh import query as wq
 from whoosh import scoring
 from whoosh.fields import ID, STORED, FieldType, Schema
+from whoosh.filedb.filestore import FileStorage
 from whoosh.formats import Frequency
 from whoosh.index import LockError
 from whoosh.system import pack_uint
@@ -69,6 +70,18 @@ FORMAT = 2
 #: unused files leaves alone).
 FORMAT_FILE = "spidersite-format.json"
 REINDEX = "python -m search reindex"
+
+
+#: Megabytes of postings a Whoosh writer holds in memory (its ``limitmb``: Whoosh counts
+#: each posting's Python objects, within ~10 % of what they take); past it the writer sorts
+#: them into a run on disk, and merges the runs when it commits.  Segment merges go through
+#: the same buffer, so this bounds a merge's memory too (with the array postings' own
+#: buffer, :data:`search.arrays.BUFFER_POSTINGS`).
+LIMITMB = 32
+#: Whether the writer reads the segments it merges through ``mmap``: off, so that their
+#: pages are read into small buffers instead of being mapped (and counted) whole in the
+#: indexer's resident memory while a merge reads them.
+WRITER_MMAP = False
 
 
 #: Merge policy (Lucene's log merge policy, by live documents): a segment's level is
@@ -259,7 +272,7 @@ class Index:
 
     @contextmanager
     def writer(
-        self, limitmb: int = 256, clear: bool = False, wait: float = 0.0
+        self, limitmb: int = LIMITMB, clear: bool = False, wait: float = 0.0
     ) -> Iterator[IndexWriter]:
         """The one writer: committed on success, cancelled on error.
 
@@ -271,6 +284,8 @@ class Index:
         if clear and self.exists() and self.format() != FORMAT:
             self._create()
         ix = self.open(create=True)
+        if not WRITER_MMAP:
+            ix = FileStorage(str(self.path), supports_mmap=False).open_index(INDEX_NAME)
         try:
             w = ix.writer(limitmb=limitmb, timeout=wait, delay=0.25, codec=ArrayCodec())
         except LockError:

@@ -9,7 +9,8 @@ Every server the crawler visits has one frozen :class:`ServerConfig`, built once
 4. the server's own ``[[server]]`` table in the sites file.
 
 Seeds whose server the sites file does not name get a server with the defaults.  A bad
-sites file is refused with the file, the line, the server and the field named.
+sites file is refused with the file, the line, the server and the field named.  The sites
+file is read by :mod:`search.sitesfile`; URLs are checked by :mod:`search.urls`.
 
 Sites file (TOML)::
 
@@ -33,14 +34,13 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from search.analysis import DEFAULT_WEIGHTS, is_known_language
+from search.urls import PROXY_SCHEMES, check_url, origin
 
 
 class ConfigError(ValueError):
@@ -116,78 +116,6 @@ def parse_size(value: Any) -> int:
     if not math.isfinite(size) or size < 1:
         raise ValueError(f"{value!r} is not a size of at least 1 byte")
     return int(size)
-
-
-#: The port of a URL of each scheme that names none.
-DEFAULT_PORTS = {"http": 80, "https": 443, "ftp": 21, "news": 119, "nntp": 119}
-
-
-def origin(url: str) -> str:
-    """``scheme://host:port/`` of a URL: what identifies a server."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    host = (parts.hostname or "").lower()
-    default = DEFAULT_PORTS.get(scheme)
-    port = parts.port or default
-    netloc = f"[{host}]" if ":" in host else host
-    if port and port != default:
-        netloc = f"{netloc}:{port}"
-    return f"{scheme}://{netloc}/"
-
-
-#: The schemes a crawl may fetch (news and nntp: spidersite.nntp): a seed, a server or a
-#: sites-file URL of any other scheme (``file:``, ``data:``, ``s3:``, ``javascript:`` …)
-#: is refused, so no sites file and no admin form can point the crawler at the machine it
-#: runs on.
-URL_SCHEMES = ("http", "https", "ftp", "news", "nntp")
-#: The schemes of a proxy (Scrapy's HttpProxyMiddleware speaks HTTP to it).
-PROXY_SCHEMES = ("http", "https")
-
-
-def has_scheme(url: Any, schemes: Iterable[str] = URL_SCHEMES) -> bool:
-    """Whether *url* is absolute with one of *schemes* (case-insensitive), with nothing
-    before its scheme that a browser would skip (spaces, control characters)."""
-    if not isinstance(url, str) or not url[:1].isalpha():
-        return False
-    try:
-        return urlsplit(url).scheme.lower() in schemes
-    except ValueError:
-        return False
-
-
-#: Longest URL accepted (Scrapy's ``URLLENGTH_LIMIT`` default, the limit of old browsers).
-MAX_URL_LENGTH = 2083
-
-
-def check_url(url: Any, max_length: int | None = MAX_URL_LENGTH) -> str:
-    """The URL if it is an absolute http, https, ftp, news or nntp URL with a valid host,
-    at most *max_length* characters and no control characters, else ValueError."""
-    if not isinstance(url, str) or not url.strip():
-        raise ValueError("empty URL")
-    url = url.strip()
-    if max_length and len(url) > max_length:
-        raise ValueError(f"{url[:60]!r}… is longer than {max_length} characters")
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
-        # urlsplit drops tabs, newlines and leading control characters before it reads
-        # the scheme: check the text as given, not what urlsplit makes of it.
-        raise ValueError(f"{url!r} contains control characters")
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError for a bad port
-    except ValueError as exc:
-        raise ValueError(f"{url!r} cannot be parsed: {exc}") from None
-    if parts.scheme.lower() not in URL_SCHEMES:
-        raise ValueError(f"{url!r} is not an http, https, ftp, news or nntp URL")
-    if not parts.hostname:
-        raise ValueError(f"{url!r} has no host")
-    if ":" not in parts.hostname:  # an IPv6 literal is checked by urlsplit
-        try:
-            parts.hostname.encode("idna")
-        except UnicodeError:
-            raise ValueError(f"{url!r} has an invalid host") from None
-    if any(c.isspace() for c in url):
-        raise ValueError(f"{url!r} contains spaces")
-    return url
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,157 +322,3 @@ def build(values: Mapping[str, Any], where: str = "") -> ServerConfig:
         _allow_re=tuple(re.compile(p) for p in config.allow),
         _deny_re=tuple(re.compile(p) for p in config.deny),
     )
-
-
-def _server_only(name: str, value: Any) -> bool:
-    """Whether a field cannot be a default of every server (a URL, seeds, sitemap URLs)."""
-    return name in ("url", "seeds") or (name == "sitemaps" and not isinstance(value, bool))
-
-
-class ServerRegistry:
-    """The servers of one crawl: configured ones, plus those of the seeds."""
-
-    def __init__(self, defaults: Mapping[str, Any] | None = None, source: str = "defaults") -> None:
-        """*defaults* (field -> value, from *source*) apply to every server."""
-        self.defaults: dict[str, Any] = dict(DEFAULTS)
-        if defaults:
-            for name, value in defaults.items():
-                if _server_only(name, value):
-                    raise ConfigError(f"{source}: field '{name}' belongs to a [[server]] table")
-                try:
-                    self.defaults[name] = _validate_field(name, value)
-                except ValueError as exc:
-                    raise ConfigError(f"{source}: field '{name}': {exc}") from None
-        self._servers: dict[str, ServerConfig] = {}
-
-    def __iter__(self) -> Any:
-        return iter(self._servers.values())
-
-    def __len__(self) -> int:
-        return len(self._servers)
-
-    def add(self, values: Mapping[str, Any], where: str = "") -> ServerConfig:
-        merged = {**self.defaults, **values}
-        config = build(merged, where)
-        self._servers[config.url] = config
-        return config
-
-    def ensure(self, url: str) -> ServerConfig:
-        """The server of *url*, added with the defaults if it is not configured yet."""
-        key = origin(url)
-        config = self._servers.get(key)
-        if config is None:
-            config = self.add({"url": key})
-        return config
-
-    def get(self, url: str) -> ServerConfig | None:
-        """The configured server of *url*, or None when the crawl must not go there."""
-        return self._servers.get(origin(url))
-
-    @property
-    def seeds(self) -> list[str]:
-        return [seed for server in self._servers.values() for seed in server.seeds]
-
-    def load_file(self, path: str | Path) -> None:
-        """Read a sites file; raise :class:`ConfigError` naming file, line, server, field."""
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read the sites file: {exc.strerror}") from None
-        except UnicodeDecodeError:
-            raise ConfigError(f"{path}: the sites file is not UTF-8 text") from None
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-        lines = text.splitlines()
-
-        unknown = set(data) - {"defaults", "server"}
-        if unknown:
-            name = sorted(unknown)[0]
-            raise ConfigError(
-                f"{path}:{_line_of(lines, name, 0)}: unknown table or key '{name}' "
-                f"(a sites file has [defaults] and [[server]] tables)"
-            )
-        defaults = data.get("defaults", {})
-        if not isinstance(defaults, dict):
-            raise ConfigError(f"{path}: 'defaults' must be a table ([defaults])")
-        start = _line_of(lines, "[defaults]", 0, header=True)
-        for name, value in defaults.items():
-            if _server_only(name, value):
-                raise ConfigError(
-                    f"{path}:{_line_of(lines, name, start)}: [defaults]: "
-                    f"field '{name}' belongs to a [[server]] table"
-                )
-            try:
-                self.defaults[name] = _validate_field(name, value)
-            except ValueError as exc:
-                raise ConfigError(
-                    f"{path}:{_line_of(lines, name, start)}: [defaults]: field '{name}': {exc}"
-                ) from None
-
-        servers = data.get("server", [])
-        if not isinstance(servers, list):
-            raise ConfigError(f"{path}: 'server' must be an array of tables ([[server]])")
-        header = 0
-        for number, table in enumerate(servers, 1):
-            header = _line_of(lines, "[[server]]", header, header=True)
-            label = f"server #{number}"
-            if "url" not in table:
-                raise ConfigError(f"{path}:{header}: {label}: field 'url' is required")
-            label = f"server {table['url']!r}" if isinstance(table["url"], str) else label
-            for name, value in table.items():
-                try:
-                    _validate_field(name, value)
-                except ValueError as exc:
-                    raise ConfigError(
-                        f"{path}:{_line_of(lines, name, header)}: {label}: field '{name}': {exc}"
-                    ) from None
-            key = origin(table["url"])
-            if key in self._servers:
-                raise ConfigError(f"{path}:{header}: {label}: this server is configured twice")
-            self.add(table, f"{path}:{header}: {label}")
-            header += 1
-
-
-def _line_of(lines: list[str], key: str, start: int, header: bool = False) -> int:
-    """1-based number of the first line at or after *start* (0-based) defining *key*."""
-    for i in range(max(start - 1, 0), len(lines)):
-        line = lines[i].split("#", 1)[0].strip()
-        if header:
-            if line.replace(" ", "") == key:
-                return i + 1
-        elif re.match(rf'^"?{re.escape(key)}"?\s*=', line) or re.match(
-            rf'^\[\[?\s*"?{re.escape(key)}"?\s*\]', line
-        ):
-            return i + 1
-    return max(start, 1)
-
-
-def parse_seeds(values: Iterable[str]) -> tuple[list[str], list[str]]:
-    """Split raw seed strings into (valid URLs, one error line per invalid seed)."""
-    good: list[str] = []
-    bad: list[str] = []
-    for raw in values:
-        try:
-            good.append(check_url(raw))
-        except ValueError as exc:
-            bad.append(f"invalid seed: {exc}")
-    return good, bad
-
-
-def read_seeds_file(path: str | Path) -> list[str]:
-    """Seed URLs from a file: one a line, blank lines and ``#`` comments ignored."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the seeds file: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: the seeds file is not UTF-8 text") from None
-    seeds = []
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip() if line.lstrip().startswith("#") else line.strip()
-        if line:
-            seeds.append(line)
-    return seeds

@@ -42,7 +42,7 @@ from typing import Any
 from search import db
 from search.analysis import analyze_document, page_sections
 from search.index import IndexDoc
-from search.indexer import Batch, IndexerProcess
+from search.indexer import Batch, IndexerProcess, release_memory
 from search.linkrank import update_linkrank
 from search.store import (
     BatchResult,
@@ -63,7 +63,7 @@ class IndexConfig:
     index_dir: str
     batch_size: int = 1000  # documents per Whoosh commit
     max_terms: int | None = 20_000  # distinct stems indexed per page
-    limitmb: int = 256  # memory of the Whoosh writer
+    limitmb: int = 32  # megabytes of postings the Whoosh writer buffers
     queue_batches: int = 8  # batches waiting in the indexer's inbox
 
 
@@ -187,6 +187,9 @@ class Worker:
                 report.inc["store/near_duplicates"] += 1
         report.values["store/flushed_at_last"] = time.time()
         self._index(result, report)
+        # What the batches before this one left (the caller still holds this one): the
+        # analysis of 100 pages and their rows are ~15 MB of small objects.
+        release_memory()
         return report
 
     def _analyze(self, row: DocumentRow, report: Report) -> None:

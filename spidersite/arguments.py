@@ -24,7 +24,8 @@ from search.crawlargs import (
     parse_recrawl,
     parse_threshold,
 )
-from search.servers import ConfigError, ServerRegistry, parse_seeds, read_seeds_file
+from search.servers import ConfigError
+from search.sitesfile import ServerRegistry, parse_seeds, read_seeds_file
 from spidersite import render, scaleout
 from spidersite.crawlsettings import CrawlSettings
 

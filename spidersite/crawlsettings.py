@@ -32,7 +32,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from search import config, db
-from search.servers import MAX_URL_LENGTH, ConfigError, ServerRegistry, parse_size
+from search.servers import ConfigError, parse_size
+from search.sitesfile import ServerRegistry
+from search.urls import MAX_URL_LENGTH
 
 #: A parser gets (settings, name) and returns the typed value, or raises ValueError saying
 #: what the value must be (the caller adds the setting's name and the value given).
@@ -233,8 +235,8 @@ class CrawlSettings:
     index_batch_size: int = _setting(1000, _whole(1))
     #: Distinct stems indexed per page, highest weights first; None: all.
     index_max_terms: int | None = _setting(20_000, _whole(0, zero_means_none=True))
-    #: Memory of the Whoosh writer, in MB.
-    index_limitmb: int = _setting(256, _whole(1))
+    #: Megabytes of postings the Whoosh writer buffers (commits and merges alike).
+    index_limitmb: int = _setting(32, _whole(1))
     #: Stored batches waiting for the indexer process; then the worker waits.
     index_queue_batches: int = _setting(8, _whole(1))
     #: Write every fetched HTML/text page to WARC files.

@@ -52,7 +52,8 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.extensions.memusage import MemoryUsage
 
-from search.servers import ConfigError, ServerConfig, ServerRegistry
+from search.servers import ConfigError, ServerConfig
+from search.sitesfile import ServerRegistry
 from spidersite.crawlsettings import CrawlSettings, crawl_settings
 from spidersite.errors import classify_exception
 from spidersite.serverstate import server_state

@@ -15,7 +15,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from search.servers import ServerConfig, ServerRegistry
+from search.servers import ServerConfig
+from search.sitesfile import ServerRegistry
 
 
 @dataclass

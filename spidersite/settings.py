@@ -62,7 +62,7 @@ DOWNLOAD_HANDLERS = {
     "news": "spidersite.nntp.NNTPDownloadHandler",
     "nntp": "spidersite.nntp.NNTPDownloadHandler",
     # Off: a crawl fetches only http, https, ftp, news and nntp. No seed or link can reach
-    # these today (search.servers.check_url refuses other schemes); defence in depth, so
+    # these today (search.urls.check_url refuses other schemes); defence in depth, so
     # that none ever reads the machine's files (file:), a cloud bucket with the host's
     # credentials (s3:), or turns a data: link into a page.
     "file": None,

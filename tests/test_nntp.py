@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from search.servers import check_url, origin
+from search.urls import check_url, origin
 from spidersite.extract import absolute_link, extract_article
 from spidersite.nntp import article_url, parse_etag
 from tests.conftest import run_crawl

@@ -308,7 +308,8 @@ def test_too_few_browser_contexts_is_refused_at_start(tmp_path: Path) -> None:
 
 
 def test_render_js_is_a_server_field_off_by_default(tmp_path: Path) -> None:
-    from search.servers import ConfigError, ServerRegistry
+    from search.servers import ConfigError
+    from search.sitesfile import ServerRegistry
 
     registry = ServerRegistry()
     assert registry.ensure("http://a.example/").render_js is False

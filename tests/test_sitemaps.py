@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from search.servers import ConfigError, ServerRegistry, build
+from search.servers import ConfigError, build
+from search.sitesfile import ServerRegistry
 from search.web.forms import ServerForm
 from spidersite.sitemaps import parse_lastmod
 from tests.conftest import CrawlResult, Site, free_port

@@ -306,3 +306,72 @@ def test_long_phrases_and_exclusions_evaluate_flat(
     q = parse_query(common[2] + ' "' + " ".join(common[:2]) + '"')
     both = holding[common[0]] & holding[common[1]]
     assert {h.docnum for h in fast.rank(q, 2000)} == both  # the phrase words score too
+
+
+def _reference_forward(starts: np.ndarray, docs: np.ndarray, tfs: np.ndarray) -> tuple:
+    """The forward index of postings held whole: their stable sort by document."""
+    term_of = np.repeat(np.arange(len(starts) - 1, dtype=np.uint32), np.diff(starts))
+    order = np.argsort(docs, kind="stable")
+    return term_of[order], tfs[order]
+
+
+@pytest.mark.parametrize("buffer", [1, 7, 64, None])
+def test_array_file_is_the_same_in_any_buffer(buffer: int | None) -> None:
+    """The forward index sorted in ranges of documents of a few postings (spilled to
+    temporary files) is the sort of the whole."""
+    rng = np.random.default_rng(3)
+    n_docs, per_term = 40, [rng.integers(1, 30) for _ in range(60)]
+    starts = np.concatenate([[0], np.cumsum(per_term)]).astype(np.int64)
+    docs = np.concatenate([np.sort(rng.choice(n_docs, k, replace=False)) for k in per_term])
+    docs = docs.astype(np.uint32)
+    tfs = rng.random(len(docs), dtype=np.float32)
+    terms = [f"t{i:03d}".encode() for i in range(len(per_term))]
+    args = (terms, starts.tobytes(), docs.tobytes(), tfs.tobytes(), bytes(range(n_docs)))
+    data = arrays.encode_arrays(*args, docids=np.arange(n_docs, dtype=np.int32), buffer=buffer)
+    whole = arrays.encode_arrays(*args, docids=np.arange(n_docs, dtype=np.int32), buffer=10**9)
+    assert data == whole
+    a = arrays.decode_arrays(np.frombuffer(data, dtype=np.uint8))
+    fwd_terms, fwd_tfs = _reference_forward(starts, docs, tfs)
+    assert a["fwd_terms"].tolist() == fwd_terms.tolist()
+    assert a["fwd_tfs"].tolist() == fwd_tfs.tolist()
+    assert a["docs"].tolist() == docs.tolist()
+    assert a["docids"].tolist() == list(range(n_docs))
+
+
+def test_a_merge_holds_a_bounded_buffer_of_postings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The array writer of a segment (a merge of every segment here) keeps at most
+    BUFFER_POSTINGS postings in memory, the rest in temporary files, and writes the same
+    arrays as when it holds them all."""
+    held: list[int] = []
+    spill = arrays._Column.spill
+
+    def spying(self: arrays._Column) -> None:
+        held.append(len(self.buf))
+        spill(self)
+
+    def build(folder: Path) -> list[arrays.SegmentArrays]:
+        rng = random.Random(4)
+        ix = Index(folder)
+        # The fifth commit merges the four before it (search.index.merge_policy).
+        for start in range(0, 200, 40):
+            with ix.writer() as w:
+                for docid in range(start, start + 40):
+                    w.add(_doc(rng, docid), update=False)
+        out = []
+        with ix.open().searcher() as s:
+            for r, _ in s.reader().leaf_readers():
+                out.append(arrays.SegmentArrays.read(folder, r.segment()))
+        return out
+
+    whole = build(tmp_path / "whole")
+    monkeypatch.setattr(arrays, "BUFFER_POSTINGS", 50)
+    monkeypatch.setattr(arrays._Column, "spill", spying)
+    bounded = build(tmp_path / "bounded")
+    assert held and max(held) < 2 * 50  # a full buffer, or one range's postings beyond it
+    assert len(whole) == len(bounded) == 1
+    for name in ("starts", "docs", "tfs", "lengths", "fwd_starts", "fwd_terms", "fwd_tfs"):
+        assert getattr(whole[0], name).tolist() == getattr(bounded[0], name).tolist(), name
+    assert whole[0].terms == bounded[0].terms
+    assert not [p for p in (tmp_path / "bounded").iterdir() if p.suffix == ".tmp"]

@@ -326,3 +326,34 @@ def test_merge_policy_keeps_few_segments(tmp_path: Path) -> None:
     assert len(sizes) <= 6, sizes
     with ix.searcher() as s:
         assert len(s.search(Term(WORDS_FIELD, "word"), limit=None)) == 2400
+
+
+def test_the_writer_reads_segments_without_mmap(index: Index) -> None:
+    """A merge reads its segments into small buffers: mapped whole, they would count in
+    the indexer's resident memory."""
+    with index.writer() as w:
+        assert w._w.storage.supports_mmap is False
+    with index.open().searcher() as s:  # searchers still map them
+        assert s._ix.storage.supports_mmap is True
+
+
+def test_release_memory_collects_what_a_commit_left_in_cycles() -> None:
+    import gc
+    import weakref
+
+    from search.indexer import release_memory
+
+    class Node:
+        pass
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a  # type: ignore[attr-defined]
+    gone = weakref.ref(a)
+    del a, b
+    gc.disable()
+    try:
+        assert gone() is not None
+        release_memory()
+        assert gone() is None
+    finally:
+        gc.enable()

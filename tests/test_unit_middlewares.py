@@ -17,7 +17,7 @@ from scrapy.robotstxt import ProtegoRobotParser
 from scrapy.utils.test import get_crawler
 from twisted.internet.error import ConnectionRefusedError
 
-from search.servers import ServerRegistry
+from search.sitesfile import ServerRegistry
 from spidersite import errors, signals
 from spidersite.middlewares.concurrency import ServerConcurrencyMiddleware
 from spidersite.middlewares.crawldelay import CrawlDelayMiddleware

@@ -9,19 +9,9 @@ from typing import Any
 
 import pytest
 
-from search.servers import (
-    DEFAULTS,
-    FIELD_NAMES,
-    ConfigError,
-    ServerConfig,
-    ServerRegistry,
-    build,
-    check_url,
-    origin,
-    parse_duration,
-    parse_seeds,
-    read_seeds_file,
-)
+from search.servers import DEFAULTS, FIELD_NAMES, ConfigError, ServerConfig, build, parse_duration
+from search.sitesfile import ServerRegistry, parse_seeds, read_seeds_file
+from search.urls import check_url, origin
 
 URL = "https://a.example/"
 

@@ -417,7 +417,7 @@ def test_hostile_documents_in_the_admin(hostile: tuple[Any, list[int], Any]) -> 
 
 
 def test_links_only_for_web_schemes() -> None:
-    from search.servers import has_scheme
+    from search.urls import has_scheme
 
     for url in (
         "http://a.example/",

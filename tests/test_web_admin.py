@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from search.models import Crawl, CrawlError, Document, Seed, Server
-from search.servers import ServerRegistry
+from search.sitesfile import ServerRegistry
 from search.web import jobs, runners
 from tests.conftest import Site
 

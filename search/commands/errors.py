@@ -36,7 +36,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from sqlalchemy import func, select
 
     from search.models import CrawlError, Server
-    from search.servers import origin
+    from search.urls import origin
 
     if args.limit < 1:
         raise CLIError("-n must be at least 1", EXIT_USAGE)

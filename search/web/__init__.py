@@ -16,7 +16,7 @@ from flask import Flask, render_template
 
 from search import db
 from search.index import Index
-from search.servers import has_scheme
+from search.urls import has_scheme
 from search.web import security
 from search.web.settings import WebSettings
 

@@ -24,7 +24,8 @@ from sqlalchemy.orm import Session
 
 from search import crawlargs
 from search.models import Crawl, CrawlError, Document, Seed, Server
-from search.servers import ConfigError, check_url, origin
+from search.servers import ConfigError
+from search.urls import check_url, origin
 from search.web import jobs, runners, security
 from search.web.forms import FIELDS, ServerForm
 from search.web.views import engine

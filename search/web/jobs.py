@@ -24,7 +24,8 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from search.models import Crawl, Seed, Server
-from search.servers import FIELD_NAMES, ServerRegistry
+from search.servers import FIELD_NAMES
+from search.sitesfile import ServerRegistry
 from search.web.runners import FINISHED, PENDING, RUNNING, SPIDER, JobError, Runner
 from search.web.settings import WebSettings
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
-from search.servers import origin
+from search.urls import origin
 from spidersite.crawlsettings import crawl_settings
 from spidersite.serverstate import server_state
 

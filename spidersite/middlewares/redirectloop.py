@@ -24,7 +24,7 @@ from urllib.parse import urljoin
 
 from scrapy.exceptions import NotConfigured
 
-from search.servers import check_url
+from search.urls import check_url
 from spidersite.crawlsettings import crawl_settings
 from spidersite.errors import BadRedirect, RedirectLoop
 

@@ -27,7 +27,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.httpobj import urlparse_cached
 
-from search.servers import origin
+from search.urls import origin
 from spidersite.crawllog import record_error
 from spidersite.errors import RobotsDenied, RobotsTxtFailed, classify_exception
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import NotConfigured
 from w3lib.http import basic_auth_header
 
-from search.servers import origin
+from search.urls import origin
 from spidersite.crawllog import record_error
 from spidersite.crawlsettings import crawl_settings
 from spidersite.errors import PageCapReached, ServerCutOff

@@ -29,7 +29,9 @@ from w3lib.url import canonicalize_url
 from search.db import DatabaseError
 from search.fingerprints import FingerprintSet
 from search.schedule import next_interval
-from search.servers import ServerConfig, ServerRegistry, check_url
+from search.servers import ServerConfig
+from search.sitesfile import ServerRegistry
+from search.urls import check_url
 from spidersite import errors, storage
 from spidersite.arguments import build_registry, check_arguments, parse_recrawl, parse_threshold
 from spidersite.crawlsettings import CrawlSettings, crawl_settings
@@ -158,7 +160,7 @@ class SiteSpider(Spider):
 
     def canonical(self, url: str) -> str:
         """Canonical form of an absolute URL, cached (canonicalisation is costly);
-        ValueError for a URL that cannot be fetched (:func:`search.servers.check_url`)."""
+        ValueError for a URL that cannot be fetched (:func:`search.urls.check_url`)."""
         canon = self._canonical.get(url)
         if canon is None:
             check_url(url, self.config.urllength_limit)

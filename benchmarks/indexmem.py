@@ -1,0 +1,207 @@
+"""The indexer's memory through commits and merges, without a crawl.
+
+    python benchmarks/indexmem.py [--docs 20000] [--batch 1000] [--limitmb 32] [--seed 1]
+                                  [--mmap] [--no-release] [--tracemalloc] [--json FILE]
+
+Feeds :class:`search.index.Index`'s one writer the way the indexer child of a crawl does
+(:func:`search.indexer._worker`): a writer per batch of ``--batch`` documents (a crawl's
+``INDEX_BATCH_SIZE``), each committed with the index's merge policy, with a writer buffer of
+``--limitmb`` (``INDEX_LIMITMB``), then :func:`search.indexer.release_memory` unless
+``--no-release``; ``--mmap`` lets the writer map the segments it reads.  The documents are
+those of ``benchmarks/scale.py``'s site, already analyzed: a title (3–9 words), a
+description (12–25), keywords (3–6) and a body of ~600 words (log-normal, σ 0.25) drawn from
+the Zipf vocabulary of :mod:`_synthetic`, counted per word with the default section weights
+(~350 distinct stems a page; a crawl of the site stores ~385 with the URL's words).
+
+A thread samples the process's RSS every 20 ms; after each commit the script prints the
+documents so far, the segments, the RSS after the commit and the peak during it, the
+commit's seconds and whether it merged.  With ``--tracemalloc`` it also gives the Python
+heap's peak during each commit and the largest allocation sites of the largest one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import scale  # noqa: E402
+
+import search.index  # noqa: E402
+from search.analysis import DEFAULT_WEIGHTS  # noqa: E402
+from search.index import Index, IndexDoc  # noqa: E402
+from search.indexer import release_memory  # noqa: E402
+
+
+def status_mb() -> dict[str, float]:
+    """The process's RSS, anonymous and file-backed parts, in MB (``/proc/self/status``)."""
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "RssAnon", "RssFile"):
+                out[key] = int(value.split()[0]) / 1024
+    return out
+
+
+def rss_mb() -> float:
+    return status_mb()["VmRSS"]
+
+
+class Sampler(threading.Thread):
+    """The process's largest RSS since the last :meth:`reset`."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.peak = status_mb()
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        while True:
+            now = status_mb()
+            with self.lock:
+                if now["VmRSS"] > self.peak["VmRSS"]:
+                    self.peak = now
+            time.sleep(0.02)
+
+    def reset(self) -> dict[str, float]:
+        """The sample of the largest RSS since the last reset."""
+        with self.lock:
+            peak, self.peak = self.peak, status_mb()
+        return peak
+
+
+class Documents:
+    """Analyzed documents of ``scale.py``'s kind (its pages' words, drawn as it draws them)."""
+
+    def __init__(self, seed: int) -> None:
+        self.words = scale._Words(seed)
+        self.rng = random.Random(seed + 1)
+
+    def _draw(self, k: int) -> list[str]:
+        return self.words.draw(k)
+
+    def make(self, docid: int) -> IndexDoc:
+        rng = self.rng
+        sections = {
+            "title": self._draw(rng.randint(3, 9)),
+            "desc": self._draw(rng.randint(12, 25)),
+            "keywords": self._draw(rng.randint(3, 6)),
+            "body": self._draw(
+                max(150, int(rng.lognormvariate(math.log(scale.MEDIAN_WORDS), 0.25)))
+            ),
+        }
+        weights: Counter[str] = Counter()
+        for section, words in sections.items():
+            w = DEFAULT_WEIGHTS[section]
+            for word in words:
+                weights[word] += w
+        url = f"http://bench.example/p/{docid // 1000}/{docid}.html"
+        return IndexDoc(docid, url, "bench.example", dict(weights))
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--docs", type=int, default=20_000)
+    p.add_argument("--batch", type=int, default=1000, help="documents per commit")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--limitmb",
+        type=int,
+        default=search.index.LIMITMB,
+        help="megabytes of postings the writer buffers (INDEX_LIMITMB)",
+    )
+    p.add_argument("--tracemalloc", action="store_true")
+    p.add_argument("--mmap", action="store_true", help="the writer maps the segments it reads")
+    p.add_argument(
+        "--no-release", action="store_true", help="no release_memory() after each commit"
+    )
+    p.add_argument("--dir", help="index folder (default: a temporary one, removed)")
+    p.add_argument("--json")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    search.index.WRITER_MMAP = args.mmap
+    tmp = tempfile.TemporaryDirectory(prefix="indexmem-") if not args.dir else None
+    folder = Path(args.dir or tmp.name)  # type: ignore[union-attr]
+    index = Index(folder / "index")
+    docs = Documents(args.seed)
+    sampler = Sampler()
+    sampler.start()
+    if args.tracemalloc:
+        tracemalloc.start(12)
+    commits: list[dict[str, Any]] = []
+    worst: tuple[float, Any] = (0.0, None)
+    started = time.perf_counter()
+    print(f"start: RSS {rss_mb():.0f} MB", flush=True)
+    for start in range(0, args.docs, args.batch):
+        batch = [docs.make(d) for d in range(start, min(start + args.batch, args.docs))]
+        sampler.reset()
+        if args.tracemalloc:
+            tracemalloc.reset_peak()
+        t0 = time.perf_counter()
+        before = [s.segment_id() for s in index.open(create=True)._segments()]
+        with index.writer(limitmb=args.limitmb) as writer:
+            for doc in batch:
+                writer.add(doc)
+        if not args.no_release:
+            release_memory()
+        seconds = time.perf_counter() - t0
+        segments = index.open()._segments()
+        merged = len(set(before) - {s.segment_id() for s in segments})
+        row = {
+            "docs": start + len(batch),
+            "segments": [s.doc_count() for s in segments],
+            "merged": merged,
+            "rss_mb": round(rss_mb(), 1),
+            **{f"peak_{k}_mb": round(v, 1) for k, v in sampler.reset().items()},
+            "seconds": round(seconds, 2),
+        }
+        if args.tracemalloc:
+            heap_peak = tracemalloc.get_traced_memory()[1] / 2**20
+            row["heap_peak_mb"] = round(heap_peak, 1)
+            if heap_peak > worst[0]:
+                worst = (heap_peak, tracemalloc.take_snapshot())
+        commits.append(row)
+        print(
+            f"{row['docs']:>7,} docs  {len(segments):>2} segments {row['segments']}  "
+            f"merged {merged}  RSS {row['rss_mb']:.0f} MB, peak {row['peak_VmRSS_mb']:.0f} MB "
+            f"(anon {row['peak_RssAnon_mb']:.0f}, file {row['peak_RssFile_mb']:.0f})"
+            + (f", heap peak {row['heap_peak_mb']:.0f} MB" if args.tracemalloc else "")
+            + f"  {seconds:.1f} s",
+            flush=True,
+        )
+    total = time.perf_counter() - started
+    peak = max(c["peak_VmRSS_mb"] for c in commits)
+    print(
+        f"{args.docs:,} documents in {total:.0f} s ({args.docs / total:.0f}/s); peak {peak:.0f} MB"
+    )
+    if worst[1] is not None:
+        print(f"largest heap peak {worst[0]:.0f} MB; its live allocation sites at the end:")
+        for stat in worst[1].statistics("lineno")[:12]:
+            print(f"  {stat.size / 2**20:7.1f} MB  {stat.traceback[0]}")
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"args": vars(args), "commits": commits, "seconds": total}, indent=1)
+        )
+    if tmp is not None:
+        tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
