@@ -52,7 +52,7 @@ import numpy as np
 from whoosh.codec.whoosh3 import W3Codec, W3FieldWriter
 from whoosh.util.numeric import byte_to_length, length_to_byte
 
-from search import ranking
+from search import faults, ranking
 
 logger = logging.getLogger(__name__)
 
@@ -202,6 +202,8 @@ class _FieldWriter(W3FieldWriter):
             f.close()
             self._docs.close()
             self._tfs.close()
+        # The segment's files are written; the commit's table of contents is not yet.
+        faults.point("index_commit")
 
 
 def _header(terms: int, docs: int, parts: list[tuple[str, np.dtype[Any], int]]) -> bytes:

@@ -220,10 +220,12 @@ class CrawlDB:
         with self.engine.connect() as conn:
             return int(conn.execute(stmt).scalar_one())
 
-    def indexable_ids(self) -> list[int]:
-        """The ids of the documents that should be in the index."""
+    def indexable_ids(self, only_unindexed: bool = False) -> list[int]:
+        """The ids of the documents that should be in the index (only those not marked
+        indexed)."""
+        stmt = self._indexable(select(Document.id), only_unindexed, None)
         with self.engine.connect() as conn:
-            return list(conn.scalars(select(Document.id).where(INDEXABLE)))
+            return list(conn.scalars(stmt))
 
     def server_settings(self) -> dict[int, dict[str, Any]]:
         """Stored server id -> its stored settings (the fields of a sites file)."""

@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,7 +41,7 @@ from whoosh.index import LockError
 from whoosh.system import pack_uint
 from whoosh.writing import CLEAR, SegmentWriter
 
-from search import ranking
+from search import faults, ranking
 from search.analysis import SECTIONS, WordRecord
 from search.arrays import FIELD as _ARRAY_FIELD
 from search.arrays import ArrayCodec
@@ -70,6 +72,8 @@ FORMAT = 2
 #: unused files leaves alone).
 FORMAT_FILE = "spidersite-format.json"
 REINDEX = "python -m search reindex"
+#: The temporary table of contents Whoosh writes, then renames, at the end of a commit.
+_TEMP_TOC = re.compile(rf"^_{INDEX_NAME}_[0-9]+\.toc\..+$")
 
 
 #: Megabytes of postings a Whoosh writer holds in memory (its ``limitmb``: Whoosh counts
@@ -117,6 +121,7 @@ def merge_policy(writer: SegmentWriter, segments: list[Any]) -> list[Any]:
         reader = SegmentReader(writer.storage, writer.schema, segment)
         writer.add_reader(reader)
         reader.close()
+    faults.point("merge")
     merged = {id(s) for s in chosen}
     return [s for s in segments if id(s) not in merged]
 
@@ -294,6 +299,7 @@ class Index:
                 f"(a crawl or a reindex); try again when it has finished"
             ) from None
         writer = IndexWriter(w)
+        before = self._remove_leftovers()
         try:
             yield writer
         except BaseException:
@@ -301,6 +307,40 @@ class Index:
             raise
         else:
             w.commit(mergetype=CLEAR if clear else merge_policy)
+            self._sync(before)
+
+    def _remove_leftovers(self) -> set[str]:
+        """What a writer killed in its commit left and Whoosh never removes: the temporary
+        copy of a table of contents it was writing (``_spidersite_N.toc.<time>``).  Called
+        with the writer's lock held, so no live writer owns one.  (The files of a segment
+        no table of contents lists, and the writer's temporary folder, go with the next
+        commit: Whoosh removes them.)  Returns the names now in the folder."""
+        names = set(os.listdir(self.path))
+        for name in [n for n in names if _TEMP_TOC.match(n)]:
+            logger.info("Removing %s, left by a writer that was killed", name)
+            (self.path / name).unlink(missing_ok=True)
+            names.discard(name)
+        return names
+
+    def _sync(self, before: set[str]) -> None:
+        """Make a commit durable before its documents are marked indexed: the files it
+        wrote (its segment, its table of contents) and the folder's entries for them are
+        flushed to disk, so that a power cut cannot lose what the database says is
+        searchable (a kill alone cannot: the files are in the system's cache)."""
+        for name in sorted(set(os.listdir(self.path)) - before):
+            path = self.path / name
+            if not path.is_file():
+                continue
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def doc_count(self) -> int:
         """Documents in the index (0 when there is none)."""

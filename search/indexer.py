@@ -18,13 +18,13 @@ import multiprocessing
 import queue
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Engine, not_, update
 
-from search import db
+from search import db, faults
 from search.analysis import DEFAULT_WEIGHTS, SECTIONS
 from search.crawldb import INDEXABLE, CrawlDB
 from search.index import LIMITMB, Index, IndexDoc
@@ -90,12 +90,12 @@ def _worker(
     database_url: str,
     batch_size: int,
     limitmb: int,
-    started: datetime,
+    catch_up: Sequence[int],
 ) -> None:
     """The indexer process: one writer, a commit every *batch_size* documents.
 
-    It first indexes what an earlier crawl stored but did not make searchable (a crawl
-    that was killed), and it stops, committing what it has, if its parent dies.
+    It first indexes the documents *catch_up* (what a killed crawl left unindexed), and
+    it stops, committing what it has, if its parent dies.
     """
     logging.basicConfig(level=logging.INFO)
     engine = db.create(database_url)
@@ -116,9 +116,8 @@ def _worker(
                     return None
 
     try:
-        # Only documents stored before this crawl: the crawl sends its own.
         caught_up = reindex(
-            engine, index, full=False, limitmb=limitmb, before=started, wait=LOCK_WAIT
+            engine, index, full=False, limitmb=limitmb, ids=catch_up, wait=LOCK_WAIT
         )
         if caught_up:
             logger.info("Indexed %d documents left unindexed by an earlier crawl", caught_up)
@@ -138,6 +137,7 @@ def _worker(
                         finished = True
                         break
                     pending.extend(_apply(writer, msg))
+            faults.point("index_committed")
             release_memory()
             store.mark_indexed(pending)
             total += len(pending)
@@ -153,7 +153,15 @@ def _worker(
 
 
 class IndexerProcess:
-    """The parent's handle on the indexer child process."""
+    """The parent's handle on the indexer child process, which first indexes the
+    documents *catch_up* (their current version in the database), then those it is sent.
+
+    A crawl's worker passes the ids of every indexable document not marked indexed,
+    read before the crawl stores anything (:meth:`left_unindexed`): what an earlier crawl
+    stored and a kill kept out of the index.  Taken by id, not by crawl time, so that a
+    page the crawl re-visits meanwhile (which moves its crawl time) is not passed over;
+    read before the crawl stores, so that none of the crawl's own pages is indexed twice.
+    """
 
     def __init__(
         self,
@@ -162,6 +170,7 @@ class IndexerProcess:
         batch_size: int = 1000,
         limitmb: int = LIMITMB,
         max_pending: int = 64,
+        catch_up: Sequence[int] = (),
     ) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.inbox: Any = ctx.Queue(maxsize=max_pending)
@@ -176,7 +185,7 @@ class IndexerProcess:
                 database_url,
                 batch_size,
                 limitmb,
-                datetime.now(UTC),
+                list(catch_up),
             ),
             daemon=True,
         )
@@ -184,6 +193,11 @@ class IndexerProcess:
         self.searchable_at = 0.0
         self.error: str | None = None
         self.info: dict[str, Any] = {}
+
+    @staticmethod
+    def left_unindexed(engine: Engine) -> list[int]:
+        """The documents that belong in the index and are not marked indexed."""
+        return CrawlDB(engine).indexable_ids(only_unindexed=True)
 
     def start(self) -> None:
         self.process.start()
@@ -294,20 +308,32 @@ def reindex(
     limitmb: int = LIMITMB,
     progress: Callable[[int], None] | None = None,
     before: datetime | None = None,
+    ids: Sequence[int] | None = None,
     wait: float = 0.0,
 ) -> int:
-    """Rebuild the index from the database (``full``) or add the documents not indexed yet.
+    """Rebuild the index from the database (``full``) or add the documents not indexed yet
+    (stored *before* a time, or among *ids*).
 
     A full rebuild goes through one writer and replaces the old index in its single
     commit, so searches keep answering from the old index until the new one is complete.
     Returns the number of documents indexed.
     """
+    if ids is not None and not ids:
+        return 0
     if not full and count_indexable(engine, only_unindexed=True, before=before) == 0:
         return 0
     store = DocumentStore(engine)
     done: list[int] = []
+
+    def docs() -> Iterator[IndexDoc]:
+        if ids is None:
+            yield from iter_index_docs(engine, only_unindexed=not full, before=before)
+            return
+        for part in chunks(ids, 500):
+            yield from iter_index_docs(engine, only_unindexed=not full, before=before, ids=part)
+
     with index.writer(limitmb=limitmb, clear=full, wait=wait) as writer:
-        for doc in iter_index_docs(engine, only_unindexed=not full, before=before):
+        for doc in docs():
             writer.add(doc, update=not full)
             done.append(doc.docid)
             if progress and len(done) % batch_size == 0:
@@ -331,36 +357,47 @@ class CheckResult:
     in_index: int
     missing: list[int]  # indexable in the database, not in the index
     extra: list[int]  # in the index, not (or no longer) indexable in the database
+    #: In the index and indexable, not marked indexed in the database (a crawl killed
+    #: between a commit and its marking; the index may hold an older version).
+    unmarked: list[int] = field(default_factory=list)
     repaired: bool = False
 
     @property
     def consistent(self) -> bool:
-        return not self.missing and not self.extra
+        return not self.missing and not self.extra and not self.unmarked
 
 
 def check(engine: Engine, index: Index, repair: bool = True, limitmb: int = LIMITMB) -> CheckResult:
     """Compare the index with the database; with *repair*, make the index agree.
 
-    Missing documents are (re)indexed from their stored postings, extra ones deleted, and
-    the ``indexed`` flags set to what the index then holds.
+    Missing documents are (re)indexed from their stored postings, extra ones deleted,
+    unmarked ones indexed again (the database's version) and marked, and the ``indexed``
+    flags of documents that no longer belong in the index cleared.
     """
-    wanted = set(CrawlDB(engine).indexable_ids())
+    crawldb = CrawlDB(engine)
+    unmarked = set(crawldb.indexable_ids(only_unindexed=True))
+    wanted = set(crawldb.indexable_ids())
     present = searchable_ids(index)
     result = CheckResult(
-        len(wanted), len(present), sorted(wanted - present), sorted(present - wanted)
+        len(wanted),
+        len(present),
+        sorted(wanted - present),
+        sorted(present - wanted),
+        sorted(unmarked & present),
     )
     if not repair:
         return result
     store = DocumentStore(engine)
+    again = sorted(set(result.missing) | set(result.unmarked))
     if not result.consistent:
         with index.writer(limitmb=limitmb) as writer:
             for docid in result.extra:
                 writer.delete(docid)
-            for part in chunks(result.missing, 500):
+            for part in chunks(again, 500):
                 for doc in iter_index_docs(engine, ids=part):
                     writer.add(doc)
         result.repaired = True
-    store.mark_indexed(result.missing)
+    store.mark_indexed(again)
     with engine.begin() as conn:
         conn.execute(
             update(Document)

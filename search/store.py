@@ -22,6 +22,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import InterfaceError, OperationalError
 
+from search import faults
 from search.analysis import SECTIONS, WordRecord
 from search.models import Crawl, CrawlError, Document, Link, Posting, Server, Word
 from search.servers import DEFAULTS
@@ -312,6 +313,7 @@ class DocumentStore:
                         for e in errors
                     ],
                 )
+            faults.point("store_commit")  # written, not committed
         return result
 
     def _write_documents(self, conn: Any, rows: list[DocumentRow]) -> list[StoredDocument]:

@@ -137,6 +137,8 @@ class Worker:
                 config.index.batch_size,
                 config.index.limitmb,
                 max_pending=max(1, config.index.queue_batches),
+                # Before this crawl stores anything: what earlier crawls left unindexed.
+                catch_up=IndexerProcess.left_unindexed(self.store.engine),
             )
             self.indexer.start()
 

@@ -380,8 +380,10 @@ def start_crawl(
     *args: str,
     settings: dict[str, Any] | None = None,
     database_url: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen[str]:
-    """``scrapy crawl site ARGS`` in a subprocess that runs on (as run_crawl, not waited for)."""
+    """``scrapy crawl site ARGS`` in a subprocess that runs on (as run_crawl, not waited for),
+    in a session of its own; *env*: more environment variables."""
     cmd = [sys.executable, "-m", "scrapy", "crawl", "site", *args]
     settings = {
         "LOG_FILE": str(data_dir / "crawl.log"),
@@ -394,7 +396,7 @@ def start_crawl(
     return subprocess.Popen(
         cmd,
         cwd=ROOT,
-        env=_env(data_dir, database_url),
+        env={**_env(data_dir, database_url), **(env or {})},
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

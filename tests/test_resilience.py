@@ -121,6 +121,33 @@ def test_check_repairs_the_index(site: Site, crawl) -> None:
     assert again.returncode == 0 and "agrees" in again.stdout
 
 
+def test_check_marks_what_the_index_holds(site: Site, crawl) -> None:
+    for i in range(5):
+        site.page(f"/d{i}.html", f"Doc {i}", f"ocelot{i}", [f"/d{i + 1}.html"])
+    result = crawl("-a", f"seeds={site.url}d0.html")
+    assert result.returncode == 0, result.stderr
+    ids = sorted(r[0] for r in result.rows("SELECT id FROM documents"))[:2]
+    engine = result.engine()
+    with engine.begin() as conn:  # as a kill between a Whoosh commit and its marking
+        conn.execute(
+            text("UPDATE documents SET indexed = false WHERE id IN (:a, :b)"),
+            {"a": ids[0], "b": ids[1]},
+        )
+    engine.dispose()
+    dry = run_search("check", "--dry-run", "--json", data_dir=result.data_dir)
+    assert dry.returncode == 1
+    report = json.loads(dry.stdout)
+    assert report["unmarked"] == ids and report["missing"] == report["extra"] == []
+    fixed = run_search("check", data_dir=result.data_dir)
+    assert fixed.returncode == 0 and "Repaired" in fixed.stdout, fixed.stdout + fixed.stderr
+    assert result.scalar("SELECT count(*) FROM documents WHERE NOT indexed") == 0
+    from search.index import Index
+
+    assert Index(result.data_dir / "index").doc_count() == 5  # indexed again, not twice
+    again = run_search("check", "--dry-run", data_dir=result.data_dir)
+    assert again.returncode == 0 and "agrees" in again.stdout
+
+
 def test_exact_duplicates_are_recorded_and_indexed_once(site: Site, crawl) -> None:
     same = "<html><head><title>Twin</title></head><body>identical okapi text</body></html>"
     site.page("/", "Home", "home", ["/one.html", "/two.html", "/three.html"])

@@ -194,3 +194,34 @@ def test_store_retries_while_the_database_is_unreachable(
     with pytest.raises(OperationalError):
         failing.mark_indexed([1])
     assert len(retried) == 2
+
+
+def test_the_indexer_first_indexes_every_page_left_unindexed(
+    engine: Any, store: DocumentStore, db_url: str, tmp_path: Any
+) -> None:
+    from search.index import Index
+    from search.worker import IndexConfig, Worker, WorkerConfig
+
+    later = datetime.now(UTC) + timedelta(hours=1)
+    store.write_batch(
+        [
+            *(page(f"http://a.example/{i}", f"vacuum word{i}") for i in range(3)),
+            # Crawl times after the crawl starts: pages a resumed crawl re-visited
+            # (found unchanged) before its indexer read them.
+            *(
+                page(f"http://a.example/r{i}", f"vacuum again{i}", crawled_at=later)
+                for i in range(2)
+            ),
+        ]
+    )
+    crawldb = CrawlDB(engine)
+    left = sorted(crawldb.indexable_ids(only_unindexed=True))
+    assert len(left) == 5
+    # A crawl's worker starts its indexer, which catches up; the crawl sends nothing.
+    index = IndexConfig(index_dir=str(tmp_path / "index"), batch_size=10)
+    worker = Worker(WorkerConfig(database_url=db_url, index=index))
+    report = worker.close_index()
+    worker.store.engine.dispose()
+    assert "index/error" not in report.values
+    assert crawldb.indexable_ids(only_unindexed=True) == []
+    assert Index(tmp_path / "index").docids() == set(left)

@@ -40,6 +40,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                 "in_index": result.in_index,
                 "missing": result.missing,
                 "extra": result.extra,
+                "unmarked": result.unmarked,
                 "consistent": result.consistent,
                 "repaired": result.repaired,
             },
@@ -52,6 +53,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"in the index:               {result.in_index}\n")
         out.write(f"missing from the index:     {len(result.missing)}\n")
         out.write(f"extra in the index:         {len(result.extra)}\n")
+        out.write(f"in the index, not marked:   {len(result.unmarked)}\n")
         if result.consistent:
             out.write("The index agrees with the database.\n")
         elif result.repaired:

@@ -115,16 +115,17 @@ def follow(args: argparse.Namespace, out: TextIO) -> int:
             added = reindex(engine, index, full=False, wait=LOCK_WAIT)
             result = check(engine, index, repair=True)
             removed = len(result.extra)
-            changed = bool(added or removed or result.missing)
+            again = len(result.missing) + len(result.unmarked)
+            changed = bool(added or removed or again)
             if changed:
                 stale = args.linkrank
             elif stale:
                 write_linkrank(engine, out)
                 out.flush()
                 stale = False
-            if added or removed or rounds == 0:
+            if changed or rounds == 0:
                 out.write(
-                    f"{time.strftime('%H:%M:%S')} indexed {added + len(result.missing)}, "
+                    f"{time.strftime('%H:%M:%S')} indexed {added + again}, "
                     f"removed {removed}; {result.in_database} searchable\n"
                 )
                 out.flush()

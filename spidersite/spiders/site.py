@@ -26,6 +26,7 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
 from w3lib.url import canonicalize_url
 
+from search import faults
 from search.db import DatabaseError
 from search.fingerprints import FingerprintSet
 from search.schedule import next_interval
@@ -437,6 +438,7 @@ class SiteSpider(Spider):
         return outcome, not moved
 
     def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
+        faults.point("download")
         hops = response.meta.get("hops", 0)
         outcome, done = self._check_revisit(response)
         if outcome is not None:
