@@ -205,6 +205,7 @@ class CrawlError(Base):
         "page_cap",
         "ignored",
         "parse",
+        "render",
         "other",
     )
 

@@ -24,6 +24,10 @@ Sites file (TOML)::
     read_timeout = 20
     crawl_delay = 1.5
     allow = ['^https://www\\.postgresql\\.org/docs/']
+
+    [[server]]
+    url = "https://app.example/"
+    render_js = true          # pages written by JavaScript: fetched through chromium
 """
 
 from __future__ import annotations
@@ -70,6 +74,8 @@ DEFAULTS: dict[str, Any] = {
     # Sitemaps read: true = robots.txt's Sitemap lines and <server>/sitemap.xml, false =
     # none, or a list of the server's sitemap URLs (read instead).
     "sitemaps": True,
+    # Fetch the server's pages through a headless browser (spidersite.render).
+    "render_js": False,
 }
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
@@ -139,6 +145,7 @@ class ServerConfig:
     allow: tuple[str, ...] = DEFAULTS["allow"]
     deny: tuple[str, ...] = DEFAULTS["deny"]
     sitemaps: bool | tuple[str, ...] = DEFAULTS["sitemaps"]
+    render_js: bool = DEFAULTS["render_js"]
     seeds: tuple[str, ...] = ()
     _allow_re: tuple[re.Pattern[str], ...] = field(default=(), repr=False, compare=False)
     _deny_re: tuple[re.Pattern[str], ...] = field(default=(), repr=False, compare=False)
@@ -232,7 +239,7 @@ def _validate_field(name: str, value: Any) -> Any:
         return _integer(value, 0)
     if name in ("period", "min_period", "max_period"):
         return parse_duration(value)
-    if name == "userobots":
+    if name in ("userobots", "render_js"):
         if not isinstance(value, bool):
             raise ValueError(f"must be true or false, not {value!r}")
         return value

@@ -5,8 +5,9 @@
 
 :func:`check_arguments` is what our ``crawl`` command calls: it checks the settings
 (:class:`~spidersite.crawlsettings.CrawlSettings`), the arguments, the shared frontier's
-Redis and the database (a :class:`~search.servers.ConfigError` becomes one clear usage
-error, exit status 2, before anything is written);
+Redis, the browser of ``render_js`` servers and the database (a
+:class:`~search.servers.ConfigError` becomes one clear usage error, exit status 2, before
+anything is written);
 :func:`build_registry` gives the spider its servers and seeds.  The values the web admin
 checks too (re-crawl modes, topic threshold) are parsed by :mod:`search.crawlargs`.
 """
@@ -25,7 +26,7 @@ from search.crawlargs import (
 )
 from search.servers import ConfigError
 from search.sitesfile import ServerRegistry, parse_seeds, read_seeds_file
-from spidersite import scaleout
+from spidersite import render, scaleout
 from spidersite.crawlsettings import CrawlSettings
 
 __all__ = [
@@ -95,7 +96,7 @@ def check_arguments(settings: Any, spargs: dict[str, Any]) -> None:
             f"(the site spider takes: {', '.join(sorted(KNOWN_ARGUMENTS))})"
         )
     recrawl = parse_recrawl(spargs.get("recrawl"))
-    build_registry(
+    registry, _ = build_registry(
         config,
         spargs.get("seeds"),
         spargs.get("seeds_file"),
@@ -106,6 +107,7 @@ def check_arguments(settings: Any, spargs: dict[str, Any]) -> None:
     if "topic" in spargs and not str(spargs["topic"]).strip():
         raise ConfigError('topic: give one or more words (-a topic="vacuum autovacuum")')
     scaleout.check_settings(config, spargs.get("crawl_key"))
+    render.check_settings(settings, config, registry)
     if config.store_enabled:
         try:
             db.probe(config.store_database_url)

@@ -2,8 +2,8 @@
 
 :class:`CrawlSettings` holds every ``SITE_``, ``STORE_``, ``INDEX_``, ``ANALYZE_``,
 ``SCALEOUT_``, ``TOPIC_``, ``CHARSET_``, ``CRAWLDELAY_``, ``PAGESTORE_``, ``SITEMAP_``,
-``WATCHDOG_``, ``FTP_MAX_ENTRIES`` and ``NNTP_`` setting (and the components' ``*_ENABLED``
-switches), typed.  Its field defaults *are* the settings' defaults:
+``WATCHDOG_``, ``RENDER_``, ``FTP_MAX_ENTRIES`` and ``NNTP_`` setting (and the components'
+``*_ENABLED`` switches), typed.  Its field defaults *are* the settings' defaults:
 ``spidersite/settings.py`` does not repeat them, and no component passes a default of its
 own to ``getint``.  The attribute of a setting is its name in lower case
 (``STORE_BATCH_SIZE`` → ``store_batch_size``).
@@ -93,6 +93,16 @@ def _text(settings: Any, name: str) -> str | None:
     if not isinstance(value, str | os.PathLike):
         raise ValueError("must be a path or a name")
     return str(value)
+
+
+def _choice(*choices: str) -> Parser:
+    def parse(settings: Any, name: str) -> str:
+        value = str(settings.get(name)).strip().lower()
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return value
+
+    return parse
 
 
 def _server_defaults(settings: Any, name: str) -> dict[str, Any]:
@@ -187,6 +197,13 @@ class CrawlSettings:
     ftp_max_entries: int | None = _setting(5000, _whole(0, zero_means_none=True))
     #: Newest articles of a news group listed per crawl (spidersite.nntp); None: all.
     nntp_max_articles: int | None = _setting(1000, _whole(0, zero_means_none=True))
+
+    #: Browser rendering of the pages of ``render_js`` servers (spidersite.render).
+    render_enabled: bool = _setting(True, _flag)
+    #: When a rendered page counts as loaded (Playwright's ``wait_until`` of ``page.goto``).
+    render_wait_until: str = _setting(
+        "load", _choice("load", "domcontentloaded", "networkidle", "commit")
+    )
 
     # -- spider middlewares ---------------------------------------------------------------
     maxhops_enabled: bool = _setting(True, _flag)

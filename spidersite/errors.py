@@ -6,6 +6,8 @@ failures are classified by their exception's type, never by its message.
 
 from __future__ import annotations
 
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from scrapy.exceptions import (
     CannotResolveHostError,
     DownloadCancelledError,
@@ -80,7 +82,10 @@ _KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
         ),
         "refused",
     ),
-    ((DownloadTimeoutError, twisted_errors.TimeoutError, TimeoutError), "timeout"),
+    (
+        (DownloadTimeoutError, twisted_errors.TimeoutError, TimeoutError, PlaywrightTimeoutError),
+        "timeout",
+    ),
     ((DownloadCancelledError,), "too_large"),
     (
         (
@@ -95,6 +100,10 @@ _KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
         "reset",
     ),
     ((twisted_errors.ConnectError, ConnectionError), "refused"),
+    # A page of a render_js server the browser could not load or render (its navigation
+    # failed: net::ERR_…, the page crashed, the browser went away); a navigation past the
+    # server's read_timeout is a Playwright TimeoutError, a "timeout" above.
+    ((PlaywrightError,), "render"),
 )
 
 

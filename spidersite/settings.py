@@ -79,6 +79,9 @@ DOWNLOADER_MIDDLEWARES = {
     "spidersite.middlewares.servers.ServerConfigMiddleware": 50,
     # 110: after RobotsTxtMiddleware (100) has fetched and parsed robots.txt.
     "spidersite.middlewares.crawldelay.CrawlDelayMiddleware": 110,
+    # 120: after the server configuration (50: its read_timeout, proxy and auth), robots.txt
+    # (100) and the crawl delay (110): sends render_js servers' pages through the browser.
+    "spidersite.render.RenderMiddleware": 120,
     # 560: between RetryMiddleware (550) and the downloader, to count every attempt.
     "spidersite.middlewares.neterrors.NetErrorMiddleware": 560,
     # 950: the last process_request and the first process_response: holds a per-server
@@ -112,7 +115,21 @@ ITEM_PIPELINES = {
 ADDONS = {
     # Scale-out: the shared frontier in Redis (scrapy-redis); off unless SCALEOUT_REDIS_URL.
     "spidersite.scaleout.ScaleOutAddon": 0,
+    # Browser rendering: scrapy-playwright's handler for http(s), only when some server of
+    # the crawl has render_js (no browser, no Playwright driver otherwise).
+    "spidersite.render.RenderAddon": 0,
 }
+
+# --- scrapy-playwright (read only when some server has render_js; spidersite.render) --
+# Debian's chromium (`playwright install` cannot download browsers here), headless.
+PLAYWRIGHT_LAUNCH_OPTIONS = {"executable_path": "/usr/bin/chromium", "headless": True}
+# Memory is what rendering costs (each page of a context is a renderer process): one shared
+# context (plus one per proxy and one per server with basic_auth), 8 pages open in each;
+# scrapy-playwright's defaults are no cap on contexts and CONCURRENT_REQUESTS (32) pages.
+PLAYWRIGHT_MAX_CONTEXTS = 8
+PLAYWRIGHT_MAX_PAGES_PER_CONTEXT = 8
+# Images, media and fonts are not fetched by the browser (the text is what is indexed).
+PLAYWRIGHT_ABORT_REQUEST = "spidersite.render.abort_request"
 
 EXTENSIONS = {
     # Writes the crawl's stats and finish reason into the `crawls` table, then stops the

@@ -22,6 +22,7 @@ FIELDS: list[tuple[str, str, str, str]] = [
     ("crawl_delay", "Crawl delay", "number", "seconds between requests (≥ 0)"),
     ("concurrency", "Concurrency", "int", "requests in flight (≥ 1)"),
     ("userobots", "Obey robots.txt", "bool", ""),
+    ("render_js", "Render JavaScript", "bool", "fetch pages through headless chromium"),
     ("proxy", "Proxy", "text", '"host:port" or a proxy URL'),
     ("basic_auth", "Basic auth", "secret", '"user:password"; leave empty to keep'),
     ("language", "Language", "text", "stemming language (en, de, zh, …); empty = from page"),
