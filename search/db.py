@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,16 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 from search import config
+
+#: Rows per ``IN (...)`` list: well under every backend's parameter limit.
+IN_LIST_ROWS = 500
+
+
+def chunks(seq: Sequence[Any], size: int = IN_LIST_ROWS) -> Iterable[Sequence[Any]]:
+    """*seq* in slices of at most *size* (the values of one ``IN (...)`` list)."""
+    for i in range(0, len(seq), size):
+        yield seq[i : i + size]
+
 
 logger = logging.getLogger(__name__)
 

@@ -27,9 +27,10 @@ from sqlalchemy import Engine, not_, update
 from search import db, faults
 from search.analysis import DEFAULT_WEIGHTS, SECTIONS
 from search.crawldb import INDEXABLE, CrawlDB
+from search.db import chunks
 from search.index import LIMITMB, Index, IndexDoc
 from search.models import Document
-from search.store import DocumentStore, chunks
+from search.store import DocumentStore
 
 logger = logging.getLogger(__name__)
 

@@ -24,9 +24,10 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from search import faults
 from search.analysis import SECTIONS, WordRecord
+from search.db import chunks
+from search.duplicates import DuplicateMarker
 from search.models import Crawl, CrawlError, Document, Link, Posting, Server, Word
 from search.servers import DEFAULTS
-from search.simhash import SimhashIndex, fingerprint, to_signed, to_unsigned
 
 logger = logging.getLogger(__name__)
 
@@ -38,14 +39,7 @@ _POSTING_COLUMNS = (
     "weight",
 )
 
-_CHUNK = 500  # rows per IN (...) list, well under every backend's parameter limit
-
 _T = TypeVar("_T")
-
-
-def chunks(seq: Sequence[Any], size: int = _CHUNK) -> Iterable[Sequence[Any]]:
-    for i in range(0, len(seq), size):
-        yield seq[i : i + size]
 
 
 @dataclass(slots=True)
@@ -126,7 +120,7 @@ class DocumentStore:
         self.server_ids: dict[str, int] = {}
         self.word_ids: dict[str, int] = {}
         self.crawl_id: int | None = None
-        self._simhashes: SimhashIndex | None = None
+        self.duplicates = DuplicateMarker()
 
     # -- crawls and servers ------------------------------------------------------------
 
@@ -380,95 +374,12 @@ class DocumentStore:
             self._bulk_insert(conn, "postings", _POSTING_COLUMNS, postings)
         if links:
             self._bulk_insert(conn, "links", ("from_id", "to_url", "anchor", "nofollow"), links)
-        clones = self._mark_clones(conn, rows, ids)
-        near = self._mark_near_duplicates(conn, rows, ids, clones)
+        clones = self.duplicates.mark_clones(conn, rows, ids)
+        near = self.duplicates.mark_near_duplicates(conn, rows, ids, clones)
         return [
             StoredDocument(ids[r.url], r, clones.get(ids[r.url]), near.get(ids[r.url]))
             for r in rows
         ]
-
-    def _mark_near_duplicates(
-        self, conn: Any, rows: list[DocumentRow], ids: dict[str, int], clones: dict[int, int]
-    ) -> dict[int, int]:
-        """Fingerprint every indexable page (simhash of its body's word shingles) and record
-        the earlier page it nearly duplicates, if any (see :mod:`search.simhash` for the
-        threshold and the bound on the candidates compared)."""
-        if self._simhashes is None:
-            query = (
-                select(Document.id, Document.simhash)
-                .where(Document.simhash.is_not(None), Document.gone_at.is_(None))
-                .order_by(Document.id)
-                .execution_options(yield_per=20_000)
-            )
-            self._simhashes = SimhashIndex(
-                (did, to_unsigned(value)) for did, value in conn.execute(query)
-            )
-        near: dict[int, int] = {}
-        updates = []
-        for r in rows:
-            if not r.words:
-                continue
-            did = ids[r.url]
-            value = fingerprint(r.values.get("text"))
-            other = None
-            if value is not None and did not in clones:
-                # An exact duplicate's fingerprint is its original's: not added twice.
-                other = self._simhashes.nearest(value, exclude=did)
-                if other is not None and other > did:
-                    other = None
-                self._simhashes.add(did, value)
-            if other is not None:
-                near[did] = other
-            updates.append(
-                {
-                    "doc_id": did,
-                    "simhash": None if value is None else to_signed(value),
-                    "near": other,
-                }
-            )
-        if updates:
-            conn.execute(
-                update(Document)
-                .where(Document.id == bindparam("doc_id"))
-                .values(simhash=bindparam("simhash"), near_duplicate_of_id=bindparam("near")),
-                updates,
-            )
-        return near
-
-    def _mark_clones(
-        self, conn: Any, rows: list[DocumentRow], ids: dict[str, int]
-    ) -> dict[int, int]:
-        """Exact duplicates: a page whose content checksum equals an earlier page's is
-        recorded as a clone of it (``clone_of_id``) and kept out of the index."""
-        sums = {
-            r.values["checksum"]
-            for r in rows
-            if r.values.get("checksum") and r.values.get("kind") == "page"
-        }
-        if not sums:
-            return {}
-        first: dict[str, int] = {}
-        for part in chunks(sorted(sums)):
-            for did, checksum in conn.execute(
-                select(Document.id, Document.checksum)
-                .where(
-                    Document.checksum.in_(part),
-                    Document.kind == "page",
-                    Document.gone_at.is_(None),
-                    Document.clone_of_id.is_(None),
-                )
-                .order_by(Document.id)
-            ):
-                first.setdefault(checksum, did)
-        clones: dict[int, int] = {}
-        for r in rows:
-            did = ids[r.url]
-            original = first.get(r.values.get("checksum") or "")
-            if original is not None and original != did:
-                clones[did] = original
-        for did, original in clones.items():
-            conn.execute(update(Document).where(Document.id == did).values(clone_of_id=original))
-        return clones
 
     def _bulk_insert(
         self, conn: Any, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]

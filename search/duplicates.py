@@ -1,0 +1,109 @@
+"""Duplicates among stored pages, marked as each batch is stored (in its transaction):
+exact duplicates by content checksum (``clone_of_id``: kept out of the index) and
+near-duplicates by simhash (``near_duplicate_of_id``: recorded, still indexed; see
+:mod:`search.simhash` for the fingerprint, the threshold and the bounded lookups).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import bindparam, select, update
+
+from search.db import chunks
+from search.models import Document
+from search.simhash import SimhashIndex, fingerprint, to_signed, to_unsigned
+
+if TYPE_CHECKING:
+    from search.store import DocumentRow
+
+
+class DuplicateMarker:
+    """The duplicate marks of one store: the near-duplicate index of the stored pages'
+    fingerprints is loaded from the database on first use and kept up to date."""
+
+    def __init__(self) -> None:
+        self._simhashes: SimhashIndex | None = None
+
+    def mark_clones(
+        self, conn: Any, rows: list[DocumentRow], ids: dict[str, int]
+    ) -> dict[int, int]:
+        """Exact duplicates: a page whose content checksum equals an earlier page's is
+        recorded as a clone of it (``clone_of_id``) and kept out of the index."""
+        sums = {
+            r.values["checksum"]
+            for r in rows
+            if r.values.get("checksum") and r.values.get("kind") == "page"
+        }
+        if not sums:
+            return {}
+        first: dict[str, int] = {}
+        for part in chunks(sorted(sums)):
+            for did, checksum in conn.execute(
+                select(Document.id, Document.checksum)
+                .where(
+                    Document.checksum.in_(part),
+                    Document.kind == "page",
+                    Document.gone_at.is_(None),
+                    Document.clone_of_id.is_(None),
+                )
+                .order_by(Document.id)
+            ):
+                first.setdefault(checksum, did)
+        clones: dict[int, int] = {}
+        for r in rows:
+            did = ids[r.url]
+            original = first.get(r.values.get("checksum") or "")
+            if original is not None and original != did:
+                clones[did] = original
+        for did, original in clones.items():
+            conn.execute(update(Document).where(Document.id == did).values(clone_of_id=original))
+        return clones
+
+    def mark_near_duplicates(
+        self, conn: Any, rows: list[DocumentRow], ids: dict[str, int], clones: dict[int, int]
+    ) -> dict[int, int]:
+        """Fingerprint every indexable page (simhash of its body's word shingles) and record
+        the earlier page it nearly duplicates, if any (see :mod:`search.simhash` for the
+        threshold and the bound on the candidates compared)."""
+        if self._simhashes is None:
+            query = (
+                select(Document.id, Document.simhash)
+                .where(Document.simhash.is_not(None), Document.gone_at.is_(None))
+                .order_by(Document.id)
+                .execution_options(yield_per=20_000)
+            )
+            self._simhashes = SimhashIndex(
+                (did, to_unsigned(value)) for did, value in conn.execute(query)
+            )
+        near: dict[int, int] = {}
+        updates = []
+        for r in rows:
+            if not r.words:
+                continue
+            did = ids[r.url]
+            value = fingerprint(r.values.get("text"))
+            other = None
+            if value is not None and did not in clones:
+                # An exact duplicate's fingerprint is its original's: not added twice.
+                other = self._simhashes.nearest(value, exclude=did)
+                if other is not None and other > did:
+                    other = None
+                self._simhashes.add(did, value)
+            if other is not None:
+                near[did] = other
+            updates.append(
+                {
+                    "doc_id": did,
+                    "simhash": None if value is None else to_signed(value),
+                    "near": other,
+                }
+            )
+        if updates:
+            conn.execute(
+                update(Document)
+                .where(Document.id == bindparam("doc_id"))
+                .values(simhash=bindparam("simhash"), near_duplicate_of_id=bindparam("near")),
+                updates,
+            )
+        return near
