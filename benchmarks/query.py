@@ -65,7 +65,8 @@ from whoosh import scoring  # noqa: E402
 from whoosh.fields import ID, STORED, TEXT, Schema  # noqa: E402
 
 from search.analysis import analyze_document  # noqa: E402
-from search.index import BM25, Index, IndexDoc, build_query, weighted_query  # noqa: E402
+from search.index import Index, IndexDoc  # noqa: E402
+from search.indexquery import BM25, build_query, weighted_query  # noqa: E402
 from search.query import parse_query  # noqa: E402
 from search.reference import ReferenceSession  # noqa: E402
 from search.results import Ranked  # noqa: E402

@@ -1,8 +1,8 @@
 """The Whoosh adapter: schema, one writer, searcher.
 
-Everything that knows Whoosh lives here, behind :class:`IndexDoc`, :class:`Index`,
-:class:`IndexWriter`, the weighting model :class:`BM25` and the queries of
-:func:`build_query`, so the rest of the project could move to another engine.
+Everything that knows Whoosh lives here, behind :class:`IndexDoc`, :class:`Index` and
+:class:`IndexWriter`, and in :mod:`search.indexquery` (the weighting model and the queries
+of a parsed query), so the rest of the project could move to another engine.
 
 Documents arrive already analyzed: the crawler has counted every stem per section, so the
 index does not tokenize again.  The sections are merged into one field, ``words``, as BM25F
@@ -32,8 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from whoosh import index as whoosh_index
-from whoosh import query as wq
-from whoosh import scoring
 from whoosh.fields import ID, STORED, FieldType, Schema
 from whoosh.filedb.filestore import FileStorage
 from whoosh.formats import Frequency
@@ -41,11 +39,10 @@ from whoosh.index import LockError
 from whoosh.system import pack_uint
 from whoosh.writing import CLEAR, SegmentWriter
 
-from search import faults, ranking
+from search import faults
 from search.analysis import SECTIONS, WordRecord
 from search.arrayfile import FIELD as _ARRAY_FIELD
 from search.arrayfile import ArrayCodec
-from search.query import ParsedQuery
 
 logger = logging.getLogger(__name__)
 
@@ -378,129 +375,3 @@ class IndexWriter:
 
 
 # -- scoring and queries ---------------------------------------------------------------
-
-
-class _BM25Scorer(scoring.WeightLengthScorer):
-    """BM25 of one stem in the merged ``words`` field (formula: :mod:`search.ranking`)."""
-
-    def __init__(self, searcher: Any, fieldname: str, text: bytes, b: float, k1: float) -> None:
-        parent = searcher.get_parent()
-        self.idf = ranking.idf(parent.doc_count_all(), parent.doc_frequency(fieldname, text))
-        self.avgfl = parent.avg_field_length(fieldname) or 1.0
-        self.b, self.k1 = b, k1
-        self.setup(searcher, fieldname, text)
-
-    def _score(self, weight: float, length: float) -> float:
-        return ranking.bm25(self.idf, weight, length, self.avgfl, self.b, self.k1)
-
-
-class BM25(scoring.WeightingModel):
-    """Whoosh weighting model of :mod:`search.ranking` (block-max skipping supported): what
-    Whoosh's matchers score with in :mod:`search.reference`."""
-
-    def __init__(self, b: float | None = None, k1: float | None = None) -> None:
-        self.b = ranking.B if b is None else b
-        self.k1 = ranking.K1 if k1 is None else k1
-
-    def supports_block_quality(self) -> bool:
-        return True
-
-    def scorer(self, searcher: Any, fieldname: str, text: bytes, qf: int = 1) -> Any:
-        if not searcher.schema[fieldname].scorable:
-            return scoring.WeightScorer.for_(searcher, fieldname, text)
-        return _BM25Scorer(searcher, fieldname, text, self.b, self.k1)
-
-
-def term_query(stem: str, boost: float = 1.0) -> wq.Query:
-    """One analyzed word, in any section (the merged ``words`` field)."""
-    return wq.Term(WORDS_FIELD, stem, boost=boost)
-
-
-def weighted_query(weights: dict[str, float], require_all: bool = False) -> wq.Query:
-    clauses = [term_query(stem, w) for stem, w in weights.items()]
-    if len(clauses) == 1:
-        return clauses[0]
-    return wq.And(clauses) if require_all else wq.Or(clauses)
-
-
-@dataclass(slots=True)
-class WhooshQuery:
-    """A parsed query for Whoosh: its query weights; the scored query, a filter (must
-    match) and a mask (must not), as Whoosh's matchers run them (:mod:`search.reference`;
-    they nest one level per word, so only short queries can run this way); and the
-    ``site:`` queries, each a flat union of host terms (what the product asks Whoosh)."""
-
-    parsed: ParsedQuery
-    weights: dict[str, float]
-    scored: wq.Query
-    filter: wq.Query | None = None
-    mask: wq.Query | None = None
-    sites: list[wq.Query] = field(default_factory=list)
-
-
-def site_query(site: str) -> wq.Query:
-    """``site:host``: the host and its subdomains, on any port (``site:host:port``: that
-    port only)."""
-    if ":" in site:
-        return wq.Or([wq.Term("host", site), wq.Wildcard("host", f"*.{site}")])
-    return wq.Or(
-        [
-            wq.Term("host", site),
-            wq.Wildcard("host", f"*.{site}"),
-            wq.Wildcard("host", f"{site}:*"),
-            wq.Wildcard("host", f"*.{site}:*"),
-        ]
-    )
-
-
-def build_query(q: ParsedQuery, decay: float | None = None) -> WhooshQuery:
-    """The Whoosh query of a parsed query (BM25F, query words weighted by qw(t), later
-    words by *decay*: :func:`search.ranking.query_weights`).
-
-    Phrase words and ``site:`` restrictions become a filter and exclusions a mask, so they
-    select documents without changing scores.
-    """
-    weights = ranking.query_weights(q.all_stems, decay)
-    scored = weighted_query(weights, q.require_all)
-    sites = [site_query(s) for s in q.sites]
-    required: list[wq.Query] = [term_query(s) for phrase in q.phrases for s in phrase]
-    if sites:
-        required.append(wq.Or(sites))
-    excluded = [term_query(s) for s in q.excluded]
-    excluded += [wq.And([term_query(s) for s in p]) for p in q.excluded_phrases]
-    return WhooshQuery(
-        q,
-        weights,
-        scored,
-        wq.And(required) if required else None,
-        wq.Or(excluded) if excluded else None,
-        sites,
-    )
-
-
-def matching_docs(searcher: Any, query: wq.Query) -> Iterator[int]:
-    """The document numbers *query* matches (unscored)."""
-    return iter(query.docs(searcher))
-
-
-def stored(searcher: Any, docnum: int) -> tuple[int, str]:
-    """The document id and URL of document *docnum*."""
-    fields = searcher.stored_fields(docnum)
-    return int(fields["docid"]), fields["url"]
-
-
-def terms_within(searcher: Any, text: str, maxdist: int, prefix: int = 1) -> set[str]:
-    """The stems of the index within *maxdist* Damerau-Levenshtein edits of *text* that
-    share its first *prefix* characters (Whoosh's spelling automaton, segment by segment:
-    it skips through each segment's sorted term list, it does not scan it)."""
-    found: set[str] = set()
-    for reader, _ in searcher.reader().leaf_readers():
-        if WORDS_FIELD in reader.schema:
-            found.update(reader.terms_within(WORDS_FIELD, text, maxdist, prefix=prefix))
-    found.discard(text)
-    return found
-
-
-def open_searcher(index: Index) -> Any:
-    """A Whoosh searcher of *index* that scores with :class:`BM25`."""
-    return index.open().searcher(weighting=BM25())

@@ -2,7 +2,7 @@
 
 The product ranks on the array postings (:class:`search.searcher.SearchSession`); this is a
 second, independent implementation of the same scores, queries and expansion, built from
-Whoosh's matchers and the weighting model :class:`search.index.BM25`.  The tests
+Whoosh's matchers and the weighting model :class:`search.indexquery.BM25`.  The tests
 (``tests/test_unit_arrays.py``) and ``benchmarks/query.py`` compare the two; nothing the
 product runs imports this module.
 
@@ -18,22 +18,15 @@ from typing import Any
 
 from search import ranking
 from search.arrays import ArrayIndex
-from search.index import (
-    REINDEX,
-    WORDS_FIELD,
-    IndexOutdated,
-    WhooshQuery,
-    build_query,
-    stored,
-    weighted_query,
-)
+from search.index import REINDEX, WORDS_FIELD, IndexOutdated
+from search.indexquery import WhooshQuery, build_query, stored, weighted_query
 from search.query import ParsedQuery
 from search.results import Ranked
 
 
 class ReferenceSession:
     """Rank, count and expand on one Whoosh searcher (opened with
-    :class:`search.index.BM25`), as :class:`search.searcher.SearchSession` does."""
+    :class:`search.indexquery.BM25`), as :class:`search.searcher.SearchSession` does."""
 
     def __init__(self, searcher: Any, params: ranking.Params = ranking.DEFAULT) -> None:
         self.s = searcher

@@ -2,7 +2,8 @@
 
 Ranking runs on the array postings of :mod:`search.arrays` (numpy, exhaustive: every
 matching document is scored and the number of hits is exact); Whoosh's matchers only
-select the documents of ``site:``, phrase and exclusion filters (:func:`search.index.build_query`).
+select the documents of ``site:``, phrase and exclusion filters
+(:func:`search.indexquery.build_query`).
 An index without array postings, or of another format, is refused with
 :class:`search.index.IndexOutdated` ("run ``python -m search reindex``").  The same formula
 on Whoosh's own matchers is kept as the tests' reference, :mod:`search.reference`.
@@ -32,16 +33,8 @@ from sqlalchemy import Engine
 from search import ranking, spelling
 from search.arrays import ArrayIndex
 from search.crawldb import CrawlDB
-from search.index import (
-    REINDEX,
-    Index,
-    IndexOutdated,
-    WhooshQuery,
-    build_query,
-    matching_docs,
-    open_searcher,
-    stored,
-)
+from search.index import REINDEX, Index, IndexOutdated
+from search.indexquery import WhooshQuery, build_query, matching_docs, open_searcher, stored
 from search.query import ParsedQuery, check_window
 from search.results import Explanation, Hit, Ranked, ResultPage, TermExplanation
 from search.snippets import contains_phrase, make_snippet, word_stems

@@ -6,7 +6,7 @@ The index holds stems, so the candidates for a word are stems of the index:
 
 - the stems within one edit of the word's stem (two for words of :data:`LONG_WORD` letters
   or more, when one finds none), sharing its first letter, found by Whoosh's spelling
-  automaton (:func:`search.index.terms_within`: it skips through each segment's sorted
+  automaton (:func:`search.indexquery.terms_within`: it skips through each segment's sorted
   term list, it does not scan the vocabulary);
 - the stems of the words one edit away from the word as typed (Norvig's candidates:
   about 54 · length strings, each stemmed and looked up), which finds what stemming
@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from whoosh.support.levenshtein import damerau_levenshtein
 
 from search.analysis import get_analyzer
-from search.index import terms_within
+from search.indexquery import terms_within
 from search.query import ParsedQuery, QueryTerm, replace_words
 
 

@@ -18,16 +18,15 @@ from whoosh.writing import CLEAR
 from search import arrayfile, arrays, ranking
 from search.analysis import analyze_document
 from search.index import (
-    BM25,
     FORMAT_FILE,
     INDEX_NAME,
     WORDS_FIELD,
     Index,
     IndexDoc,
     IndexOutdated,
-    build_query,
     make_schema,
 )
+from search.indexquery import BM25, build_query
 from search.query import parse_query
 from search.reference import ReferenceSession
 from search.searcher import SearchSession
