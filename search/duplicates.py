@@ -6,16 +6,14 @@ near-duplicates by simhash (``near_duplicate_of_id``: recorded, still indexed; s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import bindparam, select, update
 
 from search.db import chunks
 from search.models import Document
+from search.rows import DocumentRow
 from search.simhash import SimhashIndex, fingerprint, to_signed, to_unsigned
-
-if TYPE_CHECKING:
-    from search.store import DocumentRow
 
 
 class DuplicateMarker:

@@ -4,8 +4,8 @@ One :meth:`DocumentStore.write_batch` call is one transaction: documents are ups
 URL, their postings and links replaced, the stem dictionary extended, failures appended.
 Re-writing the same page gives the same rows (idempotent upserts).
 
-This module takes plain data (:class:`DocumentRow`), not Scrapy items, so the crawler and
-any other producer can use it.
+This module takes plain data (the rows of :mod:`search.rows`), not Scrapy items, so the
+crawler and any other producer can use it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -23,11 +22,11 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from search import faults
-from search.analysis import SECTIONS, WordRecord
+from search.analysis import SECTIONS
 from search.db import chunks
 from search.duplicates import DuplicateMarker
 from search.models import Crawl, CrawlError, Document, Link, Posting, Server, Word
-from search.servers import DEFAULTS
+from search.rows import BatchResult, DocumentRow, ErrorRow, GoneRow, RevisitRow, StoredDocument
 
 logger = logging.getLogger(__name__)
 
@@ -40,62 +39,6 @@ _POSTING_COLUMNS = (
 )
 
 _T = TypeVar("_T")
-
-
-@dataclass(slots=True)
-class DocumentRow:
-    """A document to store, with its word records and links."""
-
-    url: str
-    server: str | None
-    values: dict[str, Any]
-    words: dict[str, WordRecord] | None = None
-    links: list[tuple[str, str, bool]] = field(default_factory=list)
-    period: int = DEFAULTS["period"]
-    weights: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class ErrorRow:
-    url: str
-    server: str | None
-    kind: str
-    message: str
-    time: datetime
-
-
-@dataclass(slots=True)
-class StoredDocument:
-    id: int
-    row: DocumentRow
-    #: The document this one is an exact duplicate of (then it is not indexed).
-    clone_of: int | None = None
-    #: An earlier document this one nearly duplicates (recorded; still indexed).
-    near_duplicate_of: int | None = None
-
-
-@dataclass(slots=True)
-class RevisitRow:
-    """A stored page found unchanged: only its schedule moves."""
-
-    doc_id: int
-    time: datetime
-    interval: int
-
-
-@dataclass(slots=True)
-class GoneRow:
-    """A stored page that answered 404/410 or moved: marked, and out of the index."""
-
-    doc_id: int
-    status: int
-    time: datetime
-
-
-@dataclass(slots=True)
-class BatchResult:
-    documents: list[StoredDocument] = field(default_factory=list)
-    deleted: list[int] = field(default_factory=list)
 
 
 class DocumentStore:

@@ -44,14 +44,8 @@ from search.analysis import analyze_document, page_sections
 from search.index import IndexDoc
 from search.indexer import Batch, IndexerProcess, release_memory
 from search.linkrank import update_linkrank
-from search.store import (
-    BatchResult,
-    DocumentRow,
-    DocumentStore,
-    ErrorRow,
-    GoneRow,
-    RevisitRow,
-)
+from search.rows import BatchResult, DocumentRow, ErrorRow, GoneRow, RevisitRow
+from search.store import DocumentStore
 
 logger = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import CloseSpider, NotConfigured
 
 from search import db
+from search.rows import DocumentRow, ErrorRow, GoneRow, RevisitRow
 from search.servers import DEFAULTS
-from search.store import DocumentRow, ErrorRow, GoneRow, RevisitRow
 from search.worker import CrawlWorker, IndexConfig, Report, WorkBatch, WorkerConfig
 from spidersite import signals as our_signals
 from spidersite.crawlsettings import CrawlSettings, crawl_settings

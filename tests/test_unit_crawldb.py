@@ -15,7 +15,8 @@ from search import db
 from search.analysis import analyze_document
 from search.crawldb import CrawlDB
 from search.models import Document
-from search.store import DocumentRow, DocumentStore
+from search.rows import DocumentRow
+from search.store import DocumentStore
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -21,8 +21,9 @@ from search.indexer import reindex
 from search.linkrank import pagerank, update_linkrank
 from search.models import Document
 from search.query import parse_query
+from search.rows import DocumentRow
 from search.searcher import Searcher
-from search.store import DocumentRow, DocumentStore
+from search.store import DocumentStore
 from tests.conftest import run_search
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -15,6 +15,7 @@ from sqlalchemy import select
 from search import db
 from search.analysis import analyze_document
 from search.models import Document
+from search.rows import DocumentRow
 from search.simhash import (
     MAX_CANDIDATES,
     NEAR_DUPLICATE_BITS,
@@ -27,7 +28,7 @@ from search.simhash import (
     to_signed,
     to_unsigned,
 )
-from search.store import DocumentRow, DocumentStore
+from search.store import DocumentStore
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

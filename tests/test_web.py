@@ -339,7 +339,8 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, list[int], A
     from search.analysis import analyze_document
     from search.index import Index
     from search.indexer import reindex
-    from search.store import DocumentRow, DocumentStore, ErrorRow
+    from search.rows import DocumentRow, ErrorRow
+    from search.store import DocumentStore
 
     data = tmp_path_factory.mktemp("hostile")
     engine = db.connect(f"sqlite:///{data / 'spidersite.db'}")

@@ -1,0 +1,69 @@
+"""The rows a crawl hands to the store (:mod:`search.store`): plain data, not Scrapy items,
+built by the crawler's pipeline, carried to the worker process and written in one
+transaction per batch; and what the store answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from search.analysis import WordRecord
+from search.servers import DEFAULTS
+
+
+@dataclass(slots=True)
+class DocumentRow:
+    """A document to store, with its word records and links."""
+
+    url: str
+    server: str | None
+    values: dict[str, Any]
+    words: dict[str, WordRecord] | None = None
+    links: list[tuple[str, str, bool]] = field(default_factory=list)
+    period: int = DEFAULTS["period"]
+    weights: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ErrorRow:
+    url: str
+    server: str | None
+    kind: str
+    message: str
+    time: datetime
+
+
+@dataclass(slots=True)
+class StoredDocument:
+    id: int
+    row: DocumentRow
+    #: The document this one is an exact duplicate of (then it is not indexed).
+    clone_of: int | None = None
+    #: An earlier document this one nearly duplicates (recorded; still indexed).
+    near_duplicate_of: int | None = None
+
+
+@dataclass(slots=True)
+class RevisitRow:
+    """A stored page found unchanged: only its schedule moves."""
+
+    doc_id: int
+    time: datetime
+    interval: int
+
+
+@dataclass(slots=True)
+class GoneRow:
+    """A stored page that answered 404/410 or moved: marked, and out of the index."""
+
+    doc_id: int
+    status: int
+    time: datetime
+
+
+@dataclass(slots=True)
+class BatchResult:
+    documents: list[StoredDocument] = field(default_factory=list)
+    deleted: list[int] = field(default_factory=list)
