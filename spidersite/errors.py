@@ -107,6 +107,18 @@ _KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
 )
 
 
+def is_network_error(exc: BaseException) -> bool:
+    """Whether *exc* is a failure of the server or the network (counted toward the
+    server's ``max_net_errors``): one of :data:`NETWORK_ERRORS`, or a rendered page's
+    navigation that failed on the network (Chromium's ``net::ERR_…``) or timed out.  A
+    page the browser reached but could not render is not the server's failure."""
+    if isinstance(exc, NETWORK_ERRORS):
+        return True
+    return isinstance(exc, PlaywrightTimeoutError) or (
+        isinstance(exc, PlaywrightError) and "net::ERR_" in str(exc)
+    )
+
+
 def classify_exception(exc: BaseException) -> str:
     name = type(exc).__name__.lower()
     if "ssl" in name or "tls" in name or "certificate" in name:

@@ -109,6 +109,24 @@ def test_net_errors_cut_a_server_off_in_the_shared_state() -> None:
     assert stat(crawler, "neterrors/count") == 2
 
 
+def test_a_rendered_page_failing_on_the_network_counts_as_a_net_error() -> None:
+    from playwright.async_api import Error as PlaywrightError
+    from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+
+    crawler = crawler_with({A: {"max_net_errors": 2}})
+    mw = NetErrorMiddleware.from_crawler(crawler)
+    refused = PlaywrightError(f"Page.goto: net::ERR_CONNECTION_REFUSED at {A}1")
+    mw.process_exception(Request(A + "1"), refused)
+    # A page the browser reached but could not render is not the server's failure ...
+    mw.process_exception(Request(A + "2"), PlaywrightError("Target crashed"))
+    assert server_state(crawler).errors[A] == 1
+    # ... a navigation past the server's timeout is.
+    mw.process_exception(Request(A + "3"), PlaywrightTimeoutError("Timeout 30000ms exceeded"))
+    assert server_state(crawler).errors[A] == 2
+    assert A in server_state(crawler).disabled
+    assert stat(crawler, "neterrors/count") == 2
+
+
 def test_concurrency_drops_a_request_whose_server_was_cut_off_while_it_waited() -> None:
     crawler = crawler_with({A: {"concurrency": 1}})
     mw = ServerConcurrencyMiddleware.from_crawler(crawler)

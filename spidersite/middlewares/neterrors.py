@@ -22,7 +22,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 
 from spidersite import signals
 from spidersite.crawlsettings import crawl_settings
-from spidersite.errors import NETWORK_ERRORS, classify_exception
+from spidersite.errors import classify_exception, is_network_error
 from spidersite.serverstate import server_state
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class NetErrorMiddleware:
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> None:
-        if not isinstance(exception, NETWORK_ERRORS) or isinstance(exception, IgnoreRequest):
+        if not is_network_error(exception) or isinstance(exception, IgnoreRequest):
             return None
         self._count(request, classify_exception(exception))
         return None
