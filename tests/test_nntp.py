@@ -235,7 +235,7 @@ def test_basic_auth_logs_in_and_max_articles_takes_the_newest(
     )
     result = run_crawl(tmp_path / "wrong", "-a", f"sites={wrong}")
     assert result.returncode == 0, result.stderr
-    assert (group, "http", "HTTP 401") in result.errors()
+    assert (group, "http", "HTTP 401") in [(e.url, e.kind, e.message) for e in result.errors()]
 
 
 # -- the pure parts ---------------------------------------------------------------------

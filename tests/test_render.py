@@ -213,7 +213,7 @@ def test_links_written_by_javascript_are_followed_within_maxhops(
 def test_robots_txt_and_crawl_delay_apply(rendered: CrawlResult, sites: tuple[Site, ...]) -> None:
     js = sites[0]
     assert js.requested("/private.html") == []
-    assert (js.url + "private.html", "robots") in {(u, k) for u, k, _ in rendered.errors()}
+    assert (js.url + "private.html", "robots") in rendered.error_kinds()
     assert len(js.requested("/robots.txt")) == 1  # fetched plain, once
     assert rendered.stats["crawldelay/robots_delay"] == 1
 
@@ -240,9 +240,9 @@ def test_proxy_and_basic_auth_apply(rendered: CrawlResult, sites: tuple[Site, ..
 
 @needs_browser
 def test_read_timeout_and_failed_renders_are_logged(rendered: CrawlResult) -> None:
-    kinds = {(url, kind) for url, kind, _ in rendered.errors()}
+    kinds = rendered.error_kinds()
     assert [url for url, kind in kinds if kind == "timeout" and url.endswith("/slow/")]
-    failed = [(url, message) for url, kind, message in rendered.errors() if kind == "render"]
+    failed = [(e.url, e.message) for e in rendered.errors() if e.kind == "render"]
     assert len(failed) == 1 and "ERR_CONNECTION_REFUSED" in failed[0][1], failed
     assert rendered.stats["render/errors"] == 2
     assert "Traceback" not in rendered.log

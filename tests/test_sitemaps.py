@@ -241,8 +241,8 @@ def test_allow_deny_maxhops_robots_and_bad_urls(
     }
     assert not site.requested("/ok2.html")  # 2 hops > maxhops 1
     assert not site.requested("/private/x.html") and not site.requested("/blocked.html")
-    assert [kind for url, kind, _ in result.errors() if url.endswith("blocked.html")] == ["robots"]
-    assert "page_cap" not in {kind for _, kind, _ in result.errors()}
+    assert [e.kind for e in result.errors() if e.url.endswith("blocked.html")] == ["robots"]
+    assert "page_cap" not in {e.kind for e in result.errors()}
     stats = result.stats
     assert stats["site/denied_by_pattern"] == 1
     assert stats["site/offsite"] == 1
@@ -289,7 +289,7 @@ def test_malformed_and_oversized_sitemaps_are_logged(site: Site, crawl) -> None:
     assert site.url + "cut1.html" in result.urls()  # lxml recovers what precedes the break
     assert {u for u in result.urls() if "/m" in u} == {site.url + f"m{i}.html" for i in range(3)}
     assert not any("big" in u for u in result.urls())
-    errors = {url.rsplit("/", 1)[1]: (kind, message) for url, kind, message in result.errors()}
+    errors = {e.url.rsplit("/", 1)[1]: (e.kind, e.message) for e in result.errors()}
     assert set(errors) == {
         "broken.xml",
         "html.xml",
