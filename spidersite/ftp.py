@@ -51,7 +51,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.threads import deferToThread
 
 from spidersite.crawlsettings import crawl_settings
-from spidersite.handlers import BoundedDownload, SocketGuard
+from spidersite.handlers import BoundedDownload, SocketGuard, download_timeout
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -306,10 +306,7 @@ class _FTPHandler(ScrapyFTPHandler):
 
     def _login(self, request: Request) -> Login:
         parts = urlsplit(request.url)
-        timeout = float(
-            request.meta.get("download_timeout")
-            or self.crawler.settings.getfloat("DOWNLOAD_TIMEOUT")
-        )
+        timeout = download_timeout(request, self.crawler)
         return Login(
             host=parts.hostname or "",
             port=parts.port or 21,

@@ -67,6 +67,14 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+def download_timeout(request: Request, crawler: Crawler) -> float:
+    """The seconds *request* may take: its ``download_timeout`` (the server's
+    ``read_timeout``), else ``DOWNLOAD_TIMEOUT``."""
+    return float(
+        request.meta.get("download_timeout") or crawler.settings.getfloat("DOWNLOAD_TIMEOUT")
+    )
+
+
 class BoundedDownload:
     """Mix-in for a download handler: the whole download ends after the request's
     ``download_timeout`` plus :attr:`grace` seconds (no bound when :attr:`grace` is None)."""
@@ -75,12 +83,10 @@ class BoundedDownload:
     crawler: Crawler
 
     async def download_request(self, request: Request) -> Response:
-        timeout = request.meta.get("download_timeout") or self.crawler.settings.getfloat(
-            "DOWNLOAD_TIMEOUT"
-        )
+        timeout = download_timeout(request, self.crawler)
         if self.grace is None or not timeout:
             return await super().download_request(request)  # type: ignore[misc]
-        limit = float(timeout) + self.grace
+        limit = timeout + self.grace
         download = deferred_from_coro(super().download_request(request))  # type: ignore[misc]
         expired: list[bool] = []
 

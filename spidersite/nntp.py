@@ -52,7 +52,7 @@ from w3lib.url import canonicalize_url
 
 from spidersite import storage
 from spidersite.crawlsettings import crawl_settings
-from spidersite.handlers import BoundedDownload, SocketGuard
+from spidersite.handlers import BoundedDownload, SocketGuard, download_timeout
 from spidersite.serverstate import server_state
 
 with warnings.catch_warnings():
@@ -306,15 +306,13 @@ class _NNTPHandler(BaseDownloadHandler):
 
     def _login(self, request: Request) -> Login:
         parts = urlsplit(request.url)
-        timeout = request.meta.get("download_timeout") or self.crawler.settings.getfloat(
-            "DOWNLOAD_TIMEOUT"
-        )
+        timeout = download_timeout(request, self.crawler)
         return Login(
             host=parts.hostname or "",
             port=parts.port or 119,
             user=request.meta.get("nntp_user"),
             password=request.meta.get("nntp_password"),
-            timeout=float(timeout),
+            timeout=timeout,
         )
 
     async def download_request(self, request: Request) -> Response:

@@ -56,6 +56,7 @@ from search.servers import ConfigError, ServerConfig
 from search.sitesfile import ServerRegistry
 from spidersite.crawlsettings import CrawlSettings, crawl_settings
 from spidersite.errors import classify_exception
+from spidersite.handlers import download_timeout
 from spidersite.serverstate import server_state
 
 if TYPE_CHECKING:
@@ -237,7 +238,7 @@ class RenderMiddleware:
             raise NotConfigured  # silently: the crawl has no render_js server
         self.stats = crawler.stats
         self.wait_until = config.render_wait_until
-        self.default_timeout = crawler.settings.getfloat("DOWNLOAD_TIMEOUT")
+        self.crawler = crawler
         crawler.signals.connect(self.response_received, signal=signals.response_received)
 
     @classmethod
@@ -261,9 +262,8 @@ class RenderMiddleware:
         meta["playwright_context"] = name
         if kwargs:
             meta["playwright_context_kwargs"] = kwargs
-        timeout = meta.get("download_timeout") or self.default_timeout
         meta["playwright_page_goto_kwargs"] = {
-            "timeout": float(timeout) * 1000,  # milliseconds
+            "timeout": download_timeout(request, self.crawler) * 1000,  # milliseconds
             "wait_until": self.wait_until,
         }
         self.stats.inc_value("render/requests")
