@@ -50,6 +50,7 @@ from scrapy.http import HtmlResponse, Response
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.threads import deferToThread
 
+from search.urls import DEFAULT_PORTS
 from spidersite.crawlsettings import crawl_settings
 from spidersite.handlers import BoundedDownload, SocketGuard, download_timeout
 
@@ -309,7 +310,7 @@ class _FTPHandler(ScrapyFTPHandler):
         timeout = download_timeout(request, self.crawler)
         return Login(
             host=parts.hostname or "",
-            port=parts.port or 21,
+            port=parts.port or DEFAULT_PORTS["ftp"],
             user=request.meta.get("ftp_user", self.default_user),
             password=request.meta.get("ftp_password", self.default_password),
             passive=bool(request.meta.get("ftp_passive", self.passive_mode)),

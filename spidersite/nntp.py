@@ -50,6 +50,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.threads import deferToThread
 from w3lib.url import canonicalize_url
 
+from search.urls import DEFAULT_PORTS
 from spidersite import storage
 from spidersite.crawlsettings import crawl_settings
 from spidersite.handlers import BoundedDownload, SocketGuard, download_timeout
@@ -309,7 +310,7 @@ class _NNTPHandler(BaseDownloadHandler):
         timeout = download_timeout(request, self.crawler)
         return Login(
             host=parts.hostname or "",
-            port=parts.port or 119,
+            port=parts.port or DEFAULT_PORTS[parts.scheme.lower()],
             user=request.meta.get("nntp_user"),
             password=request.meta.get("nntp_password"),
             timeout=timeout,
