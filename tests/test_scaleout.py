@@ -263,8 +263,8 @@ def test_crawl_keys_and_requests_for_redis() -> None:
     assert SiteSpider(seeds="http://127.0.0.1:1/", crawl_key="docs").frontier_key == "docs"
 
     for request in (
-        a.make_request("http://127.0.0.1:1/page.html", 3, "http://127.0.0.1:1/"),
-        a.make_request("http://127.0.0.1:1/file.pdf", 2),
+        a.requests.page("http://127.0.0.1:1/page.html", 3, "http://127.0.0.1:1/"),
+        a.requests.page("http://127.0.0.1:1/file.pdf", 2),
     ):
         request.meta["stored"] = {"id": 1, "last_modified": datetime(2024, 1, 2), "etag": "x"}
         again = request_from_dict(pickle.loads(pickle.dumps(request.to_dict(spider=a))), spider=a)
