@@ -260,6 +260,15 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 # -- crawls ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ErrorRow:
+    """A ``crawl_errors`` row: its fields by name (not a tuple: no reading by position)."""
+
+    url: str
+    kind: str
+    message: str
+
+
 @dataclass
 class CrawlResult:
     returncode: int
@@ -285,7 +294,13 @@ class CrawlResult:
             engine.dispose()
 
     def scalar(self, sql: str, **params: Any) -> Any:
-        return self.rows(sql, **params)[0][0]
+        """The one column of the first row of *sql* (None without a row)."""
+        engine = self.engine()
+        try:
+            with engine.connect() as conn:
+                return conn.execute(text(sql), params).scalar()
+        finally:
+            engine.dispose()
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -298,9 +313,10 @@ class CrawlResult:
             return {r.url for r in self.rows(sql + " WHERE kind = :k", k=kind)}
         return {r.url for r in self.rows(sql)}
 
-    def errors(self) -> list[Any]:
-        """The crawl's ``crawl_errors`` rows (``.url``, ``.kind``, ``.message``)."""
-        return self.rows("SELECT url, kind, message FROM crawl_errors")
+    def errors(self) -> list[ErrorRow]:
+        """The crawl's ``crawl_errors`` rows, read by column name."""
+        rows = self.rows("SELECT url, kind, message FROM crawl_errors")
+        return [ErrorRow(r.url, r.kind, r.message) for r in rows]
 
     def error_kinds(self) -> set[tuple[str, str]]:
         """(url, kind) of every ``crawl_errors`` row."""

@@ -109,7 +109,7 @@ def test_restart_during_crawl_loses_nothing(site: Site, private_pg, tmp_path: Pa
     assert proc.returncode == 0, stderr[-2000:]
     engine = create_engine(url)
     with engine.connect() as conn:
-        urls = [r[0] for r in conn.execute(text("SELECT url FROM documents"))]
+        urls = [r.url for r in conn.execute(text("SELECT url FROM documents"))]
         stats = conn.execute(text("SELECT stats FROM crawls ORDER BY id DESC LIMIT 1")).scalar_one()
     engine.dispose()
     stats = stats if isinstance(stats, dict) else json.loads(stats)

@@ -79,7 +79,7 @@ def test_killed_crawl_resumes_and_index_agrees(site: Site, tmp_path: Path) -> No
     assert again.returncode == 0, again.stderr[-2000:]
     engine = create_engine(f"sqlite:///{db}")
     with engine.connect() as conn:
-        urls = [r[0] for r in conn.execute(text("SELECT url FROM documents"))]
+        urls = [r.url for r in conn.execute(text("SELECT url FROM documents"))]
         stats = json.loads(
             conn.execute(text("SELECT stats FROM crawls ORDER BY id DESC LIMIT 1")).scalar_one()
         )
@@ -126,7 +126,7 @@ def test_check_marks_what_the_index_holds(site: Site, crawl) -> None:
         site.page(f"/d{i}.html", f"Doc {i}", f"ocelot{i}", [f"/d{i + 1}.html"])
     result = crawl("-a", f"seeds={site.url}d0.html")
     assert result.returncode == 0, result.stderr
-    ids = sorted(r[0] for r in result.rows("SELECT id FROM documents"))[:2]
+    ids = sorted(r.id for r in result.rows("SELECT id FROM documents"))[:2]
     engine = result.engine()
     with engine.begin() as conn:  # as a kill between a Whoosh commit and its marking
         conn.execute(
@@ -202,7 +202,8 @@ def test_distinct_pages_sharing_a_vocabulary_are_not_near_duplicates(site: Site,
     result = crawl("-a", f"seeds={site.url}")
     assert result.returncode == 0, result.stderr
     rows = result.rows("SELECT near_duplicate_of_id, simhash FROM documents WHERE url LIKE '%/p%'")
-    assert len(rows) == 40 and all(near is None and value is not None for near, value in rows)
+    assert len(rows) == 40
+    assert all(r.near_duplicate_of_id is None and r.simhash is not None for r in rows)
     assert "store/near_duplicates" not in result.stats
 
 
