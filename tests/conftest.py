@@ -365,20 +365,21 @@ def _env(data_dir: Path, database_url: str | None) -> dict[str, str]:
     return env
 
 
-def run_crawl(
-    data_dir: Path,
-    *args: str,
-    settings: dict[str, Any] | None = None,
-    database_url: str | None = None,
-    timeout: float = 300,
-) -> CrawlResult:
-    """Run ``scrapy crawl site ARGS`` in a subprocess, as a user would."""
+def crawl_command(data_dir: Path, *args: str, settings: dict[str, Any] | None = None) -> list[str]:
+    """``scrapy crawl site ARGS`` with *settings*, logging into ``crawl.log`` of *data_dir*
+    (created) at DEBUG level unless *settings* say otherwise."""
     cmd = [sys.executable, "-m", "scrapy", "crawl", "site", *args]
     settings = {"LOG_FILE": str(data_dir / "crawl.log"), "LOG_LEVEL": "DEBUG", **(settings or {})}
     for key, value in settings.items():
         cmd += ["-s", f"{key}={value}"]
     data_dir.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(
+    return cmd
+
+
+def _run(
+    cmd: list[str], data_dir: Path, database_url: str | None, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         cmd,
         cwd=ROOT,
         env=_env(data_dir, database_url),
@@ -387,6 +388,18 @@ def run_crawl(
         timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
+
+
+def run_crawl(
+    data_dir: Path,
+    *args: str,
+    settings: dict[str, Any] | None = None,
+    database_url: str | None = None,
+    timeout: float = 300,
+) -> CrawlResult:
+    """Run ``scrapy crawl site ARGS`` in a subprocess, as a user would."""
+    cmd = crawl_command(data_dir, *args, settings=settings)
+    proc = _run(cmd, data_dir, database_url, timeout)
     url = database_url or f"sqlite:///{data_dir / 'spidersite.db'}"
     return CrawlResult(proc.returncode, proc.stdout, proc.stderr, data_dir, url)
 
@@ -400,17 +413,8 @@ def start_crawl(
 ) -> subprocess.Popen[str]:
     """``scrapy crawl site ARGS`` in a subprocess that runs on (as run_crawl, not waited for),
     in a session of its own; *env*: more environment variables."""
-    cmd = [sys.executable, "-m", "scrapy", "crawl", "site", *args]
-    settings = {
-        "LOG_FILE": str(data_dir / "crawl.log"),
-        "LOG_LEVEL": "DEBUG",
-        **(settings or {}),
-    }
-    for key, value in settings.items():
-        cmd += ["-s", f"{key}={value}"]
-    data_dir.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
-        cmd,
+        crawl_command(data_dir, *args, settings=settings),
         cwd=ROOT,
         env={**_env(data_dir, database_url), **(env or {})},
         text=True,
@@ -425,15 +429,7 @@ def run_search(
     *args: str, data_dir: Path, database_url: str | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python -m search ARGS`` in a subprocess."""
-    return subprocess.run(
-        [sys.executable, "-m", "search", *args],
-        cwd=ROOT,
-        env=_env(data_dir, database_url),
-        text=True,
-        capture_output=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    return _run([sys.executable, "-m", "search", *args], data_dir, database_url, timeout)
 
 
 @pytest.fixture

@@ -9,12 +9,19 @@ import os
 import random
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from tests.conftest import ROOT, Site, _env, count_documents, run_search, wait_for_documents
+from tests.conftest import (
+    ROOT,
+    Site,
+    _env,
+    count_documents,
+    crawl_command,
+    run_search,
+    wait_for_documents,
+)
 
 N_PAGES = 40
 
@@ -27,23 +34,13 @@ def build_slow_site(site: Site) -> None:
 
 
 def crawl_cmd(site: Site, data: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "scrapy",
-        "crawl",
-        "site",
-        "-a",
-        f"seeds={site.url}p0.html",
-        "-s",
-        "CONCURRENT_REQUESTS=2",
-        "-s",
-        "STORE_BATCH_SIZE=3",
-        "-s",
-        "INDEX_BATCH_SIZE=3",
-        "-s",
-        f"LOG_FILE={data / 'crawl.log'}",
-    ]
+    settings = {
+        "CONCURRENT_REQUESTS": 2,
+        "STORE_BATCH_SIZE": 3,
+        "INDEX_BATCH_SIZE": 3,
+        "LOG_LEVEL": "INFO",
+    }
+    return crawl_command(data, "-a", f"seeds={site.url}p0.html", settings=settings)
 
 
 def test_killed_crawl_resumes_and_index_agrees(site: Site, tmp_path: Path) -> None:
