@@ -1,6 +1,6 @@
 """What the site spider requests first: the start of a crawl, a resumed crawl, a re-crawl.
 
-:func:`start_requests` is the spider's ``start``, in this order:
+:func:`first_requests` is the spider's ``start``, in this order:
 
 - on a re-crawl (``-a recrawl``) or a resumed crawl, every stored URL counts as seen: found
   as a link, it is not fetched again (a due one is re-visited from the database instead);
@@ -45,7 +45,7 @@ def previous_crawl_unfinished(crawler: Any, name: str, args: dict[str, Any]) -> 
     return crawldb.crawl_unfinished(name, args)
 
 
-def start_requests(spider: SiteSpider) -> Iterator[Request]:
+def first_requests(spider: SiteSpider) -> Iterator[Request]:
     """The first requests of *spider*'s crawl (see the module's documentation)."""
     seeding = getattr(spider.crawler.engine.scheduler, "seeding", True)
     if spider.recrawl or (spider.resuming and seeding):

@@ -43,7 +43,7 @@ from spidersite.nntp import article_url
 from spidersite.revisits import check_revisit, unchanged
 from spidersite.serverstate import server_state
 from spidersite.sitemaps import SitemapReader
-from spidersite.startup import previous_crawl_unfinished, start_requests
+from spidersite.startup import first_requests, previous_crawl_unfinished
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ class SiteSpider(Spider):
 
     async def start(self) -> AsyncIterator[Any]:
         self.recrawl_time = datetime.now(UTC)
-        for request in start_requests(self):
+        for request in first_requests(self):
             yield request
 
     def parse_sitemap(self, response: Response, **kwargs: Any) -> Iterator[Any]:
