@@ -21,7 +21,7 @@ words act as stop words and are never typed.
 
 Then each query runs, in the same process, through
 
-- the product: :meth:`search.searcher.SearchSession.rank` for the top 10 (what ``python -m
+- the product: :meth:`search.searchsession.SearchSession.rank` for the top 10 (what ``python -m
   search`` and the web page do before they read the database for titles and snippets), and
   separately the hit count (:meth:`SearchSession.count`) that a result page also shows,
   and the top 10 without query expansion (``expand=False``: the same OR of the typed words
@@ -70,7 +70,7 @@ from search.indexquery import BM25, build_query, weighted_query  # noqa: E402
 from search.query import parse_query  # noqa: E402
 from search.reference import ReferenceSession  # noqa: E402
 from search.results import Ranked  # noqa: E402
-from search.searcher import SearchSession  # noqa: E402
+from search.searchsession import SearchSession  # noqa: E402
 
 CACHE = ROOT / "benchmarks" / ".cache"
 MEDIAN_WORDS = 300

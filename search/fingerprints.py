@@ -13,7 +13,7 @@ Two different URLs share a fingerprint with probability about n² / 2⁶⁵: for
 URLs, one chance in 370,000 that any one URL of the crawl is taken for another and not
 fetched.  Scrapy's own request fingerprints make the same trade with 20 bytes.
 
-No Scrapy here: the spider (:mod:`spidersite.spiders.site`) uses it.
+No Scrapy here: the spider's link follower (:mod:`spidersite.links`) uses it.
 """
 
 from __future__ import annotations

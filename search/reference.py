@@ -1,6 +1,6 @@
 """The ranking's reference: the formula of :mod:`search.ranking` on Whoosh's own matchers.
 
-The product ranks on the array postings (:class:`search.searcher.SearchSession`); this is a
+The product ranks on the array postings (:class:`search.searchsession.SearchSession`); this is a
 second, independent implementation of the same scores, queries and expansion, built from
 Whoosh's matchers and the weighting model :class:`search.indexquery.BM25`.  The tests
 (``tests/test_unit_arrays.py``) and ``benchmarks/query.py`` compare the two; nothing the
@@ -26,7 +26,7 @@ from search.results import Ranked
 
 class ReferenceSession:
     """Rank, count and expand on one Whoosh searcher (opened with
-    :class:`search.indexquery.BM25`), as :class:`search.searcher.SearchSession` does."""
+    :class:`search.indexquery.BM25`), as :class:`search.searchsession.SearchSession` does."""
 
     def __init__(self, searcher: Any, params: ranking.Params = ranking.DEFAULT) -> None:
         self.s = searcher

@@ -33,7 +33,7 @@ from search.query import ParsedQuery, QueryTerm, replace_words
 
 
 class SearchSession(Protocol):
-    """What a suggestion reads of a search (:class:`search.searcher.SearchSession`):
+    """What a suggestion reads of a search (:class:`search.searchsession.SearchSession`):
     the open Whoosh searcher and the document frequency of a stem."""
 
     s: Any

@@ -149,7 +149,7 @@ class SitemapReader:
     ) -> Request | None:
         """The request of a sitemap, or None (seen, not fetchable, off the crawl, capped)."""
         try:
-            url = self.spider.canonical(url)
+            url = self.spider.links.canonical(url)
         except ValueError as exc:
             self.stats.inc_value("site/links_invalid")
             logger.info("Sitemap URL skipped: %s", exc, extra={"spider": self.spider})
@@ -179,7 +179,7 @@ class SitemapReader:
                     f"reached for {server.url}: its other sitemaps are not read",
                 )
             return None
-        return self.spider.sitemap_request(url, hops, source, referer)
+        return self.spider.requests.sitemap(url, hops, source, referer)
 
     def robots_parsed(self, robotparser: Any, request: Request) -> None:
         """robots.txt of a server parsed by the robots middleware: read its Sitemap lines."""
@@ -274,16 +274,16 @@ class SitemapReader:
         self.stats.inc_value("sitemap/urls", len(entries))
         listed = [(LinkRecord(e["loc"]), e.get("lastmod")) for e in entries]
         lastmod_of = {id(link): lastmod for link, lastmod in listed}
-        # The links valid_links keeps are the same objects, their URLs made canonical.
-        links = spider.valid_links([link for link, _ in listed], follow=True)
+        # The links links.valid keeps are the same objects, their URLs made canonical.
+        links = spider.links.valid([link for link, _ in listed], follow=True)
         stored: dict[str, datetime] = {}
         if spider.recrawl == "due":
             for link in links:
                 lastmod = parse_lastmod(lastmod_of[id(link)])
-                if lastmod is not None and spider.is_seen(link.url):
+                if lastmod is not None and spider.links.is_seen(link.url):
                     stored[link.url] = lastmod
         new = 0
-        for request in spider.follow(response, links, hops):
+        for request in spider.links.follow(response.url, links, hops):
             new += 1
             yield request
         self.stats.inc_value("sitemap/requests", new)
@@ -299,11 +299,11 @@ class SitemapReader:
             indexed = row.last_index_time
             if row.id in self.due or (indexed is not None and lastmods[row.url] <= indexed):
                 continue
-            if not spider.server_of(row.url).allows(row.url):
+            if not spider.servers.ensure(row.url).allows(row.url):
                 continue
             self.due.add(row.id)
             self.stats.inc_value("sitemap/due")
-            yield spider.revisit_request(row)
+            yield spider.requests.revisit(row)
 
     def _failed(self, response: Response, problem: SitemapProblem) -> Iterator[Any]:
         self.stats.inc_value("sitemap/errors")

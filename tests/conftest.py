@@ -260,6 +260,15 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 # -- crawls ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ErrorRow:
+    """A ``crawl_errors`` row: its fields by name (not a tuple: no reading by position)."""
+
+    url: str
+    kind: str
+    message: str
+
+
 @dataclass
 class CrawlResult:
     returncode: int
@@ -285,7 +294,13 @@ class CrawlResult:
             engine.dispose()
 
     def scalar(self, sql: str, **params: Any) -> Any:
-        return self.rows(sql, **params)[0][0]
+        """The one column of the first row of *sql* (None without a row)."""
+        engine = self.engine()
+        try:
+            with engine.connect() as conn:
+                return conn.execute(text(sql), params).scalar()
+        finally:
+            engine.dispose()
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -298,9 +313,10 @@ class CrawlResult:
             return {r.url for r in self.rows(sql + " WHERE kind = :k", k=kind)}
         return {r.url for r in self.rows(sql)}
 
-    def errors(self) -> list[Any]:
-        """The crawl's ``crawl_errors`` rows (``.url``, ``.kind``, ``.message``)."""
-        return self.rows("SELECT url, kind, message FROM crawl_errors")
+    def errors(self) -> list[ErrorRow]:
+        """The crawl's ``crawl_errors`` rows, read by column name."""
+        rows = self.rows("SELECT url, kind, message FROM crawl_errors")
+        return [ErrorRow(r.url, r.kind, r.message) for r in rows]
 
     def error_kinds(self) -> set[tuple[str, str]]:
         """(url, kind) of every ``crawl_errors`` row."""
@@ -349,20 +365,21 @@ def _env(data_dir: Path, database_url: str | None) -> dict[str, str]:
     return env
 
 
-def run_crawl(
-    data_dir: Path,
-    *args: str,
-    settings: dict[str, Any] | None = None,
-    database_url: str | None = None,
-    timeout: float = 300,
-) -> CrawlResult:
-    """Run ``scrapy crawl site ARGS`` in a subprocess, as a user would."""
+def crawl_command(data_dir: Path, *args: str, settings: dict[str, Any] | None = None) -> list[str]:
+    """``scrapy crawl site ARGS`` with *settings*, logging into ``crawl.log`` of *data_dir*
+    (created) at DEBUG level unless *settings* say otherwise."""
     cmd = [sys.executable, "-m", "scrapy", "crawl", "site", *args]
     settings = {"LOG_FILE": str(data_dir / "crawl.log"), "LOG_LEVEL": "DEBUG", **(settings or {})}
     for key, value in settings.items():
         cmd += ["-s", f"{key}={value}"]
     data_dir.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(
+    return cmd
+
+
+def _run(
+    cmd: list[str], data_dir: Path, database_url: str | None, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         cmd,
         cwd=ROOT,
         env=_env(data_dir, database_url),
@@ -371,6 +388,18 @@ def run_crawl(
         timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
+
+
+def run_crawl(
+    data_dir: Path,
+    *args: str,
+    settings: dict[str, Any] | None = None,
+    database_url: str | None = None,
+    timeout: float = 300,
+) -> CrawlResult:
+    """Run ``scrapy crawl site ARGS`` in a subprocess, as a user would."""
+    cmd = crawl_command(data_dir, *args, settings=settings)
+    proc = _run(cmd, data_dir, database_url, timeout)
     url = database_url or f"sqlite:///{data_dir / 'spidersite.db'}"
     return CrawlResult(proc.returncode, proc.stdout, proc.stderr, data_dir, url)
 
@@ -384,17 +413,8 @@ def start_crawl(
 ) -> subprocess.Popen[str]:
     """``scrapy crawl site ARGS`` in a subprocess that runs on (as run_crawl, not waited for),
     in a session of its own; *env*: more environment variables."""
-    cmd = [sys.executable, "-m", "scrapy", "crawl", "site", *args]
-    settings = {
-        "LOG_FILE": str(data_dir / "crawl.log"),
-        "LOG_LEVEL": "DEBUG",
-        **(settings or {}),
-    }
-    for key, value in settings.items():
-        cmd += ["-s", f"{key}={value}"]
-    data_dir.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
-        cmd,
+        crawl_command(data_dir, *args, settings=settings),
         cwd=ROOT,
         env={**_env(data_dir, database_url), **(env or {})},
         text=True,
@@ -409,15 +429,7 @@ def run_search(
     *args: str, data_dir: Path, database_url: str | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python -m search ARGS`` in a subprocess."""
-    return subprocess.run(
-        [sys.executable, "-m", "search", *args],
-        cwd=ROOT,
-        env=_env(data_dir, database_url),
-        text=True,
-        capture_output=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    return _run([sys.executable, "-m", "search", *args], data_dir, database_url, timeout)
 
 
 @pytest.fixture

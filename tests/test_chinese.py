@@ -187,7 +187,7 @@ def test_gbk_page_is_decoded_and_stored(debian_crawl: tuple[CrawlResult, str]) -
     result, gbk_url = debian_crawl
     rows = result.rows("SELECT title, charset FROM documents WHERE url = :u", u=gbk_url)
     assert rows, result.urls()
-    title, charset = rows[0]
+    title, charset = rows[0].title, rows[0].charset
     # "第 8 章 国际化和本地化" (GBK has no no-break space: those became "?").
     assert re.fullmatch(r"第.8.章.国际化和本地化", title), title
     assert charset == "gb18030"
@@ -197,7 +197,8 @@ def test_gbk_page_is_decoded_and_stored(debian_crawl: tuple[CrawlResult, str]) -
 def test_gbk_page_declared_utf8_is_corrected(debian_crawl: tuple[CrawlResult, str]) -> None:
     result, gbk_url = debian_crawl
     url = gbk_url.replace("chapter8", "chapter3")
-    title, charset = result.rows("SELECT title, charset FROM documents WHERE url = :u", u=url)[0]
+    row = result.rows("SELECT title, charset FROM documents WHERE url = :u", u=url)[0]
+    title, charset = row.title, row.charset
     assert re.fullmatch(r"第.3.章.系统初始化", title), title
     assert charset == "gb18030"
     assert result.stats.get("charset/corrected", 0) >= 1

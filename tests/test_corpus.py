@@ -64,9 +64,7 @@ def test_every_reachable_page_stored_once_with_its_title(
     assert len(expected) > 1000
     base = f"{corpus_url}{SITE}/"
     rows = pg_docs.rows("SELECT url, title, status FROM documents WHERE kind = 'page'")
-    stored = {
-        url[len(base) :]: (title, status) for url, title, status in rows if url.startswith(base)
-    }
+    stored = {r.url[len(base) :]: (r.title, r.status) for r in rows if r.url.startswith(base)}
     assert set(stored) == set(expected)
     assert len(rows) == len(stored), "a page is stored under two URLs"
     wrong = {

@@ -48,7 +48,7 @@ def test_crawl_stores_indexes_and_searches(site: Site, crawl, db_url: str) -> No
     assert all(r.indexed for r in rows), "every page is marked indexed"
     # links are stored with anchors, fragments dropped
     links = result.rows("SELECT to_url, anchor FROM links")
-    assert (site.url + "a.html", "link to /a.html#x") in [tuple(x) for x in links]
+    assert (site.url + "a.html", "link to /a.html#x") in [(x.to_url, x.anchor) for x in links]
     # word records: the stem, its surface form, counts per section and weight
     zebra = result.rows(
         "SELECT p.surface, p.body_count, p.title_count, p.keywords_count, p.desc_count, "
@@ -150,7 +150,7 @@ def test_maxhops(site: Site, crawl, tmp_path: Path) -> None:
     assert result.urls() == {f"{site.url}h{i}.html" for i in range(3)}
     assert not site.requested("/h3.html")
     assert result.stats["maxhops/dropped"] == 1
-    hops = dict(result.rows("SELECT url, hops FROM documents"))
+    hops = {r.url: r.hops for r in result.rows("SELECT url, hops FROM documents")}
     assert hops[f"{site.url}h2.html"] == 2
 
 
@@ -189,7 +189,8 @@ def test_net_error_cut_off(site: Site, crawl, tmp_path: Path) -> None:
     server = result.rows(
         "SELECT disabled, net_errors, disabled_reason FROM servers WHERE url = :u", u=dead
     )[0]
-    assert server[0] and server[1] == 3 and "max_net_errors = 3" in server[2]
+    assert server.disabled and server.net_errors == 3
+    assert "max_net_errors = 3" in server.disabled_reason
     kinds = [e.kind for e in result.errors() if e.url.startswith(dead)]
     assert kinds.count("refused") == 2 and kinds.count("cut_off") == 6, kinds
     assert result.stats["neterrors/servers_cut_off"] == 1

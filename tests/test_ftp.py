@@ -15,7 +15,8 @@ from pyftpdlib.authorizers import DummyAuthorizer
 from pyftpdlib.handlers import FTPHandler
 from pyftpdlib.servers import FTPServer
 
-from spidersite.ftp import Entry, listing_html, parse_list_line
+from spidersite.ftp import listing_html
+from spidersite.ftpclient import Entry, parse_list_line
 from tests.conftest import run_crawl
 
 
@@ -96,7 +97,7 @@ def test_a_crawl_lists_folders_indexes_text_and_html_and_records_files(
         f"{base}docs/deep/notes.txt",
     } <= pages
     files = {
-        r[0]: (r[1], r[2])
+        r.url: (r.content_type, r.size)
         for r in result.rows("SELECT url, content_type, size FROM documents WHERE kind = 'file'")
     }
     assert files[f"{base}docs/deep/image.png"] == ("image/png", 1008)
@@ -159,9 +160,7 @@ def test_without_mlsd_a_listing_is_read_from_list_and_bounded(tmp_path: Path, cr
     # entries (3 hops) are beyond maxhops; guide.html is bigger than max_size.
     base = server.url
     assert result.urls() == {base, f"{base}docs/", f"{base}docs/deep/"}
-    assert [kind for url, kind, _ in result.errors() if url == f"{base}docs/guide.html"] == [
-        "too_large"
-    ]
+    assert [e.kind for e in result.errors() if e.url == f"{base}docs/guide.html"] == ["too_large"]
     assert result.stats["ftp/entries_dropped"] == 1
 
 

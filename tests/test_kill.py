@@ -107,8 +107,8 @@ def test_killed_at_any_moment_the_same_command_resumes(
 
     # Every page stored exactly once, and marked indexed.
     rows = result.rows("SELECT url, indexed FROM documents")
-    assert sorted(r[0] for r in rows) == sorted(urls)
-    assert all(r[1] for r in rows), [r[0] for r in rows if not r[1]]
+    assert sorted(r.url for r in rows) == sorted(urls)
+    assert all(r.indexed for r in rows), [r.url for r in rows if not r.indexed]
     # The database and the index agree (without repair: --dry-run exits 1 otherwise).
     check = run_search("check", "--dry-run", "--json", data_dir=data, database_url=db_url)
     assert check.returncode == 0, check.stdout + check.stderr

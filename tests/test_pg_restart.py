@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.conftest import ROOT, Site, _env, free_port, wait_for_documents
+from tests.conftest import ROOT, Site, _env, crawl_command, free_port, wait_for_documents
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 N_PAGES = 30
@@ -76,22 +75,8 @@ def test_restart_during_crawl_loses_nothing(site: Site, private_pg, tmp_path: Pa
             delay=0.1,
         )
     data = tmp_path / "data"
-    data.mkdir()
-    cmd = [
-        sys.executable,
-        "-m",
-        "scrapy",
-        "crawl",
-        "site",
-        "-a",
-        f"seeds={site.url}p0.html",
-        "-s",
-        "STORE_BATCH_SIZE=2",
-        "-s",
-        "INDEX_BATCH_SIZE=2",
-        "-s",
-        f"LOG_FILE={data / 'crawl.log'}",
-    ]
+    settings = {"STORE_BATCH_SIZE": 2, "INDEX_BATCH_SIZE": 2, "LOG_LEVEL": "INFO"}
+    cmd = crawl_command(data, "-a", f"seeds={site.url}p0.html", settings=settings)
     proc = subprocess.Popen(
         cmd,
         cwd=ROOT,
@@ -109,7 +94,7 @@ def test_restart_during_crawl_loses_nothing(site: Site, private_pg, tmp_path: Pa
     assert proc.returncode == 0, stderr[-2000:]
     engine = create_engine(url)
     with engine.connect() as conn:
-        urls = [r[0] for r in conn.execute(text("SELECT url FROM documents"))]
+        urls = [r.url for r in conn.execute(text("SELECT url FROM documents"))]
         stats = conn.execute(text("SELECT stats FROM crawls ORDER BY id DESC LIMIT 1")).scalar_one()
     engine.dispose()
     stats = stats if isinstance(stats, dict) else json.loads(stats)

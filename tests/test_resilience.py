@@ -9,12 +9,19 @@ import os
 import random
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from tests.conftest import ROOT, Site, _env, count_documents, run_search, wait_for_documents
+from tests.conftest import (
+    ROOT,
+    Site,
+    _env,
+    count_documents,
+    crawl_command,
+    run_search,
+    wait_for_documents,
+)
 
 N_PAGES = 40
 
@@ -27,23 +34,13 @@ def build_slow_site(site: Site) -> None:
 
 
 def crawl_cmd(site: Site, data: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "scrapy",
-        "crawl",
-        "site",
-        "-a",
-        f"seeds={site.url}p0.html",
-        "-s",
-        "CONCURRENT_REQUESTS=2",
-        "-s",
-        "STORE_BATCH_SIZE=3",
-        "-s",
-        "INDEX_BATCH_SIZE=3",
-        "-s",
-        f"LOG_FILE={data / 'crawl.log'}",
-    ]
+    settings = {
+        "CONCURRENT_REQUESTS": 2,
+        "STORE_BATCH_SIZE": 3,
+        "INDEX_BATCH_SIZE": 3,
+        "LOG_LEVEL": "INFO",
+    }
+    return crawl_command(data, "-a", f"seeds={site.url}p0.html", settings=settings)
 
 
 def test_killed_crawl_resumes_and_index_agrees(site: Site, tmp_path: Path) -> None:
@@ -79,7 +76,7 @@ def test_killed_crawl_resumes_and_index_agrees(site: Site, tmp_path: Path) -> No
     assert again.returncode == 0, again.stderr[-2000:]
     engine = create_engine(f"sqlite:///{db}")
     with engine.connect() as conn:
-        urls = [r[0] for r in conn.execute(text("SELECT url FROM documents"))]
+        urls = [r.url for r in conn.execute(text("SELECT url FROM documents"))]
         stats = json.loads(
             conn.execute(text("SELECT stats FROM crawls ORDER BY id DESC LIMIT 1")).scalar_one()
         )
@@ -126,7 +123,7 @@ def test_check_marks_what_the_index_holds(site: Site, crawl) -> None:
         site.page(f"/d{i}.html", f"Doc {i}", f"ocelot{i}", [f"/d{i + 1}.html"])
     result = crawl("-a", f"seeds={site.url}d0.html")
     assert result.returncode == 0, result.stderr
-    ids = sorted(r[0] for r in result.rows("SELECT id FROM documents"))[:2]
+    ids = sorted(r.id for r in result.rows("SELECT id FROM documents"))[:2]
     engine = result.engine()
     with engine.begin() as conn:  # as a kill between a Whoosh commit and its marking
         conn.execute(
@@ -202,7 +199,8 @@ def test_distinct_pages_sharing_a_vocabulary_are_not_near_duplicates(site: Site,
     result = crawl("-a", f"seeds={site.url}")
     assert result.returncode == 0, result.stderr
     rows = result.rows("SELECT near_duplicate_of_id, simhash FROM documents WHERE url LIKE '%/p%'")
-    assert len(rows) == 40 and all(near is None and value is not None for near, value in rows)
+    assert len(rows) == 40
+    assert all(r.near_duplicate_of_id is None and r.simhash is not None for r in rows)
     assert "store/near_duplicates" not in result.stats
 
 

@@ -90,9 +90,16 @@ def scaleout_settings(prefix: str, **extra: Any) -> dict[str, Any]:
 def crawl_rows(result: CrawlResult) -> list[dict[str, Any]]:
     rows = result.rows("SELECT stats, started_at, finished_at, finish_reason FROM crawls")
     out = []
-    for stats, started, finished, reason in rows:
-        stats = json.loads(stats) if isinstance(stats, str) else stats
-        out.append({"stats": stats, "started": started, "finished": finished, "reason": reason})
+    for r in rows:
+        stats = json.loads(r.stats) if isinstance(r.stats, str) else r.stats
+        out.append(
+            {
+                "stats": stats,
+                "started": r.started_at,
+                "finished": r.finished_at,
+                "reason": r.finish_reason,
+            }
+        )
     return out
 
 
@@ -133,7 +140,7 @@ def test_two_processes_share_one_frontier(
     assert result.scalar("SELECT count(*) FROM documents") == 60
     assert result.urls() == {site.url.rstrip("/") + path for path in fetched}
     # Request meta (hops) crossed Redis intact: breadth-first depths.
-    hops = dict(result.rows("SELECT url, hops FROM documents"))
+    hops = {r.url: r.hops for r in result.rows("SELECT url, hops FROM documents")}
     assert hops[site.url] == 0
     assert {hops[f"{site.url}s{i}/"] for i in range(9)} == {1}
     assert set(hops.values()) == {0, 1, 2}
@@ -263,8 +270,8 @@ def test_crawl_keys_and_requests_for_redis() -> None:
     assert SiteSpider(seeds="http://127.0.0.1:1/", crawl_key="docs").frontier_key == "docs"
 
     for request in (
-        a.make_request("http://127.0.0.1:1/page.html", 3, "http://127.0.0.1:1/"),
-        a.make_request("http://127.0.0.1:1/file.pdf", 2),
+        a.requests.page("http://127.0.0.1:1/page.html", 3, "http://127.0.0.1:1/"),
+        a.requests.page("http://127.0.0.1:1/file.pdf", 2),
     ):
         request.meta["stored"] = {"id": 1, "last_modified": datetime(2024, 1, 2), "etag": "x"}
         again = request_from_dict(pickle.loads(pickle.dumps(request.to_dict(spider=a))), spider=a)

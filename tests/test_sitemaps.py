@@ -125,7 +125,7 @@ def test_page_only_in_sitemap_is_crawled_and_searchable(site: Site, crawl, db_ur
     assert result.returncode == 0, result.stderr
     assert hits(result, "narwhal") == [site.url + "hidden.html"]
     assert hits(result, "beluga") == [site.url + "deeper.html"]  # its links are followed
-    hops = dict(result.rows("SELECT url, hops FROM documents"))
+    hops = {r.url: r.hops for r in result.rows("SELECT url, hops FROM documents")}
     assert hops == {site.url: 0, site.url + "hidden.html": 1, site.url + "deeper.html": 2}
     stats = result.stats
     assert stats["sitemap/sitemaps"] == 1

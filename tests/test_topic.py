@@ -196,8 +196,8 @@ def vacuum_crawl(
 def test_vacuum_pages_kept_ecpg_pages_dropped(vacuum_crawl: CrawlResult, corpus_url: str) -> None:
     base = f"{corpus_url}{SITE}/"
     scores = {
-        url[len(base) :]: score
-        for url, score in vacuum_crawl.rows("SELECT url, topic_score FROM documents")
+        r.url[len(base) :]: r.topic_score
+        for r in vacuum_crawl.rows("SELECT url, topic_score FROM documents")
     }
     assert "sql-vacuum.html" in scores, sorted(scores)
     # Reached only through sql-vacuum.html: the kept page's links were followed.

@@ -1,6 +1,6 @@
 """search.arrays and search.arrayfile: the array postings rank exactly as Whoosh's matchers do.
 
-Every test compares, on the same index, the product's :class:`search.searcher.SearchSession`
+Every test compares, on the same index, the product's :class:`search.searchsession.SearchSession`
 (the array postings) with :class:`search.reference.ReferenceSession` (Whoosh's own
 matchers), the reference implementation of the formula.
 """
@@ -29,7 +29,7 @@ from search.index import (
 from search.indexquery import BM25, build_query
 from search.query import parse_query
 from search.reference import ReferenceSession
-from search.searcher import SearchSession
+from search.searchsession import SearchSession
 
 WORDS = [f"w{i}" for i in range(400)]
 

@@ -166,8 +166,8 @@ def engine(db_url: str) -> Iterator[Any]:
 def marks(engine: Any) -> dict[str, tuple[int, int | None, int | None]]:
     with engine.connect() as conn:
         return {
-            url: (did, near, value)
-            for url, did, near, value in conn.execute(
+            r.url: (r.id, r.near_duplicate_of_id, r.simhash)
+            for r in conn.execute(
                 select(Document.url, Document.id, Document.near_duplicate_of_id, Document.simhash)
             )
         }

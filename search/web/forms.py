@@ -1,7 +1,10 @@
-"""The server form of the admin: text fields in, validated field values out.
+"""The admin's forms: text fields in, validated values out.
 
-Validation is :func:`search.servers._validate_field` / :func:`search.servers.build`, the
-same as for a sites file, so the admin never stores a value a crawl would refuse.
+:class:`ServerForm`, a server's configuration: validation is
+:func:`search.servers._validate_field` / :func:`search.servers.build`, the same as for a
+sites file, so the admin never stores a value a crawl would refuse.  :class:`CrawlForm`, a
+crawl to start: its mode is checked with :mod:`search.crawlargs`, as the spider checks its
+arguments.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from search import crawlargs
 from search.servers import ConfigError, _validate_field, build, check_sitemaps
 
 #: Form fields in display order: name, label, kind, help.
@@ -156,3 +160,39 @@ class ServerForm:
     def config(self) -> dict[str, Any]:
         """What is stored in ``servers.admin_config`` (every field but the URL)."""
         return {k: v for k, v in self.values.items() if k != "url"}
+
+
+@dataclass
+class CrawlForm:
+    """The admin's form that starts a crawl: the servers, and a mode: ``normal``,
+    ``topic`` (with its words and an optional threshold) or ``recrawl-<mode>`` (one of
+    :data:`search.crawlargs.RECRAWL_MODES`)."""
+
+    server_ids: list[int] = field(default_factory=list)
+    topic: str | None = None
+    threshold: float | None = None
+    recrawl: str | None = None
+    #: What is wrong with the form, else None.
+    error: str | None = None
+
+    @classmethod
+    def from_request(cls, data: Any) -> CrawlForm:
+        """Parse and check the posted form (*data*: a werkzeug ``MultiDict``)."""
+        form = cls(server_ids=[int(v) for v in data.getlist("server") if v.isdigit()])
+        mode = data.get("mode", "normal")
+        if mode == "topic":
+            form.topic = (data.get("topic") or "").strip() or None
+            if not form.topic:
+                form.error = "topic: give one or more words for a topic crawl"
+            raw = (data.get("topic_threshold") or "").strip()
+            if raw:
+                try:
+                    form.threshold = crawlargs.parse_threshold(raw)
+                except ConfigError as exc:
+                    form.error = str(exc)
+        recrawl = mode.removeprefix("recrawl-")
+        if mode.startswith("recrawl-") and recrawl in crawlargs.RECRAWL_MODES:
+            form.recrawl = recrawl
+        elif mode not in ("normal", "topic"):
+            form.error = f"unknown crawl mode {mode!r}"
+        return form

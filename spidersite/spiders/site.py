@@ -1,4 +1,4 @@
-"""The one generic spider, ``site``.
+"""The one generic spider, ``site``: requests in, items out.
 
     scrapy crawl site -a seeds=https://example.org/[,URL...]
     scrapy crawl site -a seeds_file=seeds.txt -a sites=sites.toml
@@ -8,6 +8,11 @@ stays on the seeds' servers and on the servers the sites file names, and yields 
 :class:`~spidersite.items.PageItem` for every page or file it fetched and an
 :class:`~spidersite.items.ErrorItem` for every failure.  Per-server rules
 (hops, robots.txt, timeouts, proxies, net-error cut-off) are applied by the middlewares.
+
+What it delegates: its arguments (:mod:`spidersite.arguments`), its first requests (seeds,
+a resumed crawl, a re-crawl: :mod:`spidersite.startup`), building requests
+(:mod:`spidersite.crawlrequests`), the links it follows (:mod:`spidersite.links`), the
+answers to re-visits (:mod:`spidersite.revisits`), extraction (:mod:`spidersite.extract`).
 """
 
 from __future__ import annotations
@@ -19,33 +24,28 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from scrapy import Request, Spider
+from scrapy import Spider
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response, TextResponse
 from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
-from w3lib.url import canonicalize_url
 
 from search import faults
-from search.db import DatabaseError
-from search.fingerprints import FingerprintSet
-from search.schedule import next_interval
-from search.servers import ServerConfig
 from search.sitesfile import ServerRegistry
-from search.urls import check_url
-from spidersite import errors, storage
+from spidersite import errors
 from spidersite.arguments import build_registry, check_arguments, parse_recrawl, parse_threshold
+from spidersite.crawlrequests import RequestFactory
 from spidersite.crawlsettings import CrawlSettings, crawl_settings
-from spidersite.extract import extract_article, extract_html, is_file_url, parse_http_date
-from spidersite.items import ErrorItem, GoneItem, LinkRecord, PageItem, RevisitItem
+from spidersite.extract import extract_article, extract_html, parse_http_date
+from spidersite.items import ErrorItem, PageItem
+from spidersite.links import LinkFollower
 from spidersite.nntp import article_url
+from spidersite.revisits import check_revisit, unchanged
 from spidersite.serverstate import server_state
 from spidersite.sitemaps import SitemapReader
+from spidersite.startup import first_requests, previous_crawl_unfinished
 
 logger = logging.getLogger(__name__)
-
-#: What a cached canonical URL costs beside its characters: two str objects and a dict slot.
-_CACHE_ENTRY_BYTES = 200
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 TEXT_TYPES = ("text/plain",)
@@ -57,6 +57,8 @@ class SiteSpider(Spider):
     name = "site"
     #: The crawl's settings (set by from_crawler).
     config: CrawlSettings
+    #: The links it follows, the URLs scheduled (set by from_crawler).
+    links: LinkFollower
 
     def __init__(
         self,
@@ -84,11 +86,8 @@ class SiteSpider(Spider):
         #: True when the last crawl with the same arguments was killed: pick it up.
         self.resuming = False
         self.seed_urls: list[str] = []
-        #: URL as found -> canonical URL; emptied when it passes SITE_CANONICAL_CACHE bytes.
-        self._canonical: dict[str, str] = {}
-        self._canonical_bytes = 0
-        #: Every URL scheduled (canonical), as 8-byte fingerprints.
-        self._seen = FingerprintSet()
+        #: The factory of every request of the crawl.
+        self.requests = RequestFactory(self)
         #: The servers' sitemaps (None with SITEMAP_ENABLED off).
         self.sitemaps: SitemapReader | None = None
         #: When the crawl started: a ``recrawl=due`` re-visits what was due then.
@@ -98,6 +97,7 @@ class SiteSpider(Spider):
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> SiteSpider:
         spider: SiteSpider = super().from_crawler(crawler, *args, **kwargs)
         spider.config = crawl_settings(crawler)
+        spider.links = LinkFollower(crawler, spider.config, spider.requests)
         server_state(crawler).registry, spider.seed_urls = build_registry(
             spider.config,
             spider.seeds_arg,
@@ -108,7 +108,7 @@ class SiteSpider(Spider):
         spider.resuming = (
             spider.recrawl is None
             and spider.config.site_resume
-            and spider._previous_crawl_unfinished()
+            and previous_crawl_unfinished(crawler, spider.name, spider.crawl_args())
         )
         if spider.config.sitemap_enabled:
             spider.sitemaps = SitemapReader(spider)
@@ -141,133 +141,19 @@ class SiteSpider(Spider):
         args = json.dumps(self.crawl_args(), sort_keys=True)
         return f"{self.name}-{hashlib.sha1(args.encode()).hexdigest()[:12]}"
 
-    def _previous_crawl_unfinished(self) -> bool:
-        """Whether the last crawl with the same arguments never finished (it was killed)."""
-        try:
-            crawldb = storage.crawl_db(self.crawler, migrate=False)
-        except DatabaseError:  # the store reports it when it opens
-            return False
-        return crawldb.crawl_unfinished(self.name, self.crawl_args())
-
     #: Checks the arguments before Scrapy starts (called by our ``crawl`` command).
     check_arguments = staticmethod(check_arguments)
 
+    def forget(self, url: str) -> None:
+        """Let *url* be scheduled again (a middleware that drops a request calls this)."""
+        self.links.forget(url)
+
     # -- requests ------------------------------------------------------------------------
 
-    def forget(self, url: str) -> None:
-        """Let *url* be scheduled again when a later page links to it (a middleware that
-        drops a request calls this: the URL was marked seen when the request was made)."""
-        self._seen.discard(url)
-
-    def canonical(self, url: str) -> str:
-        """Canonical form of an absolute URL, cached (canonicalisation is costly);
-        ValueError for a URL that cannot be fetched (:func:`search.urls.check_url`)."""
-        canon = self._canonical.get(url)
-        if canon is None:
-            check_url(url, self.config.urllength_limit)
-            canon = canonicalize_url(url)
-            size = _CACHE_ENTRY_BYTES + len(url) + len(canon)
-            if self._canonical_bytes + size > self.config.site_canonical_cache:
-                self._canonical.clear()  # a cache: what is dropped is computed again
-                self._canonical_bytes = 0
-            self._canonical[url] = canon
-            self._canonical_bytes += size
-        return canon
-
-    def make_request(
-        self,
-        url: str,
-        hops: int,
-        referer: str | None = None,
-        *,
-        file: bool | None = None,
-        stored: dict[str, Any] | None = None,
-        dont_filter: bool = False,
-    ) -> Request:
-        """The request for *url*, *hops* links from a seed: a HEAD request parsed as a file
-        when *file* (default: when the URL looks like a file's), else a GET parsed as a
-        page; with *stored* (a re-visit), conditional and answered 304, 404 or 410 too."""
-        if file is None:
-            file = is_file_url(url)
-        meta: dict[str, Any] = {"hops": hops}
-        if stored is not None:
-            meta["stored"] = stored
-            meta["handle_httpstatus_list"] = [304, 404, 410]
-        return Request(
-            url,
-            method="HEAD" if file else "GET",
-            callback=self.parse_file if file else self.parse,
-            errback=self.on_error,
-            meta=meta,
-            priority=-hops,
-            headers={"Referer": referer} if referer else None,
-            dont_filter=dont_filter or stored is not None,
-        )
-
     async def start(self) -> AsyncIterator[Any]:
-        # With a shared frontier (spidersite.scaleout), one process of the crawl pushes the
-        # seeds (and the re-visits, and the frontier of a crawl resumed from the database);
-        # the others take their requests from the shared queue.
-        seeding = getattr(self.crawler.engine.scheduler, "seeding", True)
         self.recrawl_time = datetime.now(UTC)
-        if self.recrawl or (self.resuming and seeding):
-            self._load_stored_urls()
-        if not seeding:
-            return
-        # Before the first request: robots.txt's Sitemap lines are read for these servers.
-        sitemaps = self._sitemap_plan()
-        if self.resuming:
-            for request in self._resume_requests():
-                yield request
-        for url in self.seed_urls:
-            canon = self.canonical(url)
-            if canon in self._seen:
-                continue
-            self._seen.add(canon)
-            # Seeds are fetched as pages even when they look like files.
-            yield self.make_request(canon, 0, file=False, dont_filter=True)
-        for request in sitemaps:
+        for request in first_requests(self):
             yield request
-        if self.recrawl:
-            for request in self._stored_requests():
-                yield request
-
-    def _sitemap_plan(self) -> list[Request]:
-        """The sitemaps to read first: those of the crawl's servers (and, on a re-crawl,
-        of the servers of stored documents)."""
-        if self.sitemaps is None:
-            return []
-        servers = list(self.servers)
-        if self.recrawl:
-            servers += [
-                self.server_of(url) for url in storage.crawl_db(self.crawler).stored_servers()
-            ]
-        return self.sitemaps.plan(servers)
-
-    def is_seen(self, url: str) -> bool:
-        """Whether the canonical *url* was scheduled (or, on a re-crawl, is stored)."""
-        return url in self._seen
-
-    def sitemap_request(
-        self, url: str, hops: int, source: str, referer: str | None = None
-    ) -> Request:
-        """The request of a sitemap (read by :mod:`spidersite.sitemaps`), *hops* from a
-        seed; *source* says where it was found (``meta["sitemap"]``)."""
-        limit = self.config.sitemap_max_bytes
-        return Request(
-            url,
-            callback=self.parse_sitemap,
-            errback=self.sitemap_error,
-            meta={
-                "hops": hops,
-                "sitemap": source,
-                "download_maxsize": limit,
-                "download_warnsize": limit,
-            },
-            priority=-hops,
-            headers={"Referer": referer} if referer else None,
-            dont_filter=True,  # the reader requests each sitemap once
-        )
 
     def parse_sitemap(self, response: Response, **kwargs: Any) -> Iterator[Any]:
         if self.sitemaps is not None:
@@ -277,113 +163,17 @@ class SiteSpider(Spider):
         if self.sitemaps is not None:
             yield from self.sitemaps.on_error(failure)
 
-    def _load_stored_urls(self) -> None:
-        """Every stored URL counts as seen: found as a link, it is not fetched again
-        (a due one is re-visited from the database instead)."""
-        self._seen.update(storage.crawl_db(self.crawler).stored_urls())
-
-    def _resume_requests(self) -> Iterator[Request]:
-        """Pick up a crawl that was killed: the links of stored pages that were never
-        stored themselves are the frontier it had (the database knows what is done)."""
-        count = 0
-        for row in storage.crawl_db(self.crawler).frontier():
-            url = row.to_url
-            if url in self._seen:
-                continue
-            self._seen.add(url)
-            server = self.servers.get(url)
-            if server is None or not server.allows(url):
-                continue
-            if row.hops + 1 > server.maxhops:
-                continue
-            count += 1
-            yield self.make_request(url, row.hops + 1)
-        self.crawler.stats.set_value("resume/requests", count)
-        logger.info(
-            "Resuming an unfinished crawl: %d URLs left to fetch", count, extra={"spider": self}
-        )
-
-    def _stored_requests(self) -> Iterator[Request]:
-        """Conditional requests for the stored documents to re-visit."""
-        count = 0
-        rows = storage.crawl_db(self.crawler).revisits(
-            due_only=self.recrawl == "due", now=self.recrawl_time
-        )
-        for row in rows:
-            server = self.server_of(row.url)
-            if not server.allows(row.url):
-                continue
-            count += 1
-            yield self.revisit_request(row)
-        self.crawler.stats.set_value("recrawl/scheduled", count)
-        logger.info(
-            "Re-crawl (%s): %d stored documents to re-visit",
-            self.recrawl,
-            count,
-            extra={"spider": self},
-        )
-
-    def revisit_request(self, row: Any) -> Request:
-        """The conditional request of a stored document (a :meth:`CrawlDB.revisits` row)."""
-        stored = {
-            "id": row.id,
-            "etag": row.etag,
-            "last_modified": row.last_modified,
-            "checksum": row.checksum,
-            "change_interval": row.change_interval,
-        }
-        return self.make_request(row.url, row.hops, file=row.kind == "file", stored=stored)
-
-    def valid_links(self, links: list[LinkRecord], follow: bool) -> list[LinkRecord]:
-        """The links of a page whose URLs can be fetched, in canonical form when they are
-        followed; the others are dropped and counted (``site/links_invalid``)."""
-        kept = []
-        for link in links:
-            try:
-                if follow and not link.nofollow:
-                    link.url = self.canonical(link.url)
-                else:
-                    check_url(link.url, self.config.urllength_limit)
-            except ValueError:
-                self.crawler.stats.inc_value("site/links_invalid")
-                continue
-            kept.append(link)
-        return kept
-
-    def follow(self, response: Response, links: list[LinkRecord], hops: int) -> Iterator[Request]:
-        """New requests for the followable (canonical) links of a page, each URL once."""
-        stats = self.crawler.stats
-        seen = self._seen
-        for link in links:
-            if link.nofollow:
-                continue
-            url = link.url
-            if url in seen:
-                continue
-            seen.add(url)
-            server = self.servers.get(url)
-            if server is None:
-                stats.inc_value("site/offsite")
-                continue
-            if not server.allows(url):
-                stats.inc_value("site/denied_by_pattern")
-                continue
-            yield self.make_request(url, hops + 1, response.url)
-
     # -- responses -----------------------------------------------------------------------
 
-    def server_of(self, url: str) -> ServerConfig:
-        return self.servers.get(url) or self.servers.ensure(url)
-
     def _base_item(self, response: Response, kind: str) -> PageItem:
-        server = self.server_of(response.url)
+        server = self.servers.ensure(response.url)
         content_type = response.headers.get(b"Content-Type")
         ctype = (
             content_type.decode("latin-1").split(";")[0].strip().lower() if content_type else None
         )
         etag = response.headers.get(b"ETag")
         return PageItem(
-            url=self.canonical(response.url),
+            url=self.links.canonical(response.url),
             server=server.url,
             status=response.status,
             kind=kind,
@@ -397,50 +187,10 @@ class SiteSpider(Spider):
             warc=response.meta.get("warc"),
         )
 
-    def _revisit(self, response: Response, stored: dict[str, Any], changed: bool) -> int:
-        server = self.server_of(response.url)
-        return next_interval(
-            stored.get("change_interval"),
-            changed,
-            server.period,
-            server.min_period,
-            server.max_period,
-        )
-
-    def _revisit_outcome(self, response: Response, stored: dict[str, Any]) -> Any:
-        """The item for a re-visit that needs no parsing (304, gone, moved), else None."""
-        stats = self.crawler.stats
-        original = stored_url = response.request.url if response.request else response.url
-        if response.status == 304:
-            stats.inc_value("recrawl/not_modified")
-            return RevisitItem(
-                stored_url, stored["id"], 200, self._revisit(response, stored, changed=False)
-            )
-        if response.status in (404, 410):
-            stats.inc_value("recrawl/gone")
-            return GoneItem(original, stored["id"], response.status)
-        redirects = response.meta.get("redirect_urls") or []
-        if redirects and self.canonical(response.url) != self.canonical(redirects[0]):
-            stats.inc_value("recrawl/moved")
-            return GoneItem(redirects[0], stored["id"], 301, moved_to=self.canonical(response.url))
-        return None
-
-    def _check_revisit(self, response: Response) -> tuple[Any, bool]:
-        """For a re-visit: (the item to yield first, or None; whether nothing is left to
-        parse).  A page that moved yields its GoneItem and is then parsed as new."""
-        stored = response.meta.get("stored")
-        if not stored:
-            return None, False
-        outcome = self._revisit_outcome(response, stored)
-        if outcome is None:
-            return None, False
-        moved = isinstance(outcome, GoneItem) and outcome.moved_to is not None
-        return outcome, not moved
-
     def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
         faults.point("download")
         hops = response.meta.get("hops", 0)
-        outcome, done = self._check_revisit(response)
+        outcome, done = check_revisit(self, response)
         if outcome is not None:
             yield outcome
         if done:
@@ -459,7 +209,7 @@ class SiteSpider(Spider):
             yield self._file_item(response)
             return
         if b"\x00" in response.body[:8192]:  # binary bytes served as text
-            server = self.server_of(response.url)
+            server = self.servers.ensure(response.url)
             self.crawler.stats.inc_value("site/errors/parse")
             yield ErrorItem(
                 response.url,
@@ -471,17 +221,10 @@ class SiteSpider(Spider):
         item = self._base_item(response, "page")
         item.size = len(response.body)
         item.checksum = hashlib.sha1(response.body).hexdigest()
-        if stored:
-            changed = item.checksum != stored.get("checksum")
-            interval = self._revisit(response, stored, changed)
-            if not changed:  # for servers that ignore conditional requests
-                self.crawler.stats.inc_value("recrawl/unchanged")
-                yield RevisitItem(item.url, stored["id"], response.status, interval)
-                return
-            self.crawler.stats.inc_value("recrawl/changed")
-            item.interval = interval
-        elif self.recrawl:
-            self.crawler.stats.inc_value("recrawl/new")
+        revisit = unchanged(self, response, item, stored)
+        if revisit is not None:
+            yield revisit
+            return
         encoding = response.encoding if isinstance(response, TextResponse) else "utf-8"
         item.charset = encoding
         if is_html:
@@ -493,7 +236,7 @@ class SiteSpider(Spider):
             item.title, item.keywords, item.description = ex.title, ex.keywords, ex.description
             if ex.links_invalid:
                 self.crawler.stats.inc_value("site/links_invalid", ex.links_invalid)
-            links = self.valid_links(ex.links, follow=not ex.nofollow)
+            links = self.links.valid(ex.links, follow=not ex.nofollow)
             item.text, item.links, item.link_count = ex.text, links, ex.link_total
             if ex.link_total > len(ex.links):
                 self.crawler.stats.inc_value("site/links_dropped", ex.link_total - len(ex.links))
@@ -509,7 +252,7 @@ class SiteSpider(Spider):
             item.title, item.keywords, item.description = ex.title, ex.keywords, ex.description
             item.last_modified = ex.date or item.last_modified
             item.text, item.link_count = ex.text, ex.link_total
-            item.links = self.valid_links(ex.links, follow=False)
+            item.links = self.links.valid(ex.links, follow=False)
             followable = []
         else:
             item.text = (
@@ -519,7 +262,7 @@ class SiteSpider(Spider):
             )
             followable = []
         self.crawler.stats.inc_value("site/pages")
-        yield from self.follow(response, followable, hops)
+        yield from self.links.follow(response.url, followable, hops)
         yield item
 
     def _file_item(self, response: Response) -> PageItem:
@@ -535,7 +278,7 @@ class SiteSpider(Spider):
         return item
 
     def parse_file(self, response: Response, **kwargs: Any) -> Iterator[Any]:
-        outcome, done = self._check_revisit(response)
+        outcome, done = check_revisit(self, response)
         if outcome is not None:
             yield outcome
         if not done:

@@ -1,0 +1,265 @@
+"""Ranking on one open index: the query's scores on the array postings, its filters,
+query expansion, the link-graph prior, the hit count and the explanation of a score.
+
+A :class:`SearchSession` wraps one open Whoosh searcher and its array postings
+(:mod:`search.arrays`, numpy, exhaustive: every matching document is scored and the number
+of hits is exact); Whoosh's matchers only select the documents of ``site:`` filters
+(:func:`search.indexquery.matching_docs`).  An index without array postings, or of another
+format, is refused with :class:`search.index.IndexOutdated` ("run ``python -m search
+reindex``").  The same formula on Whoosh's own matchers is kept as the tests' reference,
+:mod:`search.reference`.
+
+:class:`search.searcher.Searcher` opens the sessions and turns their ranking into result
+pages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from search import ranking
+from search.arrays import ArrayIndex
+from search.index import REINDEX, IndexOutdated
+from search.indexquery import WhooshQuery, build_query, matching_docs, stored
+from search.query import ParsedQuery
+from search.results import Explanation, Ranked, TermExplanation
+
+
+class SearchSession:
+    """One open Whoosh searcher and its array postings: rank, count, expand, explain
+    (reuse it for many queries)."""
+
+    def __init__(
+        self,
+        searcher: Any,
+        params: ranking.Params = ranking.DEFAULT,
+        linkranks: Any = None,
+    ) -> None:
+        self.s = searcher
+        #: The ranking's parameters (:class:`search.ranking.Params`).
+        self.params = params
+        arrays = ArrayIndex.load(searcher, params.k1, params.b)
+        if arrays is None:
+            raise IndexOutdated(
+                f"the search index has segments without array postings: run `{REINDEX}` "
+                f"to rebuild it from the database"
+            )
+        #: The array postings (:mod:`search.arrays`) the ranking runs on.
+        self.arrays = arrays
+        self.n = arrays.n
+        self.avglen = arrays.avglen
+        #: Each document number's linkrank (``float32``), or None: no link-graph prior.
+        #: *linkranks* is that array, or a function of the arrays that returns it.
+        self.linkranks: np.ndarray | None = (
+            linkranks(arrays, searcher) if callable(linkranks) else linkranks
+        )
+        # The last query's filtered documents, and its scores before expansion (what
+        # count() counts), kept with the query they belong to.
+        self._filtered: tuple[WhooshQuery, np.ndarray | None, np.ndarray | None] | None = None
+        self._first: tuple[WhooshQuery, Any, np.ndarray] | None = None
+
+    def df(self, stem: str) -> int:
+        gid = self.arrays.ids.get(stem)
+        return 0 if gid is None else int(self.arrays.df[gid])
+
+    def idf(self, stem: str) -> float:
+        return ranking.idf(self.n, self.df(stem))
+
+    # -- ranking ---------------------------------------------------------------------
+
+    def query(self, q: ParsedQuery) -> WhooshQuery:
+        """*q* for this session (its query weights with the session's *decay*)."""
+        return build_query(q, self.params.decay)
+
+    def rank(
+        self,
+        q: ParsedQuery,
+        limit: int,
+        expand: bool = True,
+        wquery: WhooshQuery | None = None,
+    ) -> list[Ranked]:
+        """The best *limit* documents for *q* (with query expansion unless told not to):
+        every matching document scored."""
+        wquery = wquery or self.query(q)
+        weights = wquery.weights
+        expand = expand and not q.require_all and self.expands(weights)
+        scores = self._scores(weights, wquery, q.require_all)
+        if expand:
+            feedback = self.arrays.best(scores, self.params.fb_docs)
+            if feedback:
+                expanded = self._expand(weights, feedback)
+                # A score is linear in the query weights: the expanded query's scores are
+                # the first ones plus those of the weights the expansion added.
+                added = {
+                    s: w - weights.get(s, 0.0)
+                    for s, w in expanded.items()
+                    if w != weights.get(s, 0.0)
+                }
+                if added:
+                    scores = self._scores(added, wquery, start=scores)
+        return self._ranked(self.arrays.best(self._with_prior(scores), limit))
+
+    def _with_prior(self, scores: np.ndarray) -> np.ndarray:
+        """*scores* with the link-graph prior added to every hit's (a new array)."""
+        weight = self.params.linkrank
+        if weight <= 0 or self.linkranks is None:
+            return scores
+        hits = np.flatnonzero(scores > 0)
+        if not len(hits):
+            return scores
+        out = scores.astype(np.float64)  # a copy
+        out[hits] += ranking.link_prior(self.linkranks[hits], weight)
+        return out
+
+    def prior(self, docnum: int) -> float:
+        """The link-graph prior added to document *docnum*'s score (0 when off)."""
+        if self.params.linkrank <= 0 or self.linkranks is None:
+            return 0.0
+        return float(ranking.link_prior(self.linkranks[docnum], self.params.linkrank))
+
+    def expanded_weights(self, q: ParsedQuery) -> dict[str, float]:
+        """The query weights after expansion (for explanations)."""
+        wquery = self.query(q)
+        if q.require_all or not self.expands(wquery.weights):
+            return wquery.weights
+        hits = self.top(wquery.weights, self.params.fb_docs, wquery)
+        return self.expand(wquery.weights, hits)
+
+    def expands(self, weights: dict[str, float]) -> bool:
+        """Whether a query is expanded (see :mod:`search.ranking`)."""
+        return self.params.expansion != "none" and ranking.expands(len(weights), self.n)
+
+    def expand(self, weights: dict[str, float], feedback: list[Ranked]) -> dict[str, float]:
+        """Pseudo-relevance feedback from the documents *feedback* (the best of the first
+        ranking): the method of the session's parameters (:mod:`search.ranking`)."""
+        return self._expand(weights, [(h.score, h.docnum) for h in feedback])
+
+    def _expand(
+        self, weights: dict[str, float], feedback: list[tuple[float, int]]
+    ) -> dict[str, float]:
+        p = self.params
+        docnums = [d for _, d in feedback]
+        if p.expansion == "rm3":
+            frequent = ranking.RM3_MAX_DF_SHARE * self.n
+            scores = [score for score, _ in feedback]
+            return self.arrays.rm3(docnums, scores, weights, frequent, p.fb_terms, p.fb_weight)
+        if p.expansion == "rocchio":
+            frequent = ranking.ROCCHIO_MAX_DF_SHARE * self.n
+            return self.arrays.rocchio(docnums, weights, frequent, p.fb_terms)
+        return dict(weights)
+
+    def top(self, weights: dict[str, float], limit: int, wquery: WhooshQuery) -> list[Ranked]:
+        """The best *limit* documents for a weighted OR query."""
+        return self._ranked(self.arrays.best(self._scores(weights, wquery), limit))
+
+    def _ranked(self, best: list[tuple[float, int]]) -> list[Ranked]:
+        return [Ranked(score, *stored(self.s, docnum), docnum) for score, docnum in best]
+
+    def _scores(
+        self,
+        weights: dict[str, float],
+        wquery: WhooshQuery,
+        require_all: bool = False,
+        start: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Every document's score (0: not a hit), added to *start* if given, filter and
+        mask applied.  The scores of the query as typed are kept for :meth:`count`."""
+        key = (tuple(weights.items()), require_all)
+        first = self._first
+        if start is None and first is not None and first[0] is wquery and first[1] == key:
+            return first[2]
+        arrays = self.arrays
+        scores, matched = arrays.accumulate(weights, require_all, start)
+        if matched is not None:
+            present = sum(1 for s in weights if s in arrays.ids)
+            if present < len(weights):
+                scores[:] = 0.0
+            else:
+                scores[matched < present] = 0.0
+        allowed, masked = self._filter_docs(wquery)
+        if allowed is not None:
+            keep = np.zeros(len(scores), dtype=bool)
+            keep[allowed] = True
+            scores[~keep] = 0.0
+        if masked is not None:
+            scores[masked] = 0.0
+        if weights is wquery.weights and start is None:
+            self._first = (wquery, key, scores)
+        return scores
+
+    def _filter_docs(self, wquery: WhooshQuery) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The documents the filter allows and those the mask removes (None: no such
+        query).  Phrase words and exclusions are read from the array postings, one posting
+        list at a time (Whoosh's matchers nest one level per word: a long phrase overflows
+        Python's stack); ``site:`` alone asks Whoosh, a flat union of host queries."""
+        if self._filtered is None or self._filtered[0] is not wquery:
+            q = wquery.parsed
+            arrays = self.arrays
+            allowed: np.ndarray | None = None
+            phrase_words = {s for phrase in q.phrases for s in phrase}
+            if phrase_words:
+                allowed = arrays.containing_all(phrase_words)
+            if wquery.sites:
+                on_site = np.zeros(self.n, dtype=bool)
+                for site in wquery.sites:
+                    on_site[np.fromiter(matching_docs(self.s, site), dtype=np.int64)] = True
+                allowed = on_site if allowed is None else allowed & on_site
+            masked: np.ndarray | None = None
+            if q.excluded or q.excluded_phrases:
+                masked = arrays.containing_any(q.excluded)
+                for phrase in q.excluded_phrases:
+                    masked |= arrays.containing_all(phrase)
+            self._filtered = (
+                wquery,
+                None if allowed is None else np.flatnonzero(allowed),
+                None if masked is None else np.flatnonzero(masked),
+            )
+        return self._filtered[1], self._filtered[2]
+
+    def count(self, q: ParsedQuery, wquery: WhooshQuery) -> tuple[int, bool]:
+        """Documents matching *q*: (number, exact?) — always exact on the array postings."""
+        scores = self._scores(wquery.weights, wquery, q.require_all)
+        return int(np.count_nonzero(scores)), True
+
+    # -- explanations ------------------------------------------------------------------
+
+    def explain(
+        self,
+        docnum: int,
+        weights: dict[str, float],
+        counts: dict[str, dict[str, int]] | None = None,
+        expanded: bool = False,
+    ) -> Explanation:
+        """The score of document *docnum* for query *weights*, term by term, from its
+        postings (the arrays' forward index).
+
+        *counts* gives, per stem, the counts per section (from the database) for display.
+        """
+        gids, tfs, length = self.arrays.vector(docnum)
+        tf_of = dict(zip(gids.tolist(), tfs.tolist(), strict=True))
+        p = self.params
+        terms = []
+        for stem, qw in weights.items():
+            gid = self.arrays.ids.get(stem)
+            tf = tf_of.get(gid, 0.0) if gid is not None else 0.0
+            if not tf:
+                continue
+            idf_value = self.idf(stem)
+            part = qw * ranking.bm25(idf_value, tf, length, self.avglen, p.b, p.k1)
+            terms.append(
+                TermExplanation(stem, qw, idf_value, tf, (counts or {}).get(stem, {}), part)
+            )
+        terms.sort(key=lambda t: -t.contribution)
+        prior = self.prior(docnum)
+        return Explanation(
+            sum(t.contribution for t in terms) + prior,
+            length,
+            self.avglen,
+            p.k1,
+            p.b,
+            terms,
+            expanded,
+            prior,
+        )
