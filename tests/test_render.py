@@ -258,6 +258,18 @@ def test_read_timeout_and_failed_renders_are_logged(rendered: CrawlResult) -> No
 
 
 @needs_browser
+def test_pages_are_capped_and_all_closed(rendered: CrawlResult) -> None:
+    from spidersite.settings import PLAYWRIGHT_MAX_PAGES_PER_CONTEXT
+
+    stats = rendered.stats
+    # Pages open at once (over all contexts: at least the cap of one context).
+    assert 1 <= stats["playwright/page_count/max_concurrent"] <= PLAYWRIGHT_MAX_PAGES_PER_CONTEXT
+    # Every page opened was closed, those whose download failed too.
+    assert stats["playwright/page_count"] >= stats["render/pages"]
+    assert stats["playwright/page_count/closed"] == stats["playwright/page_count"]
+
+
+@needs_browser
 def test_the_browser_counts_toward_peak_memory(rendered: CrawlResult) -> None:
     # scrapy-playwright's memory extension replaces Scrapy's: memusage/max adds the RSS
     # of Playwright's driver and chromium's processes to the crawl's.
@@ -457,4 +469,5 @@ def test_a_rendered_download_the_watchdog_ends_closes_its_page(
 
     assert isinstance(asyncio.run(download()), DownloadTimeoutError)
     assert page.closed and "playwright_page" not in request.meta
+    assert crawler.stats.get_value("playwright/page_count/closed") == 1
     assert crawler.stats.get_value("watchdog/timeouts/http") == 1
