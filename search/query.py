@@ -8,9 +8,9 @@ words and punctuation), and an unbalanced quote runs to the end of the query.
 
 What a query may ask for is bounded, so that no query costs more than a few array
 operations per word: :data:`MAX_QUERY_BYTES`, :data:`MAX_QUERY_WORDS`,
-:data:`MAX_PHRASE_WORDS`, and the deepest result served, :data:`MAX_RESULTS`
-(:func:`check_window`).  Beyond them, and for text that is not valid Unicode (invalid
-UTF-8 on the command line), :class:`QueryError` says what the limit is.
+:data:`MAX_PHRASE_WORDS`, :data:`MAX_SITES`, and the deepest result served,
+:data:`MAX_RESULTS` (:func:`check_window`).  Beyond them, and for text that is not valid
+Unicode (invalid UTF-8 on the command line), :class:`QueryError` says what the limit is.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ MAX_QUERY_BYTES = 8192
 MAX_QUERY_WORDS = 500
 #: Most words in one quoted phrase, stop words included.
 MAX_PHRASE_WORDS = 32
+#: Most ``site:`` restrictions in a query (each is a few wildcard terms of the index's
+#: host field: 240 of them took seconds on an index of two documents).
+MAX_SITES = 16
 #: Deepest result served: page × results per page (Elasticsearch's default
 #: ``max_result_window``).
 MAX_RESULTS = 10_000
@@ -118,6 +121,11 @@ def parse_query(text: str, require_all: bool = False, language: str | None = Non
             q.excluded.extend(t.stem for t in analyzer.tokens(word[1:]))
         else:
             add_terms(word)
+    if len(q.sites) > MAX_SITES:
+        raise QueryError(
+            f"the query has {len(q.sites)} site: restrictions: at most {MAX_SITES} "
+            f"(search fewer sites at a time)"
+        )
     if not q.terms:
         if any(analyzer.words(text)):
             raise QueryError(

@@ -27,7 +27,7 @@ from search.crawlargs import (
 from search.servers import ConfigError
 from search.sitesfile import ServerRegistry, parse_seeds, read_seeds_file
 from spidersite import render, scaleout
-from spidersite.crawlsettings import CrawlSettings
+from spidersite.crawlsettings import CrawlSettings, check_library_settings
 
 __all__ = [
     "DEFAULT_TOPIC_THRESHOLD",
@@ -107,6 +107,9 @@ def check_arguments(settings: Any, spargs: dict[str, Any]) -> None:
     if "topic" in spargs and not str(spargs["topic"]).strip():
         raise ConfigError('topic: give one or more words (-a topic="vacuum autovacuum")')
     scaleout.check_settings(config, spargs.get("crawl_key"))
+    # Scrapy's settings, and scrapy-playwright's when pages are rendered (before the
+    # browser's are read below).
+    check_library_settings(settings, config.render_enabled and render.renders(registry))
     render.check_settings(settings, config, registry)
     if config.store_enabled:
         try:

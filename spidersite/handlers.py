@@ -207,6 +207,11 @@ class PlaywrightDownloadHandler(BoundedDownload, ScrapyPlaywrightDownloadHandler
             return await super().download_request(request)
         finally:
             page = request.meta.pop("playwright_page", None)
-            if page is not None and not page.is_closed():
-                with contextlib.suppress(PlaywrightError):
-                    await page.close()
+            if page is not None:
+                if not page.is_closed():
+                    with contextlib.suppress(PlaywrightError):
+                        await page.close()
+                # scrapy-playwright counts only the pages it closes itself, not those it
+                # hands over: count these under its name, to compare with page_count.
+                if page.is_closed() and self.crawler.stats is not None:
+                    self.crawler.stats.inc_value("playwright/page_count/closed")

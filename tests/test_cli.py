@@ -76,6 +76,9 @@ def test_phrase_exclusion_site(crawled: CrawlResult) -> None:
     host = crawled.base.split("/")[2]  # type: ignore[attr-defined]
     assert len(hits(crawled, f"stripes site:{host}")) == 2
     assert hits(crawled, "stripes site:elsewhere.example") == []
+    # As many site: restrictions as a query may have (MAX_SITES), the crawled host last.
+    others = " ".join(f"site:h{i}.example" for i in range(15))
+    assert len(hits(crawled, f"stripes {others} site:{host}")) == 2
 
 
 def test_stemmed_query_and_snippet(crawled: CrawlResult) -> None:
@@ -122,6 +125,11 @@ def test_crawled_markup_is_escaped(crawled: CrawlResult) -> None:
         (['"' + " ".join(f"w{i}" for i in range(1000)) + '"'], 2, "1000 words: at most 500"),
         (['"' + " ".join(f"w{i}" for i in range(40)) + '"'], 2, "phrase has 40 words"),
         ([b"lion \xff\xfe".decode("utf-8", "surrogateescape")], 2, "not valid UTF-8"),
+        (
+            ["lion " + " ".join(f"site:h{i}" for i in range(240))],
+            2,
+            "240 site: restrictions: at most 16",
+        ),
     ],
 )
 def test_bad_queries(crawled: CrawlResult, args: list[str], code: int, message: str) -> None:
@@ -141,8 +149,21 @@ def test_bad_queries(crawled: CrawlResult, args: list[str], code: int, message: 
         ('" "', None),
         (" ".join(["zebra"] + [f"w{i}" for i in range(499)]), "zebra.html"),
         ('"' + " ".join(["black", "and", "white", "stripes"] * 8) + '"', None),
+        ("stripes site:http://[::1", None),
+        ("stripes site:h:99999", None),
+        ("stripes site:[::1]:99999 site:%zz site:.. site::", None),
     ],
-    ids=["whoosh-syntax", "open-quote", "close-quote", "empty-phrase", "500-words", "32-words"],
+    ids=[
+        "whoosh-syntax",
+        "open-quote",
+        "close-quote",
+        "empty-phrase",
+        "500-words",
+        "32-words",
+        "site-broken-ipv6",
+        "site-bad-port",
+        "site-odd-hosts",
+    ],
 )
 def test_odd_queries_answer_cleanly(crawled: CrawlResult, query: str, found: str | None) -> None:
     """Whoosh's syntax means nothing, unbalanced quotes run to the end, queries at the

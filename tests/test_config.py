@@ -12,7 +12,7 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from search.servers import ConfigError
-from spidersite.crawlsettings import CrawlSettings, crawl_settings
+from spidersite.crawlsettings import CrawlSettings, check_library_settings, crawl_settings
 from tests.conftest import PG_ADMIN_URL, CrawlResult, free_port
 
 SEED = "http://127.0.0.1:1/"
@@ -111,6 +111,71 @@ def test_parsed_once_per_crawler() -> None:
     assert crawl_settings(crawler).store_batch_size == 5
 
 
+# -- Scrapy's and scrapy-playwright's settings ---------------------------------------------
+
+#: Bad values of Scrapy's own settings the project sets or reads.
+SCRAPY_BAD_VALUES = [
+    ("DOWNLOAD_TIMEOUT", "abc", "DOWNLOAD_TIMEOUT: must be a number of seconds > 0, not 'abc'"),
+    ("DOWNLOAD_TIMEOUT", "0", "DOWNLOAD_TIMEOUT: must be a number of seconds > 0, not '0'"),
+    ("CONCURRENT_REQUESTS", "abc", "CONCURRENT_REQUESTS: must be a whole number ≥ 1, not 'abc'"),
+    ("CONCURRENT_REQUESTS_PER_DOMAIN", "0", "CONCURRENT_REQUESTS_PER_DOMAIN: must be a whole"),
+    ("RETRY_TIMES", "many", "RETRY_TIMES: must be a whole number ≥ 0, not 'many'"),
+    ("DOWNLOAD_MAXSIZE", "32MB", "DOWNLOAD_MAXSIZE: must be a whole number ≥ 0 (0: no limit)"),
+    ("DEPTH_PRIORITY", "first", "DEPTH_PRIORITY: must be a whole number, not 'first'"),
+    ("COOKIES_ENABLED", "maybe", "COOKIES_ENABLED: must be true or false"),
+    ("SCHEDULER_DISK_QUEUE", "no.such.Queue", "SCHEDULER_DISK_QUEUE: must be the import path"),
+    (
+        "DOWNLOAD_HANDLERS",
+        '{"ftp": "no.such.Handler"}',
+        "DOWNLOAD_HANDLERS: 'ftp': 'no.such.Handler' cannot be imported",
+    ),
+]
+
+#: Bad values of scrapy-playwright's settings, checked when some server renders.
+PLAYWRIGHT_BAD_VALUES = [
+    ("PLAYWRIGHT_MAX_CONTEXTS", "x", "PLAYWRIGHT_MAX_CONTEXTS: must be a whole number ≥ 0"),
+    ("PLAYWRIGHT_LAUNCH_OPTIONS", "notjson", "PLAYWRIGHT_LAUNCH_OPTIONS: must be a JSON object"),
+    (
+        "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT",
+        "x",
+        "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT: must be a whole number ≥ 1, not 'x'",
+    ),
+    (
+        "PLAYWRIGHT_ABORT_REQUEST",
+        "spidersite.render.no_such_function",
+        "PLAYWRIGHT_ABORT_REQUEST: must be the import path of an object",
+    ),
+    ("PLAYWRIGHT_ABORT_REQUEST", "spidersite.render.HANDLER", "PLAYWRIGHT_ABORT_REQUEST: must be"),
+]
+
+
+def project_settings(**values: str) -> Settings:
+    from scrapy.utils.project import get_project_settings
+
+    settings = get_project_settings()
+    settings.setdict(values, priority="cmdline")
+    return settings
+
+
+def test_the_projects_scrapy_and_playwright_settings_pass() -> None:
+    check_library_settings(project_settings(), rendering=True)
+
+
+@pytest.mark.parametrize(("name", "value", "message"), SCRAPY_BAD_VALUES + PLAYWRIGHT_BAD_VALUES)
+def test_a_bad_scrapy_or_playwright_value_is_one_line(name: str, value: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        check_library_settings(project_settings(**{name: value}), rendering=True)
+    assert str(info.value).startswith(message), str(info.value)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(("name", "value", "message"), PLAYWRIGHT_BAD_VALUES)
+def test_playwright_settings_are_read_only_when_pages_are_rendered(
+    name: str, value: str, message: str
+) -> None:
+    check_library_settings(project_settings(**{name: value}), rendering=False)
+
+
 # -- the crawl command --------------------------------------------------------------------
 
 
@@ -122,6 +187,24 @@ def test_a_crawl_with_a_bad_setting_does_not_start(
     crawl: Any, name: str, value: str, message: str
 ) -> None:
     result = crawl("-a", f"seeds={SEED}", settings={name: value})
+    assert len(refused(result, message)) == 1
+
+
+@pytest.mark.parametrize(("name", "value", "message"), SCRAPY_BAD_VALUES[::2])
+def test_a_crawl_with_a_bad_scrapy_setting_does_not_start(
+    crawl: Any, name: str, value: str, message: str
+) -> None:
+    result = crawl("-a", f"seeds={SEED}", settings={name: value})
+    assert len(refused(result, message)) == 1
+
+
+@pytest.mark.parametrize(("name", "value", "message"), PLAYWRIGHT_BAD_VALUES)
+def test_a_rendering_crawl_with_a_bad_playwright_setting_does_not_start(
+    crawl: Any, tmp_path: Path, name: str, value: str, message: str
+) -> None:
+    sites = tmp_path / "sites.toml"
+    sites.write_text(f'[[server]]\nurl = "{SEED}"\nrender_js = true\n', encoding="utf-8")
+    result = crawl("-a", f"sites={sites}", settings={name: value})
     assert len(refused(result, message)) == 1
 
 

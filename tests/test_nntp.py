@@ -1,7 +1,7 @@
 """News: a crawl of a group on a local NNTP server (the test's own, on 127.0.0.1) indexes
 its articles (subject as title, body as text, From and Date kept, References as links),
 and a second crawl fetches only the articles posted since; a missing article is logged,
-the server's basic_auth logs in, NNTP_MAX_ARTICLES takes the newest."""
+the server's basic_auth logs in, NNTP_MAX_ARTICLES and max_pages take the newest."""
 
 from __future__ import annotations
 
@@ -237,6 +237,24 @@ def test_basic_auth_logs_in_and_max_articles_takes_the_newest(
     result = run_crawl(tmp_path / "wrong", "-a", f"sites={wrong}")
     assert result.returncode == 0, result.stderr
     assert (group, "http", "HTTP 401") in [(e.url, e.kind, e.message) for e in result.errors()]
+
+    # The server's max_pages bounds the group's listing too: its 2 newest articles are
+    # listed (not all 3), and the cap leaves room for the group and one of them.
+    capped = tmp_path / "capped.toml"
+    capped.write_text(
+        f'[[server]]\nurl = "{group}"\nseeds = ["{group}"]\nbasic_auth = "reader:secret"\n'
+        f"max_pages = 2\n"
+    )
+    with news.lock:
+        news.commands.clear()
+    result = run_crawl(tmp_path / "capped", "-a", f"sites={capped}")
+    assert result.returncode == 0, result.stderr
+    assert news.served("OVER") == ["OVER 2-3"]
+    newest = {f"{base}second.2@example.org", f"{base}third%2F3@example.org"}
+    (fetched,) = result.urls() - {group}
+    assert group in result.urls() and fetched in newest
+    assert result.error_kinds() == {(url, "page_cap") for url in newest - {fetched}}
+    assert "ARTICLE <first.1@example.org>" not in news.served("ARTICLE")
 
 
 # -- the pure parts ---------------------------------------------------------------------

@@ -50,13 +50,19 @@ def js_page(title: str, text: str, links: list[str] = (), extra: str = "") -> st
     )
 
 
-def build_site(site: Site) -> None:
+#: The Crawl-delay of the JavaScript site crawled with the browser: longer than the
+#: browser takes to render / and reach /made.html without a delay (1.5-1.8 s measured
+#: on a loaded 2-core machine), so that the server's log shows the delay.
+CRAWL_DELAY = 3
+
+
+def build_site(site: Site, crawl_delay: int = 1) -> None:
     """The JavaScript site: / writes its article and three links; /made.html (1 hop) is
     plain HTML with a JavaScript link to /deep.html (2 hops); /private.html is forbidden
     by robots.txt; images and fonts are on every page."""
     site.add(
         "/robots.txt",
-        "User-agent: *\nDisallow: /private.html\nCrawl-delay: 1\n",
+        f"User-agent: *\nDisallow: /private.html\nCrawl-delay: {crawl_delay}\n",
         content_type="text/plain",
     )
     media = (
@@ -87,7 +93,7 @@ def sites() -> Iterator[tuple[Site, Site, Site]]:
     of the JavaScript site for the crawl without the browser."""
     generators = [_serve_site() for _ in range(3)]
     js, other, plain = (next(g) for g in generators)
-    build_site(js)
+    build_site(js, crawl_delay=CRAWL_DELAY)
     build_site(plain)
     # other acts as the proxy of the (unresolvable) host proxied.test ...
     other.add("//proxied.test/", js_page("Proxied", "the proxied ocelot"))
@@ -216,6 +222,9 @@ def test_robots_txt_and_crawl_delay_apply(rendered: CrawlResult, sites: tuple[Si
     assert (js.url + "private.html", "robots") in rendered.error_kinds()
     assert len(js.requested("/robots.txt")) == 1  # fetched plain, once
     assert rendered.stats["crawldelay/robots_delay"] == 1
+    # The Crawl-delay spaces the browser's two page requests on the server.
+    pages = sorted(h.time for h in js.hits if h.method == "GET" and h.path in ("/", "/made.html"))
+    assert len(pages) == 2 and pages[1] - pages[0] >= CRAWL_DELAY - 0.1, pages
 
 
 @needs_browser
@@ -246,6 +255,18 @@ def test_read_timeout_and_failed_renders_are_logged(rendered: CrawlResult) -> No
     assert len(failed) == 1 and "ERR_CONNECTION_REFUSED" in failed[0][1], failed
     assert rendered.stats["render/errors"] == 2
     assert "Traceback" not in rendered.log
+
+
+@needs_browser
+def test_pages_are_capped_and_all_closed(rendered: CrawlResult) -> None:
+    from spidersite.settings import PLAYWRIGHT_MAX_PAGES_PER_CONTEXT
+
+    stats = rendered.stats
+    # Pages open at once (over all contexts: at least the cap of one context).
+    assert 1 <= stats["playwright/page_count/max_concurrent"] <= PLAYWRIGHT_MAX_PAGES_PER_CONTEXT
+    # Every page opened was closed, those whose download failed too.
+    assert stats["playwright/page_count"] >= stats["render/pages"]
+    assert stats["playwright/page_count/closed"] == stats["playwright/page_count"]
 
 
 @needs_browser
@@ -448,4 +469,5 @@ def test_a_rendered_download_the_watchdog_ends_closes_its_page(
 
     assert isinstance(asyncio.run(download()), DownloadTimeoutError)
     assert page.closed and "playwright_page" not in request.meta
+    assert crawler.stats.get_value("playwright/page_count/closed") == 1
     assert crawler.stats.get_value("watchdog/timeouts/http") == 1

@@ -9,6 +9,7 @@ from search.query import (
     MAX_QUERY_BYTES,
     MAX_QUERY_WORDS,
     MAX_RESULTS,
+    MAX_SITES,
     ParsedQuery,
     QueryError,
     QueryTerm,
@@ -236,3 +237,13 @@ def test_result_window_limits() -> None:
     check_window(1, 1)
     check_window(MAX_RESULTS // 10, 10)
     check_window(1, MAX_RESULTS)
+
+
+def test_site_restrictions_are_bounded() -> None:
+    sites = [f"site:h{i}" for i in range(240)]
+    q = parse_query("lion " + " ".join(sites[:MAX_SITES]))
+    assert len(q.sites) == MAX_SITES
+    with pytest.raises(QueryError, match=f"240 site: restrictions: at most {MAX_SITES}"):
+        parse_query("lion " + " ".join(sites))
+    with pytest.raises(QueryError, match=f"{MAX_SITES + 1} site: restrictions"):
+        parse_query("lion " + " ".join(sites[: MAX_SITES + 1]))

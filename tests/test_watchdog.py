@@ -86,9 +86,11 @@ def test_every_stuck_download_ends_as_a_timeout(
         "http silent": f"http://127.0.0.1:{misbehaving['silent'].port}/",
         "http trickle": f"http://127.0.0.1:{misbehaving['trickle'].port}/",
     }
+    # A news server whose greeting is not NNTP's fails at once: an error row, no traceback.
+    news_greeting = f"nntp://127.0.0.1:{misbehaving['greeting'].port}/local.test"
     result = crawl(
         "-a",
-        "seeds=" + ",".join([site.url, *seeds.values()]),
+        "seeds=" + ",".join([site.url, *seeds.values(), news_greeting]),
         settings={"SERVER_DEFAULTS": '{"read_timeout": 1.5}', "RETRY_TIMES": 1},
         timeout=180,
     )
@@ -97,6 +99,7 @@ def test_every_stuck_download_ends_as_a_timeout(
     errors = result.error_kinds()
     for what, url in seeds.items():
         assert (url, "timeout") in errors, (what, sorted(errors))
+    assert [e.url for e in result.errors()].count(news_greeting) == 1, sorted(errors)
     assert result.urls() == {site.url}
     stats = result.stats
     assert stats["watchdog/timeouts/ftp"] >= 4  # Scrapy's FTP handler has no timeout

@@ -187,8 +187,9 @@ def test_document_page(client: Any, crawled: CrawlResult) -> None:
         ("title:zebra AND (lion OR NOT giraffe*) ~2", 200, None),
         ('"black and white', 200, None),
         ("zebra\x00lion", 200, None),
+        ("lion " + " ".join(f"site:h{i}" for i in range(17)), 400, "17 site: restrictions"),
     ],
-    ids=["bytes", "words", "phrase", "phrase-words", "whoosh-syntax", "open-quote", "nul"],
+    ids=["bytes", "words", "phrase", "phrase-words", "whoosh-syntax", "open-quote", "nul", "sites"],
 )
 def test_api_search_hostile_queries(client: Any, query: str, status: int, message: str) -> None:
     resp = client.get("/api/search", query_string={"q": query})
@@ -209,6 +210,14 @@ def test_api_search_bounds_pages_and_bytes(client: Any) -> None:
     assert client.get("/api/search?q=zebras%FF%FE").status_code == 200
     html = client.get("/", query_string={"q": "lion " * 2000})
     assert "at most 8192" in text(html)
+
+
+def test_search_page_refuses_a_thousand_word_phrase(client: Any) -> None:
+    phrase = '"' + " ".join(f"w{i}" for i in range(1000)) + '"'
+    resp = client.get("/", query_string={"q": phrase})
+    assert resp.status_code == 200
+    assert "1000 words: at most 500" in text(resp)
+    assert text(resp).count('class="hit"') == 0
 
 
 def test_no_index_yet(tmp_path: Path) -> None:

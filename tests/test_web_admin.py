@@ -333,6 +333,30 @@ def test_sitemaps_field_in_the_admin(admin: tuple[Any, str], app: Any) -> None:
     assert [s.sitemaps for s in registry] == [False]
 
 
+def test_ftp_and_news_servers_and_seeds(admin: tuple[Any, str], app: Any) -> None:
+    # The admin takes every scheme a crawl fetches: ftp, news and nntp servers and seeds
+    # go into the sites file it writes, which the crawl reads back.
+    client, csrf = admin
+    servers = {
+        "ftp://files.example/": "ftp://files.example/pub/docs/",
+        "news://news.example/": "news://news.example/comp.lang.python",
+        "nntp://nntp.example:1119/": "nntp://nntp.example:1119/alt.test",
+    }
+    for url, seed in servers.items():
+        resp = client.post("/admin/servers/new", data={**server_form(url=url), "csrf_token": csrf})
+        assert resp.status_code == 302, resp.get_data(as_text=True)
+        seeds = resp.headers["Location"] + "/seeds"
+        resp = client.post(seeds, data={"url": seed, "csrf_token": csrf})
+        assert resp.status_code == 302, resp.get_data(as_text=True)
+    path = app.config["SPIDERSITE"].data_dir / "admin" / "test-sites.toml"
+    jobs.write_sites_file(engine_of(app), path)
+    written = {s["url"]: s["seeds"] for s in tomllib.loads(path.read_text())["server"]}
+    assert written == {url: [seed] for url, seed in servers.items()}
+    registry = ServerRegistry()
+    registry.load_file(path)
+    assert {s.url: list(s.seeds) for s in registry} == {u: [seed] for u, seed in servers.items()}
+
+
 def test_sites_toml_escapes_strings(tmp_path: Path) -> None:
     text = jobs.sites_toml(
         [
