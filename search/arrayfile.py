@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from whoosh.codec.whoosh3 import W3Codec, W3FieldWriter
+from whoosh.codec.whoosh3 import W3Codec, W3FieldWriter, W3PostingsWriter
 from whoosh.util.numeric import byte_to_length, length_to_byte
 
 from search import faults
@@ -57,6 +57,45 @@ class ArrayCodec(W3Codec):
 
     def field_writer(self, storage: Any, segment: Any) -> W3FieldWriter:
         return _FieldWriter(self, storage, segment)
+
+    def postings_writer(self, dbfile: Any, byteids: bool = False) -> W3PostingsWriter:
+        return _PostingsWriter(
+            dbfile,
+            blocklimit=self._blocklimit,
+            byteids=byteids,
+            compression=self._compression,
+            inlinelimit=self._inlinelimit,
+        )
+
+
+class _PostingsWriter(W3PostingsWriter):
+    """Whoosh's writer of posting blocks, which can also be given a whole block at once
+    (:meth:`set_block`), encoded from arrays instead of one posting at a time."""
+
+    _deltas: tuple[int, ...] | None = None
+
+    def set_block(
+        self, docs: np.ndarray, weights: np.ndarray, values: bytes, lengths: np.ndarray
+    ) -> None:
+        """Make the buffered block *docs* (ascending), with their *weights* (``float64``,
+        as :meth:`add_posting` receives them), their values joined, and the field length of
+        each posting's document: the state ``add_posting`` leaves after as many calls."""
+        ids = array("I")
+        ids.frombytes(np.ascontiguousarray(docs, dtype=np.uint32).tobytes())
+        self._ids = ids
+        stored = array("f")
+        stored.frombytes(np.ascontiguousarray(weights, dtype=np.float32).tobytes())
+        self._weights = stored
+        self._values = [values] if values else []
+        self._maxweight = max(0.0, float(weights.max()))
+        nonzero = lengths[lengths > 0]
+        self._minlength = int(nonzero.min()) if len(nonzero) else None
+        self._maxlength = max(0, int(lengths.max()))
+        self._deltas = tuple(np.diff(docs.astype(np.int64), prepend=0).tolist())
+
+    def _mini_ids(self) -> Any:
+        deltas, self._deltas = self._deltas, None
+        return deltas if deltas is not None else super()._mini_ids()
 
 
 #: Postings (a document number and a weight: 8 bytes) the array writer of a segment holds
@@ -174,6 +213,33 @@ class _FieldWriter(W3FieldWriter):
         if self._in_words:
             self._starts.append(len(self._docs))
 
+    def set_field_lengths(self, lengths: bytes) -> None:
+        """The ``words`` length byte of each document (0: the document has no posting of
+        the field), for a field whose postings come whole (:meth:`add_term`)."""
+        self._lengths = bytearray(lengths.rstrip(b"\0"))
+
+    def add_term(self, btext: bytes, docs: np.ndarray, weights: np.ndarray, lengths: np.ndarray) -> None:
+        """One term's whole posting list in the current field: documents *docs*
+        (ascending), their *weights* (``float64``) and the field length of each one's
+        document; what :meth:`start_term`, one :meth:`add` per posting and
+        :meth:`finish_term` write, byte for byte, in blocks of arrays.  The value of each
+        posting is its frequency (:class:`whoosh.formats.Frequency`), the rounded weight
+        (:func:`search.index.postings`)."""
+        self.start_term(btext)
+        writer = self._postwriter
+        block = writer._blocklimit
+        freqs = np.maximum(np.rint(weights), 1).astype(">u4")
+        n = len(docs)
+        for lo in range(0, n, block):
+            if lo:
+                writer._write_block()
+            hi = min(lo + block, n)
+            writer.set_block(docs[lo:hi], weights[lo:hi], freqs[lo:hi].tobytes(), lengths[lo:hi])
+        if self._in_words:
+            self._docs.extend(docs)
+            self._tfs.extend(weights)
+        self.finish_term()
+
     def close(self) -> None:
         super().close()
         f = self._segment.create_file(self._storage, EXT)
@@ -187,6 +253,109 @@ class _FieldWriter(W3FieldWriter):
             self._tfs.close()
         # The segment's files are written; the commit's table of contents is not yet.
         faults.point("index_commit")
+
+
+class TermRuns:
+    """Postings added document after document, given back term after term, in bounded
+    memory: an external sort by (term, document) for a segment written whole.
+
+    Postings are (term number, document number, weight); term numbers are ranks of the
+    terms' sort order.  At most :data:`BUFFER_POSTINGS` of them are held before they are
+    sorted by term into a *run* on disk (anonymous temporary files in *folder*); the runs
+    cover ascending ranges of documents.  :meth:`terms` then reads the runs by ranges of
+    terms of at most that many postings, so that each term's postings come in document
+    order whatever the segment's size.
+    """
+
+    def __init__(self, folder: str | None, terms: int, buffer: int | None = None) -> None:
+        self.buffer = buffer or BUFFER_POSTINGS
+        self.folder = folder
+        self.df = np.zeros(terms, dtype=np.int64)
+        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._held = 0
+        self._files: list[Any] = []
+        #: Each run's first posting and size.
+        self._runs: list[tuple[int, int]] = []
+        self._written = 0
+
+    def __len__(self) -> int:
+        return self._written + self._held
+
+    def add(self, ranks: np.ndarray, docs: np.ndarray, weights: np.ndarray) -> None:
+        """Postings of documents after every one added so far."""
+        self._pending.append((ranks, docs, weights))
+        self._held += len(ranks)
+        if self._held >= self.buffer:
+            self._spill()
+
+    def _spill(self) -> None:
+        if not self._held:
+            return
+        ranks = np.concatenate([p[0] for p in self._pending]).astype(np.uint32)
+        docs = np.concatenate([p[1] for p in self._pending]).astype(np.uint32)
+        weights = np.concatenate([p[2] for p in self._pending]).astype(np.float64)
+        self._pending, self._held = [], 0
+        order = np.argsort(ranks, kind="stable")  # documents stay ascending within a term
+        if not self._files:
+            self._files = [
+                tempfile.TemporaryFile(dir=self.folder, prefix="spidersite-", suffix=".tmp")  # noqa: SIM115
+                for _ in range(3)
+            ]
+        for f, a in zip(self._files, (ranks, docs, weights), strict=True):
+            a[order].tofile(f)
+        self.df += np.bincount(ranks, minlength=len(self.df))[: len(self.df)]
+        self._runs.append((self._written, len(ranks)))
+        self._written += len(ranks)
+
+    def _read(self, column: int, dtype: Any, start: int, count: int) -> np.ndarray:
+        f = self._files[column]
+        f.seek(start * np.dtype(dtype).itemsize)
+        return np.fromfile(f, dtype=dtype, count=count)
+
+    def terms(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """Each term that has postings, in rank order: its rank, its documents
+        (ascending) and their weights."""
+        self._spill()
+        if not self._runs:
+            return
+        for f in self._files:
+            f.flush()
+        # Ranges of terms of at most *buffer* postings (or one term).
+        ends = np.cumsum(self.df)
+        bounds = [0]
+        while bounds[-1] < len(self.df):
+            lo = bounds[-1]
+            hi = int(np.searchsorted(ends, ends[lo] - self.df[lo] + self.buffer, side="right"))
+            bounds.append(min(max(hi, lo + 1), len(self.df)))
+        edges = np.array(bounds, dtype=np.int64)
+        # Where each range starts in each run (the runs are sorted by term).
+        offsets = []
+        for start, size in self._runs:
+            ranks = self._read(0, np.uint32, start, size)
+            offsets.append(start + np.searchsorted(ranks, edges, side="left"))
+        for k in range(len(bounds) - 1):
+            parts = [
+                (int(off[k]), int(off[k + 1] - off[k])) for off in offsets if off[k + 1] > off[k]
+            ]
+            if not parts:
+                continue
+            ranks = np.concatenate([self._read(0, np.uint32, a, n) for a, n in parts])
+            docs = np.concatenate([self._read(1, np.uint32, a, n) for a, n in parts])
+            weights = np.concatenate([self._read(2, np.float64, a, n) for a, n in parts])
+            # The runs come in document order: a stable sort by term keeps it per term.
+            order = np.argsort(ranks, kind="stable")
+            ranks, docs, weights = ranks[order], docs[order], weights[order]
+            cuts = np.flatnonzero(np.diff(ranks)) + 1
+            starts = [0, *cuts.tolist()]
+            stops = [*cuts.tolist(), len(ranks)]
+            for lo, hi in zip(starts, stops, strict=True):
+                yield int(ranks[lo]), docs[lo:hi], weights[lo:hi]
+
+    def close(self) -> None:
+        for f in self._files:
+            f.close()
+        self._files = []
+        self._pending, self._held = [], 0
 
 
 def _header(terms: int, docs: int, parts: list[tuple[str, np.dtype[Any], int]]) -> bytes:
