@@ -70,32 +70,40 @@ class ArrayCodec(W3Codec):
 
 class _PostingsWriter(W3PostingsWriter):
     """Whoosh's writer of posting blocks, which can also be given a whole block at once
-    (:meth:`set_block`), encoded from arrays instead of one posting at a time."""
+    (:meth:`set_block`) instead of one posting at a time."""
 
-    _deltas: tuple[int, ...] | None = None
+    _deltas: list[int] | None = None
 
     def set_block(
-        self, docs: np.ndarray, weights: np.ndarray, values: bytes, lengths: np.ndarray
+        self,
+        ids: bytes,
+        deltas: list[int],
+        weights: bytes,
+        maxweight: float,
+        values: bytes,
+        minlength: int | None,
+        maxlength: int,
     ) -> None:
-        """Make the buffered block *docs* (ascending), with their *weights* (``float64``,
-        as :meth:`add_posting` receives them), their values joined, and the field length of
-        each posting's document: the state ``add_posting`` leaves after as many calls."""
-        ids = array("I")
-        ids.frombytes(np.ascontiguousarray(docs, dtype=np.uint32).tobytes())
-        self._ids = ids
+        """Make the buffered block what ``add_posting`` leaves after one call per posting:
+        the documents *ids* (``uint32``, ascending) and their differences *deltas* (the
+        first one's from 0), the *weights* (``float32``) and the largest one as given
+        (*maxweight*), the values joined, and the shortest non-zero and the longest field
+        length of the postings' documents."""
+        block = array("I")
+        block.frombytes(ids)
+        self._ids = block
         stored = array("f")
-        stored.frombytes(np.ascontiguousarray(weights, dtype=np.float32).tobytes())
+        stored.frombytes(weights)
         self._weights = stored
         self._values = [values] if values else []
-        self._maxweight = max(0.0, float(weights.max()))
-        nonzero = lengths[lengths > 0]
-        self._minlength = int(nonzero.min()) if len(nonzero) else None
-        self._maxlength = max(0, int(lengths.max()))
-        self._deltas = tuple(np.diff(docs.astype(np.int64), prepend=0).tolist())
+        self._maxweight = max(0.0, maxweight)
+        self._minlength = minlength
+        self._maxlength = max(0, maxlength)
+        self._deltas = deltas
 
     def _mini_ids(self) -> Any:
         deltas, self._deltas = self._deltas, None
-        return deltas if deltas is not None else super()._mini_ids()
+        return tuple(deltas) if deltas is not None else super()._mini_ids()
 
 
 #: Postings (a document number and a weight: 8 bytes) the array writer of a segment holds
@@ -218,27 +226,61 @@ class _FieldWriter(W3FieldWriter):
         the field), for a field whose postings come whole (:meth:`add_term`)."""
         self._lengths = bytearray(lengths.rstrip(b"\0"))
 
-    def add_term(self, btext: bytes, docs: np.ndarray, weights: np.ndarray, lengths: np.ndarray) -> None:
-        """One term's whole posting list in the current field: documents *docs*
-        (ascending), their *weights* (``float64``) and the field length of each one's
-        document; what :meth:`start_term`, one :meth:`add` per posting and
-        :meth:`finish_term` write, byte for byte, in blocks of arrays.  The value of each
+    def add_terms(
+        self, texts: list[bytes], cuts: list[int], docs: np.ndarray, weights: np.ndarray,
+        lengths: np.ndarray,
+    ) -> None:
+        """Whole posting lists of consecutive terms of the current field: term
+        ``texts[i]`` has the postings ``cuts[i]:cuts[i + 1]`` of the documents *docs*
+        (ascending within a term), their *weights* (``float64``) and the field length of
+        each one's document.  What :meth:`start_term`, one :meth:`add` per posting and
+        :meth:`finish_term` write, byte for byte, a block at a time.  The value of each
         posting is its frequency (:class:`whoosh.formats.Frequency`), the rounded weight
         (:func:`search.index.postings`)."""
-        self.start_term(btext)
+        if not texts:
+            return
         writer = self._postwriter
-        block = writer._blocklimit
-        freqs = np.maximum(np.rint(weights), 1).astype(">u4")
-        n = len(docs)
-        for lo in range(0, n, block):
-            if lo:
-                writer._write_block()
-            hi = min(lo + block, n)
-            writer.set_block(docs[lo:hi], weights[lo:hi], freqs[lo:hi].tobytes(), lengths[lo:hi])
-        if self._in_words:
+        size = writer._blocklimit
+        first = np.asarray(cuts[:-1], dtype=np.int64)
+        docs64 = docs.astype(np.int64)
+        deltas = np.diff(docs64, prepend=0)
+        deltas[first] = docs64[first]
+        deltas_l = deltas.tolist()
+        weights_l = weights.tolist()
+        lengths_l = lengths.tolist()
+        ids_b = docs.astype(np.uint32).tobytes()
+        weights_b = weights.astype(np.float32).tobytes()
+        values_b = np.maximum(np.rint(weights), 1).astype(">u4").tobytes()
+        in_words = self._in_words
+        if in_words:
+            base = len(self._docs)
             self._docs.extend(docs)
             self._tfs.extend(weights)
-        self.finish_term()
+            self._terms.extend(texts)
+            self._starts.extend([base + c for c in cuts[1:]])
+        start_term = W3FieldWriter.start_term
+        finish_term = W3FieldWriter.finish_term
+        for i, btext in enumerate(texts):
+            start_term(self, btext)
+            lo, end = cuts[i], cuts[i + 1]
+            while True:
+                hi = min(lo + size, end)
+                chunk = lengths_l[lo:hi]
+                writer.set_block(
+                    ids_b[4 * lo : 4 * hi],
+                    deltas_l[lo:hi],
+                    weights_b[4 * lo : 4 * hi],
+                    max(weights_l[lo:hi]),
+                    values_b[4 * lo : 4 * hi],
+                    min(chunk),
+                    max(chunk),
+                )
+                if hi == end:
+                    break
+                writer._write_block()
+                deltas_l[hi] = docs64[hi].item()  # a block's first id is not a difference
+                lo = hi
+            finish_term(self)
 
     def close(self) -> None:
         super().close()
@@ -312,9 +354,10 @@ class TermRuns:
         f.seek(start * np.dtype(dtype).itemsize)
         return np.fromfile(f, dtype=dtype, count=count)
 
-    def terms(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-        """Each term that has postings, in rank order: its rank, its documents
-        (ascending) and their weights."""
+    def terms(self) -> Iterator[tuple[list[int], list[int], np.ndarray, np.ndarray]]:
+        """The terms that have postings, in rank order, a range of them at a time: their
+        ranks, where each one's postings start (and where the last one's end), then the
+        postings' documents (ascending within a term) and weights."""
         self._spill()
         if not self._runs:
             return
@@ -345,11 +388,8 @@ class TermRuns:
             # The runs come in document order: a stable sort by term keeps it per term.
             order = np.argsort(ranks, kind="stable")
             ranks, docs, weights = ranks[order], docs[order], weights[order]
-            cuts = np.flatnonzero(np.diff(ranks)) + 1
-            starts = [0, *cuts.tolist()]
-            stops = [*cuts.tolist(), len(ranks)]
-            for lo, hi in zip(starts, stops, strict=True):
-                yield int(ranks[lo]), docs[lo:hi], weights[lo:hi]
+            cuts = [0, *(np.flatnonzero(np.diff(ranks)) + 1).tolist(), len(ranks)]
+            yield ranks[cuts[:-1]].tolist(), cuts, docs, weights
 
     def close(self) -> None:
         for f in self._files:

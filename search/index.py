@@ -496,12 +496,13 @@ class _RebuildSegmentWriter(SegmentWriter):
         writer = self.fieldwriter
         lengths = _BYTE_LENGTHS[np.frombuffer(bytes(self._length_bytes), dtype=np.uint8)]
         started = False
-        for rank, docs, weights in self._runs.terms():
+        for ranks, cuts, docs, weights in self._runs.terms():
             if not started:
                 writer.start_field(WORDS_FIELD, self.schema[WORDS_FIELD])
                 writer.set_field_lengths(bytes(self._length_bytes))
                 started = True
-            writer.add_term(self._stems[rank].encode("utf-8"), docs, weights, lengths[docs])
+            texts = [self._stems[r].encode("utf-8") for r in ranks]
+            writer.add_terms(texts, cuts, docs, weights, lengths[docs])
         if started:
             writer.finish_field()
 
