@@ -66,9 +66,7 @@ def replicate(db: Path, docs: int) -> dict[str, int]:
                 f"WHERE id <= ? ORDER BY id LIMIT ?",
                 (top, take),
             )
-            (last,) = cur.execute(
-                "SELECT max(id) FROM documents WHERE id > ?", (off,)
-            ).fetchone()
+            (last,) = cur.execute("SELECT max(id) FROM documents WHERE id > ?", (off,)).fetchone()
             cur.execute(
                 "INSERT INTO postings SELECT document_id + ?, word_id, surface, body_count, "
                 "title_count, url_count, desc_count, keywords_count, weight FROM postings "

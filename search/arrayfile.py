@@ -227,7 +227,11 @@ class _FieldWriter(W3FieldWriter):
         self._lengths = bytearray(lengths.rstrip(b"\0"))
 
     def add_terms(
-        self, texts: list[bytes], cuts: list[int], docs: np.ndarray, weights: np.ndarray,
+        self,
+        texts: list[bytes],
+        cuts: list[int],
+        docs: np.ndarray,
+        weights: np.ndarray,
         lengths: np.ndarray,
     ) -> None:
         """Whole posting lists of consecutive terms of the current field: term
@@ -343,7 +347,8 @@ class TermRuns:
                 tempfile.TemporaryFile(dir=self.folder, prefix="spidersite-", suffix=".tmp")  # noqa: SIM115
                 for _ in range(3)
             ]
-        for f, a in zip(self._files, (ranks, docs, weights), strict=True):
+        columns: tuple[np.ndarray, ...] = (ranks, docs, weights)
+        for f, a in zip(self._files, columns, strict=True):
             a[order].tofile(f)
         self.df += np.bincount(ranks, minlength=len(self.df))[: len(self.df)]
         self._runs.append((self._written, len(ranks)))

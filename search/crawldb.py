@@ -239,9 +239,7 @@ class CrawlDB:
         parser: a database driver's row per posting costs more than the rest of a
         rebuild."""
         columns = [Posting.word_id, *_SECTION_COLUMNS]
-        stmt = self._indexable(
-            select(Document.id, Document.url, Document.server_id), False, None
-        )
+        stmt = self._indexable(select(Document.id, Document.url, Document.server_id), False, None)
         joined = [func.aggregate_strings(cast(c, Text), ",") for c in columns]
         for docs in self._pages(stmt, Document.id, chunk):
             ids = [d.id for d in docs]
@@ -254,7 +252,7 @@ class CrawlDB:
                 ).all()
             size_of = {row[0]: row[1] for row in rows}
             values = [
-                np.fromstring(",".join(row[2 + i] for row in rows), dtype=np.int64, sep=",")
+                np.fromstring(",".join(str(row[2 + i]) for row in rows), dtype=np.int64, sep=",")
                 if rows
                 else np.empty(0, dtype=np.int64)
                 for i in range(len(columns))

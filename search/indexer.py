@@ -305,7 +305,10 @@ def iter_doc_batches(engine: Engine, chunk: int = 2000) -> Iterator[DocBatch]:
     by_server = {sid: [w[s] for s in SECTIONS] for sid, w in weights.items()}
     for page in crawldb.indexable_postings(chunk):
         per_doc = np.array(
-            [by_server.get(sid, default) if sid is not None else default for sid in page.server_ids],
+            [
+                by_server.get(sid, default) if sid is not None else default
+                for sid in page.server_ids
+            ],
             dtype=np.float64,
         ).reshape(len(page.ids), len(SECTIONS))
         per_posting = np.repeat(per_doc, page.sizes, axis=0)
