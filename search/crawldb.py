@@ -246,10 +246,12 @@ class CrawlDB:
             with self.engine.connect() as conn:
                 rows = conn.execute(
                     select(Posting.document_id, func.count(), *joined)
-                    .where(Posting.document_id.in_(ids))
+                    .where(Posting.document_id.between(ids[0], ids[-1]))
                     .group_by(Posting.document_id)
                     .order_by(Posting.document_id)
                 ).all()
+            wanted = set(ids)  # the range also holds documents not in the index
+            rows = [row for row in rows if row[0] in wanted]
             size_of = {row[0]: row[1] for row in rows}
             values = [
                 np.fromstring(",".join(str(row[2 + i]) for row in rows), dtype=np.int64, sep=",")

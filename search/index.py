@@ -12,6 +12,11 @@ merges them (see :mod:`search.ranking`): a stem's posting carries its weighted c
 term vector, for query expansion, is kept by the array postings (:mod:`search.arrayfile`,
 written by the same writer), which the product ranks on.
 
+A full rebuild (:meth:`Index.rebuild`) takes documents as arrays (:class:`DocBatch`) and
+writes the ``words`` postings, nearly all of a segment's, from arrays: sorted by term in
+bounded memory (:class:`search.arrayfile.TermRuns`), encoded a block at a time.  Its files
+are those of :meth:`Index.writer` fed the same documents one by one, byte for byte.
+
 The index records its format, :data:`FORMAT`, in a file of its folder (:data:`FORMAT_FILE`),
 written when the index is created and by every full rebuild.  An index of another format
 (or one without it: written before it was recorded) is refused with one line saying to run

@@ -5,7 +5,10 @@ sent, already analyzed, by the crawl's worker (:mod:`search.worker`) to one
 :class:`IndexerProcess` (its child process, so that indexing overlaps analysis and
 storage) through a bounded inbox; the indexer adds them through one writer, commits every
 ``batch_size`` documents and marks them ``indexed`` in the database.  :func:`reindex`
-rebuilds the whole index from the database, which is the record.
+rebuilds the whole index from the database, which is the record: a full rebuild reads the
+stored postings as arrays (:func:`iter_doc_batches`) and writes them whole
+(:meth:`search.index.Index.rebuild`); the rest adds :class:`search.index.IndexDoc` one by
+one.
 """
 
 from __future__ import annotations
