@@ -310,11 +310,14 @@ class TermRuns:
     sorted by term into a *run* on disk (anonymous temporary files in *folder*); the runs
     cover ascending ranges of documents.  :meth:`terms` then reads the runs by ranges of
     terms of at most that many postings, so that each term's postings come in document
-    order whatever the segment's size.
+    order whatever the segment's size.  (Ranges of a quarter of that: see :attr:`window`.)
     """
 
     def __init__(self, folder: str | None, terms: int, buffer: int | None = None) -> None:
         self.buffer = buffer or BUFFER_POSTINGS
+        #: Postings read back at a time: a quarter of the buffer, as their encoding into
+        #: Whoosh's blocks takes ~150 bytes a posting of Python lists (~20 MB).
+        self.window = max(1, self.buffer // 4)
         self.folder = folder
         self.df = np.zeros(terms, dtype=np.int64)
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -368,12 +371,12 @@ class TermRuns:
             return
         for f in self._files:
             f.flush()
-        # Ranges of terms of at most *buffer* postings (or one term).
+        # Ranges of terms of at most *window* postings (or one term).
         ends = np.cumsum(self.df)
         bounds = [0]
         while bounds[-1] < len(self.df):
             lo = bounds[-1]
-            hi = int(np.searchsorted(ends, ends[lo] - self.df[lo] + self.buffer, side="right"))
+            hi = int(np.searchsorted(ends, ends[lo] - self.df[lo] + self.window, side="right"))
             bounds.append(min(max(hi, lo + 1), len(self.df)))
         edges = np.array(bounds, dtype=np.int64)
         # Where each range starts in each run (the runs are sorted by term).
