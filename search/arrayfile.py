@@ -223,7 +223,7 @@ class _FieldWriter(W3FieldWriter):
 
     def set_field_lengths(self, lengths: bytes) -> None:
         """The ``words`` length byte of each document (0: the document has no posting of
-        the field), for a field whose postings come whole (:meth:`add_term`)."""
+        the field), for a field whose postings come whole (:meth:`add_terms`)."""
         self._lengths = bytearray(lengths.rstrip(b"\0"))
 
     def add_terms(
@@ -305,21 +305,25 @@ class TermRuns:
     """Postings added document after document, given back term after term, in bounded
     memory: an external sort by (term, document) for a segment written whole.
 
-    Postings are (term number, document number, weight); term numbers are ranks of the
-    terms' sort order.  At most :data:`BUFFER_POSTINGS` of them are held before they are
-    sorted by term into a *run* on disk (anonymous temporary files in *folder*); the runs
-    cover ascending ranges of documents.  :meth:`terms` then reads the runs by ranges of
-    terms of at most that many postings, so that each term's postings come in document
-    order whatever the segment's size.  (Ranges of a quarter of that: see :attr:`window`.)
+    Postings are (term id, document number, weight); :attr:`ranks` gives each term id's
+    place in the terms' sort order, and may be replaced by a longer one as new terms come
+    (the order of the terms already seen must stay the same).  At most
+    :data:`BUFFER_POSTINGS` postings are held before they are sorted by term into a *run*
+    on disk (anonymous temporary files in *folder*); the runs cover ascending ranges of
+    documents.  :meth:`terms` then reads the runs back by ranges of terms of at most
+    :attr:`window` postings, so that each term's postings come in document order whatever
+    the segment's size.
     """
 
-    def __init__(self, folder: str | None, terms: int, buffer: int | None = None) -> None:
+    def __init__(self, folder: str | None, ranks: np.ndarray, buffer: int | None = None) -> None:
         self.buffer = buffer or BUFFER_POSTINGS
         #: Postings read back at a time: a quarter of the buffer, as their encoding into
         #: Whoosh's blocks takes ~150 bytes a posting of Python lists (~20 MB).
         self.window = max(1, self.buffer // 4)
         self.folder = folder
-        self.df = np.zeros(terms, dtype=np.int64)
+        self.ranks = ranks
+        #: Postings per term id.
+        self.df = np.zeros(len(ranks), dtype=np.int64)
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._held = 0
         self._files: list[Any] = []
@@ -330,32 +334,38 @@ class TermRuns:
     def __len__(self) -> int:
         return self._written + self._held
 
-    def add(self, ranks: np.ndarray, docs: np.ndarray, weights: np.ndarray) -> None:
+    def add(self, terms: np.ndarray, docs: np.ndarray, weights: np.ndarray) -> None:
         """Postings of documents after every one added so far."""
-        self._pending.append((ranks, docs, weights))
-        self._held += len(ranks)
+        self._pending.append((terms, docs, weights))
+        self._held += len(terms)
         if self._held >= self.buffer:
             self._spill()
 
     def _spill(self) -> None:
         if not self._held:
             return
-        ranks = np.concatenate([p[0] for p in self._pending]).astype(np.uint32)
+        terms = np.concatenate([p[0] for p in self._pending]).astype(np.uint32)
         docs = np.concatenate([p[1] for p in self._pending]).astype(np.uint32)
         weights = np.concatenate([p[2] for p in self._pending]).astype(np.float64)
         self._pending, self._held = [], 0
-        order = np.argsort(ranks, kind="stable")  # documents stay ascending within a term
+        # Documents stay ascending within a term.
+        order = np.argsort(self.ranks[terms], kind="stable")
         if not self._files:
             self._files = [
                 tempfile.TemporaryFile(dir=self.folder, prefix="spidersite-", suffix=".tmp")  # noqa: SIM115
                 for _ in range(3)
             ]
-        columns: tuple[np.ndarray, ...] = (ranks, docs, weights)
+        columns: tuple[np.ndarray, ...] = (terms, docs, weights)
         for f, a in zip(self._files, columns, strict=True):
             a[order].tofile(f)
-        self.df += np.bincount(ranks, minlength=len(self.df))[: len(self.df)]
-        self._runs.append((self._written, len(ranks)))
-        self._written += len(ranks)
+        counts = np.bincount(terms, minlength=len(self.df))
+        if len(counts) > len(self.df):
+            counts[: len(self.df)] += self.df
+            self.df = counts.astype(np.int64)
+        else:
+            self.df += counts
+        self._runs.append((self._written, len(terms)))
+        self._written += len(terms)
 
     def _read(self, column: int, dtype: Any, start: int, count: int) -> np.ndarray:
         f = self._files[column]
@@ -371,33 +381,36 @@ class TermRuns:
             return
         for f in self._files:
             f.flush()
+        ranks = self.ranks
+        df = np.zeros(len(ranks), dtype=np.int64)
+        df[ranks[: len(self.df)]] = self.df
         # Ranges of terms of at most *window* postings (or one term).
-        ends = np.cumsum(self.df)
+        ends = np.cumsum(df)
         bounds = [0]
-        while bounds[-1] < len(self.df):
+        while bounds[-1] < len(df):
             lo = bounds[-1]
-            hi = int(np.searchsorted(ends, ends[lo] - self.df[lo] + self.window, side="right"))
-            bounds.append(min(max(hi, lo + 1), len(self.df)))
+            hi = int(np.searchsorted(ends, ends[lo] - df[lo] + self.window, side="right"))
+            bounds.append(min(max(hi, lo + 1), len(df)))
         edges = np.array(bounds, dtype=np.int64)
-        # Where each range starts in each run (the runs are sorted by term).
+        # Where each range starts in each run (sorted by term, in the same order).
         offsets = []
         for start, size in self._runs:
-            ranks = self._read(0, np.uint32, start, size)
-            offsets.append(start + np.searchsorted(ranks, edges, side="left"))
+            of_run = ranks[self._read(0, np.uint32, start, size)]
+            offsets.append(start + np.searchsorted(of_run, edges, side="left"))
         for k in range(len(bounds) - 1):
             parts = [
                 (int(off[k]), int(off[k + 1] - off[k])) for off in offsets if off[k + 1] > off[k]
             ]
             if not parts:
                 continue
-            ranks = np.concatenate([self._read(0, np.uint32, a, n) for a, n in parts])
+            got = ranks[np.concatenate([self._read(0, np.uint32, a, n) for a, n in parts])]
             docs = np.concatenate([self._read(1, np.uint32, a, n) for a, n in parts])
             weights = np.concatenate([self._read(2, np.float64, a, n) for a, n in parts])
             # The runs come in document order: a stable sort by term keeps it per term.
-            order = np.argsort(ranks, kind="stable")
-            ranks, docs, weights = ranks[order], docs[order], weights[order]
-            cuts = [0, *(np.flatnonzero(np.diff(ranks)) + 1).tolist(), len(ranks)]
-            yield ranks[cuts[:-1]].tolist(), cuts, docs, weights
+            order = np.argsort(got, kind="stable")
+            got, docs, weights = got[order], docs[order], weights[order]
+            cuts = [0, *(np.flatnonzero(np.diff(got)) + 1).tolist(), len(got)]
+            yield got[cuts[:-1]].tolist(), cuts, docs, weights
 
     def close(self) -> None:
         for f in self._files:

@@ -451,13 +451,23 @@ class _RebuildSegmentWriter(SegmentWriter):
         self.pool = _PoolWithoutWords(
             self._tempstorage, self.newsegment, limitmb=kwargs.get("limitmb", LIMITMB)
         )
-        order = sorted(range(len(vocabulary)), key=vocabulary.__getitem__)
-        self._rank = np.empty(len(vocabulary), dtype=np.int64)
-        self._rank[order] = np.arange(len(vocabulary))
-        self._stems = [vocabulary[i] for i in order]
+        self._stems: list[str] = []
         folder = getattr(self.storage, "folder", None)
-        self._runs = TermRuns(folder, len(vocabulary))
+        self._runs = TermRuns(folder, self._ranks(vocabulary))
         self._length_bytes = bytearray()
+
+    def _ranks(self, vocabulary: Sequence[str]) -> np.ndarray:
+        """Each term id's rank in the sorted order of the stems (kept in ``_stems``)."""
+        order = sorted(range(len(vocabulary)), key=vocabulary.__getitem__)
+        ranks = np.empty(len(vocabulary), dtype=np.int64)
+        ranks[order] = np.arange(len(vocabulary))
+        self._stems = [vocabulary[i] for i in order]
+        return ranks
+
+    def grow_vocabulary(self, vocabulary: Sequence[str]) -> None:
+        """Use *vocabulary*, the one given to the writer with more term ids after it (the
+        stems stored since it was read)."""
+        self._runs.ranks = self._ranks(vocabulary)
 
     def add_batch(self, batch: DocBatch) -> None:
         n = len(batch)
@@ -484,7 +494,7 @@ class _RebuildSegmentWriter(SegmentWriter):
                 fields[WORDS_FIELD] = {"": (length, 0.0)}
             self.add_document(**fields)
             self._length_bytes.append(length_to_byte(length) if length else 0)
-        self._runs.add(self._rank[terms], of_doc + base, weights)
+        self._runs.add(terms, of_doc + base, weights)
 
     def _flush_segment(self) -> None:
         self.perdocwriter.close()
@@ -526,6 +536,12 @@ class RebuildWriter:
     def add(self, batch: DocBatch) -> None:
         self._w.add_batch(batch)
         self.added += len(batch)
+
+    def grow_vocabulary(self, vocabulary: Sequence[str]) -> None:
+        """Batches from now on may use the term ids of *vocabulary*, which is the
+        vocabulary given to :meth:`Index.rebuild` with more ids after it (words stored
+        meanwhile: the stems of the ids already given must not change)."""
+        self._w.grow_vocabulary(vocabulary)
 
 
 # -- scoring and queries ---------------------------------------------------------------

@@ -361,8 +361,14 @@ def reindex(
     store = DocumentStore(engine)
     done: list[int] = []
     if full and ids is None and before is None:
-        with index.rebuild(CrawlDB(engine).vocabulary(), limitmb=limitmb, wait=wait) as rebuild:
+        crawldb = CrawlDB(engine)
+        vocabulary = crawldb.vocabulary()
+        with index.rebuild(vocabulary, limitmb=limitmb, wait=wait) as rebuild:
             for batch in iter_doc_batches(engine, min(batch_size, READ_PAGE)):
+                if len(batch.terms) and int(batch.terms.max()) >= len(vocabulary):
+                    # A crawl stored new words since the vocabulary was read.
+                    vocabulary = crawldb.vocabulary()
+                    rebuild.grow_vocabulary(vocabulary)
                 rebuild.add(batch)
                 done.extend(batch.docids)
                 if progress:

@@ -117,6 +117,28 @@ def test_a_rebuild_writes_what_the_writer_writes(
     assert not [n for n in os.listdir(index.path) if n.endswith(".tmp")]
 
 
+def test_a_rebuild_takes_words_stored_while_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crawl stores new words while a rebuild reads: the vocabulary grows (new ids
+    after the old ones, stems anywhere in the sort order), runs already on disk stay."""
+    monkeypatch.setattr(arrayfile, "BUFFER_POSTINGS", 3000)
+    vocabulary = [f"m{(i * 7919) % 500:03d}" for i in range(500)]
+    old, new = vocabulary[:300], vocabulary[300:]
+    docs = random_docs(200, old, seed=2) + random_docs(200, vocabulary, seed=3)
+    for n, doc in enumerate(docs):
+        doc.docid = n
+    expected = segment_files(added_one_by_one(tmp_path / "one-by-one", docs).path)
+
+    index = Index(tmp_path / "rebuilt")
+    with index.rebuild(old) as rebuild:
+        for n, batch in enumerate(batches(docs, vocabulary, 50)):
+            if n == 4:
+                rebuild.grow_vocabulary(old + new)
+            rebuild.add(batch)
+    assert segment_files(index.path) == expected
+
+
 def test_a_rebuild_replaces_the_index_in_one_commit(tmp_path: Path) -> None:
     vocabulary = ["kestrel", "falcon"]
     index = added_one_by_one(tmp_path / "index", [IndexDoc(1, "http://h/1", "h", {"owl": 1.0})])
@@ -178,7 +200,7 @@ def test_a_rebuild_killed_in_its_commit_leaves_the_index_as_it_was(tmp_path: Pat
 
 
 def test_term_runs_hold_at_most_their_buffer(tmp_path: Path) -> None:
-    runs = arrayfile.TermRuns(str(tmp_path), terms=50, buffer=100)
+    runs = arrayfile.TermRuns(str(tmp_path), np.arange(50)[::-1].copy(), buffer=100)
     rng = np.random.default_rng(3)
     held = 0
     for doc in range(200):
@@ -192,7 +214,7 @@ def test_term_runs_hold_at_most_their_buffer(tmp_path: Path) -> None:
         for i, rank in enumerate(terms):
             part = docs[cuts[i] : cuts[i + 1]]
             assert (np.diff(part.astype(np.int64)) > 0).all()
-            seen += [(rank, int(d)) for d in part]
+            seen += [(rank, int(d)) for d in part]  # ranks: term ids in reverse
     assert seen == sorted(seen) and len(seen) == len(runs)
     runs.close()
 
