@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from whoosh.codec.whoosh3 import W3Codec, W3FieldWriter
+from whoosh.codec.whoosh3 import W3Codec, W3FieldWriter, W3PostingsWriter
 from whoosh.util.numeric import byte_to_length, length_to_byte
 
 from search import faults
@@ -57,6 +57,53 @@ class ArrayCodec(W3Codec):
 
     def field_writer(self, storage: Any, segment: Any) -> W3FieldWriter:
         return _FieldWriter(self, storage, segment)
+
+    def postings_writer(self, dbfile: Any, byteids: bool = False) -> W3PostingsWriter:
+        return _PostingsWriter(
+            dbfile,
+            blocklimit=self._blocklimit,
+            byteids=byteids,
+            compression=self._compression,
+            inlinelimit=self._inlinelimit,
+        )
+
+
+class _PostingsWriter(W3PostingsWriter):
+    """Whoosh's writer of posting blocks, which can also be given a whole block at once
+    (:meth:`set_block`) instead of one posting at a time."""
+
+    _deltas: list[int] | None = None
+
+    def set_block(
+        self,
+        ids: bytes,
+        deltas: list[int],
+        weights: bytes,
+        maxweight: float,
+        values: bytes,
+        minlength: int | None,
+        maxlength: int,
+    ) -> None:
+        """Make the buffered block what ``add_posting`` leaves after one call per posting:
+        the documents *ids* (``uint32``, ascending) and their differences *deltas* (the
+        first one's from 0), the *weights* (``float32``) and the largest one as given
+        (*maxweight*), the values joined, and the shortest non-zero and the longest field
+        length of the postings' documents."""
+        block = array("I")
+        block.frombytes(ids)
+        self._ids = block
+        stored = array("f")
+        stored.frombytes(weights)
+        self._weights = stored
+        self._values = [values] if values else []
+        self._maxweight = max(0.0, maxweight)
+        self._minlength = minlength
+        self._maxlength = max(0, maxlength)
+        self._deltas = deltas
+
+    def _mini_ids(self) -> Any:
+        deltas, self._deltas = self._deltas, None
+        return tuple(deltas) if deltas is not None else super()._mini_ids()
 
 
 #: Postings (a document number and a weight: 8 bytes) the array writer of a segment holds
@@ -174,6 +221,71 @@ class _FieldWriter(W3FieldWriter):
         if self._in_words:
             self._starts.append(len(self._docs))
 
+    def set_field_lengths(self, lengths: bytes) -> None:
+        """The ``words`` length byte of each document (0: the document has no posting of
+        the field), for a field whose postings come whole (:meth:`add_terms`)."""
+        self._lengths = bytearray(lengths.rstrip(b"\0"))
+
+    def add_terms(
+        self,
+        texts: list[bytes],
+        cuts: list[int],
+        docs: np.ndarray,
+        weights: np.ndarray,
+        lengths: np.ndarray,
+    ) -> None:
+        """Whole posting lists of consecutive terms of the current field: term
+        ``texts[i]`` has the postings ``cuts[i]:cuts[i + 1]`` of the documents *docs*
+        (ascending within a term), their *weights* (``float64``) and the field length of
+        each one's document.  What :meth:`start_term`, one :meth:`add` per posting and
+        :meth:`finish_term` write, byte for byte, a block at a time.  The value of each
+        posting is its frequency (:class:`whoosh.formats.Frequency`), the rounded weight
+        (:func:`search.index.postings`)."""
+        if not texts:
+            return
+        writer = self._postwriter
+        size = writer._blocklimit
+        first = np.asarray(cuts[:-1], dtype=np.int64)
+        docs64 = docs.astype(np.int64)
+        deltas = np.diff(docs64, prepend=0)
+        deltas[first] = docs64[first]
+        deltas_l = deltas.tolist()
+        weights_l = weights.tolist()
+        lengths_l = lengths.tolist()
+        ids_b = docs.astype(np.uint32).tobytes()
+        weights_b = weights.astype(np.float32).tobytes()
+        values_b = np.maximum(np.rint(weights), 1).astype(">u4").tobytes()
+        in_words = self._in_words
+        if in_words:
+            base = len(self._docs)
+            self._docs.extend(docs)
+            self._tfs.extend(weights)
+            self._terms.extend(texts)
+            self._starts.extend([base + c for c in cuts[1:]])
+        start_term = W3FieldWriter.start_term
+        finish_term = W3FieldWriter.finish_term
+        for i, btext in enumerate(texts):
+            start_term(self, btext)
+            lo, end = cuts[i], cuts[i + 1]
+            while True:
+                hi = min(lo + size, end)
+                chunk = lengths_l[lo:hi]
+                writer.set_block(
+                    ids_b[4 * lo : 4 * hi],
+                    deltas_l[lo:hi],
+                    weights_b[4 * lo : 4 * hi],
+                    max(weights_l[lo:hi]),
+                    values_b[4 * lo : 4 * hi],
+                    min(chunk),
+                    max(chunk),
+                )
+                if hi == end:
+                    break
+                writer._write_block()
+                deltas_l[hi] = docs64[hi].item()  # a block's first id is not a difference
+                lo = hi
+            finish_term(self)
+
     def close(self) -> None:
         super().close()
         f = self._segment.create_file(self._storage, EXT)
@@ -187,6 +299,124 @@ class _FieldWriter(W3FieldWriter):
             self._tfs.close()
         # The segment's files are written; the commit's table of contents is not yet.
         faults.point("index_commit")
+
+
+class TermRuns:
+    """Postings added document after document, given back term after term, in bounded
+    memory: an external sort by (term, document) for a segment written whole.
+
+    Postings are (term id, document number, weight); :attr:`ranks` gives each term id's
+    place in the terms' sort order, and may be replaced by a longer one as new terms come
+    (the order of the terms already seen must stay the same).  At most
+    :data:`BUFFER_POSTINGS` postings are held before they are sorted by term into a *run*
+    on disk (anonymous temporary files in *folder*); the runs cover ascending ranges of
+    documents.  :meth:`terms` then reads the runs back by ranges of terms of at most
+    :attr:`window` postings, so that each term's postings come in document order whatever
+    the segment's size.
+    """
+
+    def __init__(self, folder: str | None, ranks: np.ndarray, buffer: int | None = None) -> None:
+        self.buffer = buffer or BUFFER_POSTINGS
+        #: Postings read back at a time: a quarter of the buffer, as their encoding into
+        #: Whoosh's blocks takes ~150 bytes a posting of Python lists (~20 MB).
+        self.window = max(1, self.buffer // 4)
+        self.folder = folder
+        self.ranks = ranks
+        #: Postings per term id.
+        self.df = np.zeros(len(ranks), dtype=np.int64)
+        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._held = 0
+        self._files: list[Any] = []
+        #: Each run's first posting and size.
+        self._runs: list[tuple[int, int]] = []
+        self._written = 0
+
+    def __len__(self) -> int:
+        return self._written + self._held
+
+    def add(self, terms: np.ndarray, docs: np.ndarray, weights: np.ndarray) -> None:
+        """Postings of documents after every one added so far."""
+        self._pending.append((terms, docs, weights))
+        self._held += len(terms)
+        if self._held >= self.buffer:
+            self._spill()
+
+    def _spill(self) -> None:
+        if not self._held:
+            return
+        terms = np.concatenate([p[0] for p in self._pending]).astype(np.uint32)
+        docs = np.concatenate([p[1] for p in self._pending]).astype(np.uint32)
+        weights = np.concatenate([p[2] for p in self._pending]).astype(np.float64)
+        self._pending, self._held = [], 0
+        # Documents stay ascending within a term.
+        order = np.argsort(self.ranks[terms], kind="stable")
+        if not self._files:
+            self._files = [
+                tempfile.TemporaryFile(dir=self.folder, prefix="spidersite-", suffix=".tmp")  # noqa: SIM115
+                for _ in range(3)
+            ]
+        columns: tuple[np.ndarray, ...] = (terms, docs, weights)
+        for f, a in zip(self._files, columns, strict=True):
+            a[order].tofile(f)
+        counts = np.bincount(terms, minlength=len(self.df))
+        if len(counts) > len(self.df):
+            counts[: len(self.df)] += self.df
+            self.df = counts.astype(np.int64)
+        else:
+            self.df += counts
+        self._runs.append((self._written, len(terms)))
+        self._written += len(terms)
+
+    def _read(self, column: int, dtype: Any, start: int, count: int) -> np.ndarray:
+        f = self._files[column]
+        f.seek(start * np.dtype(dtype).itemsize)
+        return np.fromfile(f, dtype=dtype, count=count)
+
+    def terms(self) -> Iterator[tuple[list[int], list[int], np.ndarray, np.ndarray]]:
+        """The terms that have postings, in rank order, a range of them at a time: their
+        ranks, where each one's postings start (and where the last one's end), then the
+        postings' documents (ascending within a term) and weights."""
+        self._spill()
+        if not self._runs:
+            return
+        for f in self._files:
+            f.flush()
+        ranks = self.ranks
+        df = np.zeros(len(ranks), dtype=np.int64)
+        df[ranks[: len(self.df)]] = self.df
+        # Ranges of terms of at most *window* postings (or one term).
+        ends = np.cumsum(df)
+        bounds = [0]
+        while bounds[-1] < len(df):
+            lo = bounds[-1]
+            hi = int(np.searchsorted(ends, ends[lo] - df[lo] + self.window, side="right"))
+            bounds.append(min(max(hi, lo + 1), len(df)))
+        edges = np.array(bounds, dtype=np.int64)
+        # Where each range starts in each run (sorted by term, in the same order).
+        offsets = []
+        for start, size in self._runs:
+            of_run = ranks[self._read(0, np.uint32, start, size)]
+            offsets.append(start + np.searchsorted(of_run, edges, side="left"))
+        for k in range(len(bounds) - 1):
+            parts = [
+                (int(off[k]), int(off[k + 1] - off[k])) for off in offsets if off[k + 1] > off[k]
+            ]
+            if not parts:
+                continue
+            got = ranks[np.concatenate([self._read(0, np.uint32, a, n) for a, n in parts])]
+            docs = np.concatenate([self._read(1, np.uint32, a, n) for a, n in parts])
+            weights = np.concatenate([self._read(2, np.float64, a, n) for a, n in parts])
+            # The runs come in document order: a stable sort by term keeps it per term.
+            order = np.argsort(got, kind="stable")
+            got, docs, weights = got[order], docs[order], weights[order]
+            cuts = [0, *(np.flatnonzero(np.diff(got)) + 1).tolist(), len(got)]
+            yield got[cuts[:-1]].tolist(), cuts, docs, weights
+
+    def close(self) -> None:
+        for f in self._files:
+            f.close()
+        self._files = []
+        self._pending, self._held = [], 0
 
 
 def _header(terms: int, docs: int, parts: list[tuple[str, np.dtype[Any], int]]) -> bytes:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, and_, func, null, or_, select
+import numpy as np
+from sqlalchemy import Engine, Text, and_, cast, func, null, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import aliased
 
@@ -57,6 +58,20 @@ class StoredPostings:
     url: str
     server_id: int | None
     postings: list[tuple[str, tuple[int, ...]]]
+
+
+@dataclass(slots=True)
+class PostingsPage:
+    """Indexable documents (consecutive in id order) with their stored postings as arrays:
+    each document's number of postings, then each posting's word id and counts per
+    section (columns in :data:`search.analysis.SECTIONS` order), document after document."""
+
+    ids: list[int]
+    urls: list[str]
+    server_ids: list[int | None]
+    sizes: np.ndarray
+    word_ids: np.ndarray
+    counts: np.ndarray
 
 
 @dataclass(slots=True)
@@ -213,6 +228,56 @@ class CrawlDB:
                     postings[row.document_id].append((row.stem, tuple(row[2:])))
             for d in docs:
                 yield StoredPostings(d.id, d.url, d.server_id, postings[d.id])
+
+    def indexable_postings(self, chunk: int = 2000) -> Iterator[PostingsPage]:
+        """Every document that belongs in the index with its postings, *chunk* documents
+        a page, in id order: what :meth:`indexable_documents` reads, as arrays.
+
+        The postings of a page come in one row per document, each column's values joined
+        into one string (``group_concat`` on SQLite, ``string_agg`` on PostgreSQL; every
+        aggregate of a group reads its rows in the same order), read back by numpy's
+        parser: a database driver's row per posting costs more than the rest of a
+        rebuild."""
+        columns = [Posting.word_id, *_SECTION_COLUMNS]
+        stmt = self._indexable(select(Document.id, Document.url, Document.server_id), False, None)
+        joined = [func.aggregate_strings(cast(c, Text), ",") for c in columns]
+        for docs in self._pages(stmt, Document.id, chunk):
+            ids = [d.id for d in docs]
+            with self.engine.connect() as conn:
+                rows = conn.execute(
+                    select(Posting.document_id, func.count(), *joined)
+                    .where(Posting.document_id.between(ids[0], ids[-1]))
+                    .group_by(Posting.document_id)
+                    .order_by(Posting.document_id)
+                ).all()
+            wanted = set(ids)  # the range also holds documents not in the index
+            rows = [row for row in rows if row[0] in wanted]
+            size_of = {row[0]: row[1] for row in rows}
+            values = [
+                np.fromstring(",".join(str(row[2 + i]) for row in rows), dtype=np.int64, sep=",")
+                if rows
+                else np.empty(0, dtype=np.int64)
+                for i in range(len(columns))
+            ]
+            yield PostingsPage(
+                ids,
+                [d.url for d in docs],
+                [d.server_id for d in docs],
+                np.array([size_of.get(i, 0) for i in ids], dtype=np.int64),
+                values[0],
+                np.stack(values[1:], axis=1)
+                if rows
+                else np.empty((0, len(SECTIONS)), dtype=np.int64),
+            )
+
+    def vocabulary(self) -> list[str]:
+        """The stem of each word id (a list indexed by id; ``""`` where no word has it)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(Word.id, Word.stem)).all()
+        out = [""] * (max((r[0] for r in rows), default=-1) + 1)
+        for wid, stem in rows:
+            out[wid] = stem
+        return out
 
     def count_indexable(self, only_unindexed: bool = False, before: datetime | None = None) -> int:
         """How many stored documents belong in the index (see :meth:`indexable_documents`)."""

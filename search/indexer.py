@@ -5,7 +5,10 @@ sent, already analyzed, by the crawl's worker (:mod:`search.worker`) to one
 :class:`IndexerProcess` (its child process, so that indexing overlaps analysis and
 storage) through a bounded inbox; the indexer adds them through one writer, commits every
 ``batch_size`` documents and marks them ``indexed`` in the database.  :func:`reindex`
-rebuilds the whole index from the database, which is the record.
+rebuilds the whole index from the database, which is the record: a full rebuild reads the
+stored postings as arrays (:func:`iter_doc_batches`) and writes them whole
+(:meth:`search.index.Index.rebuild`); the rest adds :class:`search.index.IndexDoc` one by
+one.
 """
 
 from __future__ import annotations
@@ -22,13 +25,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from sqlalchemy import Engine, not_, update
 
 from search import db, faults
 from search.analysis import DEFAULT_WEIGHTS, SECTIONS
 from search.crawldb import INDEXABLE, CrawlDB
 from search.db import chunks
-from search.index import LIMITMB, Index, IndexDoc
+from search.index import LIMITMB, DocBatch, Index, IndexDoc
 from search.models import Document
 from search.store import DocumentStore
 
@@ -294,6 +298,37 @@ def iter_index_docs(
         yield IndexDoc(doc.id, doc.url, host, terms)
 
 
+#: Documents a full rebuild reads from the database at a time: ~200,000 postings of the
+#: synthetic site, ~25 MB while their page is parsed.
+READ_PAGE = 500
+
+
+def iter_doc_batches(engine: Engine, chunk: int = 2000) -> Iterator[DocBatch]:
+    """Every document that belongs in the index, as :class:`search.index.DocBatch` of
+    *chunk* documents (term ids are word ids): what :func:`iter_index_docs` gives, as
+    arrays, with the same weights, summed in the same order."""
+    crawldb = CrawlDB(engine)
+    weights = server_weights(crawldb)
+    default = [DEFAULT_WEIGHTS[s] for s in SECTIONS]
+    by_server = {sid: [w[s] for s in SECTIONS] for sid, w in weights.items()}
+    for page in crawldb.indexable_postings(chunk):
+        per_doc = np.array(
+            [
+                by_server.get(sid, default) if sid is not None else default
+                for sid in page.server_ids
+            ],
+            dtype=np.float64,
+        ).reshape(len(page.ids), len(SECTIONS))
+        per_posting = np.repeat(per_doc, page.sizes, axis=0)
+        # Σ count × section weight, in section order, as the analyzer sums (adding a
+        # section's 0 changes nothing).
+        total = np.zeros(len(page.word_ids), dtype=np.float64)
+        for i in range(len(SECTIONS)):
+            total = total + page.counts[:, i] * per_posting[:, i]
+        hosts = [url.split("/")[2] if "://" in url else "" for url in page.urls]
+        yield DocBatch(page.ids, page.urls, hosts, page.sizes, page.word_ids, total)
+
+
 def count_indexable(
     engine: Engine, only_unindexed: bool = False, before: datetime | None = None
 ) -> int:
@@ -325,6 +360,21 @@ def reindex(
         return 0
     store = DocumentStore(engine)
     done: list[int] = []
+    if full and ids is None and before is None:
+        crawldb = CrawlDB(engine)
+        vocabulary = crawldb.vocabulary()
+        with index.rebuild(vocabulary, limitmb=limitmb, wait=wait) as rebuild:
+            for batch in iter_doc_batches(engine, min(batch_size, READ_PAGE)):
+                if len(batch.terms) and int(batch.terms.max()) >= len(vocabulary):
+                    # A crawl stored new words since the vocabulary was read.
+                    vocabulary = crawldb.vocabulary()
+                    rebuild.grow_vocabulary(vocabulary)
+                rebuild.add(batch)
+                done.extend(batch.docids)
+                if progress:
+                    progress(len(batch))
+        store.mark_indexed(done)
+        return len(done)
 
     def docs() -> Iterator[IndexDoc]:
         if ids is None:

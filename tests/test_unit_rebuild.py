@@ -1,0 +1,317 @@
+"""A full rebuild from arrays (search.index.Index.rebuild, search.indexer.reindex): the
+same index, byte for byte, as documents added one by one through the writer; read from
+the database as the document path reads it (SQLite and PostgreSQL); bounded memory;
+cancelled on error."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import select, update
+from whoosh.filedb.filestore import FileStorage
+
+from search import arrayfile, db
+from search.analysis import analyze_document
+from search.crawldb import CrawlDB
+from search.index import INDEX_NAME, DocBatch, Index, IndexDoc
+from search.indexer import iter_doc_batches, iter_index_docs, reindex
+from search.models import Document, Server
+from search.rows import DocumentRow
+from search.store import DocumentStore
+from tests.conftest import ROOT
+from tests.test_unit_linkrank import NOW
+
+
+def random_docs(n: int, vocabulary: list[str], seed: int = 1) -> list[IndexDoc]:
+    """Documents with every case a segment meets: no words at all, postings of weight 0
+    (left out), weights that round either way, terms in one document and in most."""
+    rng = random.Random(seed)
+    docs = []
+    for d in range(n):
+        k = 0 if d % 17 == 0 else rng.randint(1, min(300, len(vocabulary)))
+        weights = {
+            s: rng.choice([0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 4.0, 7.25])
+            for s in rng.sample(vocabulary, k)
+        }
+        docs.append(IndexDoc(1000 + 3 * d, f"http://h{d % 5}.example/p{d}", f"h{d % 5}", weights))
+    return docs
+
+
+def batches(docs: list[IndexDoc], vocabulary: list[str], size: int) -> Iterator[DocBatch]:
+    term_id = {s: i for i, s in enumerate(vocabulary)}
+    for lo in range(0, len(docs), size):
+        part = docs[lo : lo + size]
+        yield DocBatch(
+            [d.docid for d in part],
+            [d.url for d in part],
+            [d.host for d in part],
+            np.array([len(d.weights) for d in part], dtype=np.int64),
+            np.array([term_id[s] for d in part for s in d.weights], dtype=np.int64),
+            np.array([w for d in part for w in d.weights.values()], dtype=np.float64),
+        )
+
+
+def segment_files(path: Path) -> dict[str, bytes]:
+    """The files of the one segment of the index at *path* (the segment's id, which is
+    random, taken out of their names)."""
+    storage = FileStorage(str(path))
+    segments = storage.open_index(INDEX_NAME)._segments()
+    assert len(segments) == 1
+    segment = segments[0]
+    compound = segment.open_compound_file(storage)
+    try:
+        return {
+            name.replace(segment.segment_id(), "SEG"): compound.open_file(name).read()
+            for name in compound.list()
+        }
+    finally:
+        compound.close()
+
+
+def added_one_by_one(path: Path, docs: list[IndexDoc]) -> Index:
+    index = Index(path)
+    with index.writer(clear=True) as w:
+        for doc in docs:
+            w.add(doc, update=False)
+    return index
+
+
+@pytest.mark.parametrize(
+    ("words", "buffer"),
+    [
+        (3000, None),  # short posting lists: one block a term
+        (3000, 5000),  # several runs on disk, several ranges of terms
+        (400, 20000),  # long posting lists: several blocks a term
+    ],
+)
+def test_a_rebuild_writes_what_the_writer_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, words: int, buffer: int | None
+) -> None:
+    if buffer:
+        monkeypatch.setattr(arrayfile, "BUFFER_POSTINGS", buffer)
+    # Word ids with gaps, stems out of order and beyond ASCII (sorted as UTF-8 bytes).
+    vocabulary = ["" if i % 7 == 3 else f"w{(i * 7919) % words}x{i}" for i in range(words)]
+    vocabulary += ["été", "zoo", "a", "ähnlich", "日本"]
+    stems = [s for s in vocabulary if s]
+    docs = random_docs(600 if words > 1000 else 1200, stems)
+    expected = segment_files(added_one_by_one(tmp_path / "one-by-one", docs).path)
+
+    index = Index(tmp_path / "rebuilt")
+    with index.rebuild(vocabulary) as rebuild:
+        for batch in batches(docs, vocabulary, 37):
+            rebuild.add(batch)
+    assert rebuild.added == len(docs)
+    got = segment_files(index.path)
+    assert sorted(got) == sorted(expected)
+    for name in expected:
+        assert got[name] == expected[name], name
+    assert not [n for n in os.listdir(index.path) if n.endswith(".tmp")]
+
+
+def test_a_rebuild_takes_words_stored_while_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crawl stores new words while a rebuild reads: the vocabulary grows (new ids
+    after the old ones, stems anywhere in the sort order), runs already on disk stay."""
+    monkeypatch.setattr(arrayfile, "BUFFER_POSTINGS", 3000)
+    vocabulary = [f"m{(i * 7919) % 500:03d}" for i in range(500)]
+    old, new = vocabulary[:300], vocabulary[300:]
+    docs = random_docs(200, old, seed=2) + random_docs(200, vocabulary, seed=3)
+    for n, doc in enumerate(docs):
+        doc.docid = n
+    expected = segment_files(added_one_by_one(tmp_path / "one-by-one", docs).path)
+
+    index = Index(tmp_path / "rebuilt")
+    with index.rebuild(old) as rebuild:
+        for n, batch in enumerate(batches(docs, vocabulary, 50)):
+            if n == 4:
+                rebuild.grow_vocabulary(old + new)
+            rebuild.add(batch)
+    assert segment_files(index.path) == expected
+
+
+def test_a_rebuild_replaces_the_index_in_one_commit(tmp_path: Path) -> None:
+    vocabulary = ["kestrel", "falcon"]
+    index = added_one_by_one(tmp_path / "index", [IndexDoc(1, "http://h/1", "h", {"owl": 1.0})])
+    with index.rebuild(vocabulary) as rebuild:
+        rebuild.add(
+            next(batches([IndexDoc(2, "http://h/2", "h", {"kestrel": 2.0})], vocabulary, 9))
+        )
+        assert index.docids() == {1}  # the old index answers until the commit
+    assert index.docids() == {2}
+
+
+def test_a_failed_rebuild_leaves_the_index_as_it_was(tmp_path: Path) -> None:
+    vocabulary = ["kestrel"]
+    index = added_one_by_one(tmp_path / "index", [IndexDoc(1, "http://h/1", "h", {"owl": 1.0})])
+    with pytest.raises(RuntimeError), index.rebuild(vocabulary) as rebuild:
+        rebuild.add(
+            next(batches([IndexDoc(2, "http://h/2", "h", {"kestrel": 2.0})], vocabulary, 9))
+        )
+        raise RuntimeError("the database went away")
+    assert index.docids() == {1}
+    # Its segment's files are not listed (the next commit removes them, as after any
+    # cancelled writer); its temporary files are gone.
+    assert not [n for n in os.listdir(index.path) if n.endswith(".tmp")]
+
+
+#: A child process that rebuilds the index of documents 100..104 and is killed (its
+#: process group, as SPIDERSITE_KILL_AT does) at the named moment of its commit.
+REBUILD = """
+import sys
+import numpy as np
+from search.index import DocBatch, Index
+with Index(sys.argv[1]).rebuild(["kestrel", "owl"]) as r:
+    r.add(DocBatch(list(range(100, 105)), [f"http://h/{n}" for n in range(100, 105)],
+                   ["h"] * 5, np.ones(5, dtype=np.int64), np.zeros(5, dtype=np.int64),
+                   np.ones(5)))
+"""
+
+
+def test_a_rebuild_killed_in_its_commit_leaves_the_index_as_it_was(tmp_path: Path) -> None:
+    index = added_one_by_one(
+        tmp_path / "index", [IndexDoc(n, f"http://h/{n}", "h", {"owl": 1.0}) for n in range(3)]
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", REBUILD, str(index.path)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "SPIDERSITE_KILL_AT": "index_commit"},
+        start_new_session=True,
+        capture_output=True,
+        timeout=120,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+    assert index.docids() == {0, 1, 2}
+    with index.rebuild(["kestrel"]) as rebuild:  # the lock is free, the leftovers go
+        rebuild.add(
+            next(batches([IndexDoc(7, "http://h/7", "h", {"kestrel": 1.0})], ["kestrel"], 1))
+        )
+    assert index.docids() == {7}
+    assert not [n for n in os.listdir(index.path) if n.endswith(".tmp")]
+
+
+def test_term_runs_hold_at_most_their_buffer(tmp_path: Path) -> None:
+    runs = arrayfile.TermRuns(str(tmp_path), np.arange(50)[::-1].copy(), buffer=100)
+    rng = np.random.default_rng(3)
+    held = 0
+    for doc in range(200):
+        ranks = rng.choice(50, size=int(rng.integers(1, 30)), replace=False)
+        runs.add(ranks, np.full(len(ranks), doc), rng.random(len(ranks)))
+        held = max(held, runs._held)
+    assert held < 100 + 30
+    seen: list[tuple[int, int]] = []
+    for terms, cuts, docs, _ in runs.terms():
+        assert cuts[-1] <= runs.window or len(terms) == 1  # a range of terms: bounded
+        for i, rank in enumerate(terms):
+            part = docs[cuts[i] : cuts[i + 1]]
+            assert (np.diff(part.astype(np.int64)) > 0).all()
+            seen += [(rank, int(d)) for d in part]  # ranks: term ids in reverse
+    assert seen == sorted(seen) and len(seen) == len(runs)
+    runs.close()
+
+
+# -- from the database --------------------------------------------------------------
+
+
+def page(url: str, text: str, **values: Any) -> DocumentRow:
+    sections = {"body": text, "title": "T " + text[:20], "url": url, "desc": "", "keywords": ""}
+    return DocumentRow(
+        url=url,
+        server=url.split("/p")[0] + "/",
+        values={
+            "kind": "page",
+            "status": 200,
+            "crawled_at": NOW,
+            "text": text,
+            "title": "T",
+            "noindex": False,
+            "nofollow": False,
+            **values,
+        },
+        words=analyze_document(sections),
+        links=[],
+    )
+
+
+@pytest.fixture
+def stored(db_url: str) -> Iterator[Any]:
+    """Pages of two servers with different section weights, and pages that do not belong
+    in the index between them (noindex, gone, a clone, an error)."""
+    engine = db.connect(db_url)
+    rng = random.Random(5)
+    words = [f"word{i}" for i in range(300)] + ["Über", "naïve", "café"]
+    rows = []
+    for n in range(90):
+        host = "http://a.example" if n % 3 else "http://b.example:8080"
+        text = " ".join(rng.choices(words, k=rng.randint(0, 60)))
+        extra: dict[str, Any] = {}
+        if n % 11 == 5:
+            extra["noindex"] = True
+        if n % 13 == 7:
+            extra["status"] = 404
+        rows.append(page(f"{host}/p{n}", text, **extra))
+    DocumentStore(engine).write_batch(rows)
+    with engine.begin() as conn:
+        conn.execute(
+            update(Server)
+            .where(Server.url == "http://b.example:8080/")
+            .values(settings={"bodyweight": 3, "titleweight": 0.5, "urlweight": 0})
+        )
+        ids = sorted(conn.execute(select(Document.id)).scalars())
+        conn.execute(update(Document).where(Document.id == ids[10]).values(gone_at=NOW))
+        conn.execute(update(Document).where(Document.id == ids[20]).values(clone_of_id=ids[21]))
+    yield engine
+    engine.dispose()
+
+
+def test_the_database_is_read_as_the_document_path_reads_it(stored: Any) -> None:
+    expected = list(iter_index_docs(stored))
+    vocabulary = CrawlDB(stored).vocabulary()
+    got: list[IndexDoc] = []
+    for batch in iter_doc_batches(stored, chunk=7):
+        at = 0
+        for docid, url, host, size in zip(
+            batch.docids, batch.urls, batch.hosts, batch.sizes.tolist(), strict=True
+        ):
+            terms = batch.terms[at : at + size].tolist()
+            weights = batch.weights[at : at + size].tolist()
+            got.append(
+                IndexDoc(
+                    docid,
+                    url,
+                    host,
+                    {vocabulary[t]: w for t, w in zip(terms, weights, strict=True)},
+                )
+            )
+            at += size
+        assert at == len(batch.terms)
+    assert [d.docid for d in got] == [d.docid for d in expected]
+    indexable = CrawlDB(stored).indexable_ids()
+    assert (
+        len(got) == len(indexable) == 90 - 8 - 7 - 1
+    )  # noindex, errors, gone (the clone: an error)
+    for g, e in zip(got, expected, strict=True):
+        assert (g.url, g.host) == (e.url, e.host)
+        assert g.weights == e.weights  # the same floats, summed in the same order
+    assert any(d.host == "b.example:8080" for d in got)
+    # The URL's words on b.example weigh 0: read, then left out of the index.
+    assert any(w == 0.0 for d in got for w in d.weights.values())
+
+
+def test_a_full_reindex_writes_the_index_of_the_document_path(stored: Any, tmp_path: Path) -> None:
+    ids = CrawlDB(stored).indexable_ids()
+    one_by_one = Index(tmp_path / "one-by-one")
+    assert reindex(stored, one_by_one, ids=ids) == len(ids)  # documents added one by one
+    rebuilt = Index(tmp_path / "rebuilt")
+    assert reindex(stored, rebuilt, batch_size=10) == len(ids)
+    assert segment_files(rebuilt.path) == segment_files(one_by_one.path)
+    assert CrawlDB(stored).indexable_ids(only_unindexed=True) == []
