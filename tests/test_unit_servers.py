@@ -138,6 +138,7 @@ def test_build_minimal_uses_defaults() -> None:
         "url": 2.0,
         "desc": 2.0,
         "keywords": 2.0,
+        "boilerplate": 0.2,
     }
 
 
