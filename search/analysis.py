@@ -10,7 +10,9 @@ Japanese and Korean words are never stemmed.  Every token keeps its surface form
 stem, as the design documents' WORD record does (word, normal form, count).
 
 :func:`analyze_document` counts each stem per *section* of a page (body, title, URL words,
-description, keywords) and weighs it with the server's section weights.
+description, keywords, boilerplate) and weighs it with the server's section weights.  The
+body is the page's main content; *boilerplate* is the rest of its text (navigation, header,
+breadcrumbs, sidebars, footer: :mod:`search.content`), kept at a low weight.
 """
 
 from __future__ import annotations
@@ -26,16 +28,18 @@ from typing import Any
 import snowballstemmer
 
 #: Sections of a page, in the order used by :attr:`WordRecord.counts`.
-SECTIONS: tuple[str, ...] = ("body", "title", "url", "desc", "keywords")
+SECTIONS: tuple[str, ...] = ("body", "title", "url", "desc", "keywords", "boilerplate")
 
 #: Default section weights (the design documents' bodyweight, titleweight, urlweight,
-#: descweight and keywordweight).
+#: descweight and keywordweight, and boilerplateweight: the words of a page outside its main
+#: content count a fifth of a body word).
 DEFAULT_WEIGHTS: dict[str, float] = {
     "body": 1.0,
     "title": 4.0,
     "url": 2.0,
     "desc": 2.0,
     "keywords": 2.0,
+    "boilerplate": 0.2,
 }
 
 #: Longest token kept; longer "words" are base64 blobs, hashes and similar noise.
@@ -259,15 +263,37 @@ def page_sections(
     text: str | None = None,
     description: str | None = None,
     keywords: str | None = None,
+    boilerplate: str | None = None,
 ) -> dict[str, str]:
-    """The texts of a page's :data:`SECTIONS`, as :func:`analyze_document` reads them."""
+    """The texts of a page's :data:`SECTIONS`, as :func:`analyze_document` reads them
+    (*text*: the main content, or the whole text of a page without a boilerplate split)."""
     return {
         "body": text or "",
         "title": title or "",
         "url": url,
         "desc": description or "",
         "keywords": keywords or "",
+        "boilerplate": boilerplate or "",
     }
+
+
+def remainder(whole: str, part: str, language: str | None = None) -> str:
+    """The words of *whole* that *part* does not account for, in their order in *whole*:
+    each word of *part* cancels one occurrence of the same word (lowercased) in *whole*.
+
+    With *whole* a page's text and *part* its main content, this is the page's boilerplate,
+    as words: an extractor's main text is not a contiguous piece of the page's text (it
+    reflows tables and lists), so the two are compared as bags of words, not as strings.
+    """
+    analyzer = get_analyzer(language)
+    budget = Counter(analyzer.words(part))
+    left: list[str] = []
+    for word in analyzer.words(whole):
+        if budget[word] > 0:
+            budget[word] -= 1
+        else:
+            left.append(word)
+    return " ".join(left)
 
 
 def analyze_document(
@@ -280,7 +306,7 @@ def analyze_document(
 
     *sections* maps section names of :data:`SECTIONS` to their text (``url`` is the URL
     itself).  The weight of a stem is Σ (count in section × weight of section).
-    *max_words* caps the words read from the body.
+    *max_words* caps the words read from the body, and from the boilerplate.
     """
     weights = {**DEFAULT_WEIGHTS, **(weights or {})}
     analyzer = get_analyzer(language)
@@ -293,7 +319,7 @@ def analyze_document(
             continue
         if section == "url":
             text = url_words(text)
-        limit = max_words if section == "body" else None
+        limit = max_words if section in ("body", "boilerplate") else None
         w = float(weights[section])
         # Count words first (at C speed), then stem each distinct word once.
         for word, n in Counter(analyzer.words(text, limit)).items():

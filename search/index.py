@@ -60,6 +60,7 @@ FIELD_OF_SECTION: dict[str, str] = {
     "url": "urlwords",
     "desc": "desc",
     "keywords": "keywords",
+    "boilerplate": "boilerplate",
 }
 TEXT_FIELDS: tuple[str, ...] = tuple(FIELD_OF_SECTION[s] for s in SECTIONS)
 

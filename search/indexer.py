@@ -34,17 +34,12 @@ from search.crawldb import INDEXABLE, CrawlDB
 from search.db import chunks
 from search.index import LIMITMB, DocBatch, Index, IndexDoc
 from search.models import Document
+from search.servers import WEIGHT_FIELDS
 from search.store import DocumentStore
 
 logger = logging.getLogger(__name__)
 
-_SECTION_WEIGHT_KEYS = {
-    "body": "bodyweight",
-    "title": "titleweight",
-    "url": "urlweight",
-    "desc": "descweight",
-    "keywords": "keywordweight",
-}
+_SECTION_WEIGHT_KEYS = WEIGHT_FIELDS
 
 
 @dataclass(slots=True)

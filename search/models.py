@@ -137,6 +137,8 @@ class Posting(Base):
     url_count: Mapped[int] = mapped_column(Integer, default=0)
     desc_count: Mapped[int] = mapped_column(Integer, default=0)
     keywords_count: Mapped[int] = mapped_column(Integer, default=0)
+    #: Occurrences outside the page's main content (navigation, header, footer, sidebars).
+    boilerplate_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     weight: Mapped[float] = mapped_column(Float, default=0.0)
 
 

@@ -24,6 +24,9 @@ class DocumentRow:
     links: list[tuple[str, str, bool]] = field(default_factory=list)
     period: int = DEFAULTS["period"]
     weights: dict[str, float] = field(default_factory=dict)
+    #: The page's HTML, for the worker to split its main content from its boilerplate
+    #: (:mod:`search.content`); dropped once it has.  Never stored.
+    html: bytes | None = None
 
 
 @dataclass(slots=True)

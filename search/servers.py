@@ -64,6 +64,7 @@ DEFAULTS: dict[str, Any] = {
     "urlweight": DEFAULT_WEIGHTS["url"],
     "descweight": DEFAULT_WEIGHTS["desc"],
     "keywordweight": DEFAULT_WEIGHTS["keywords"],
+    "boilerplateweight": DEFAULT_WEIGHTS["boilerplate"],
     "crawl_delay": 0.0,
     "concurrency": 8,
     "max_size": 32 * 1024 * 1024,
@@ -137,6 +138,7 @@ class ServerConfig:
     urlweight: float = DEFAULTS["urlweight"]
     descweight: float = DEFAULTS["descweight"]
     keywordweight: float = DEFAULTS["keywordweight"]
+    boilerplateweight: float = DEFAULTS["boilerplateweight"]
     crawl_delay: float = DEFAULTS["crawl_delay"]
     concurrency: int = DEFAULTS["concurrency"]
     max_size: int = DEFAULTS["max_size"]
@@ -159,6 +161,7 @@ class ServerConfig:
             "url": self.urlweight,
             "desc": self.descweight,
             "keywords": self.keywordweight,
+            "boilerplate": self.boilerplateweight,
         }
 
     @property
@@ -186,6 +189,16 @@ class ServerConfig:
             data["basic_auth"] = data["basic_auth"].split(":", 1)[0] + ":***"
         return data
 
+
+#: The field of each section weight of :data:`search.analysis.SECTIONS`.
+WEIGHT_FIELDS: dict[str, str] = {
+    "body": "bodyweight",
+    "title": "titleweight",
+    "url": "urlweight",
+    "desc": "descweight",
+    "keywords": "keywordweight",
+    "boilerplate": "boilerplateweight",
+}
 
 FIELD_NAMES = frozenset(f.name for f in fields(ServerConfig) if not f.name.startswith("_"))
 
@@ -221,7 +234,7 @@ def _patterns(value: Any) -> tuple[str, ...]:
 
 def _validate_field(name: str, value: Any) -> Any:
     """The typed value of one field, or ValueError saying what is wrong."""
-    if name in ("bodyweight", "titleweight", "urlweight", "descweight", "keywordweight"):
+    if name in WEIGHT_FIELDS.values():
         return _number(value, 0)
     if name in ("read_timeout",):
         return _number(value, 0, strict=True)

@@ -41,6 +41,7 @@ from typing import Any
 
 from search import db
 from search.analysis import analyze_document, page_sections
+from search.content import split_content
 from search.index import IndexDoc
 from search.indexer import Batch, IndexerProcess, release_memory
 from search.linkrank import update_linkrank
@@ -196,6 +197,18 @@ class Worker:
             row.words = None
             report.inc["analyze/skipped_noindex"] += 1
             return
+        boilerplate = None
+        if row.html is not None and self.config.analyze:
+            # Main content and boilerplate (search.content); a topic crawl's analysis of
+            # the whole page, made on the reactor for its gate, is made again on the split.
+            content = split_content(
+                row.html, values.get("text") or "", values.get("charset"), values.get("language")
+            )
+            row.html = None
+            if content is not None:
+                values["text"], boilerplate = content.main, content.boilerplate
+                row.words = None
+                report.inc["analyze/main_content"] += 1
         if row.words is None:
             if not self.config.analyze:
                 return
@@ -205,6 +218,7 @@ class Worker:
                 values.get("text"),
                 values.get("description"),
                 values.get("keywords"),
+                boilerplate,
             )
             row.words = analyze_document(
                 sections, row.weights, values.get("language"), self.config.max_words

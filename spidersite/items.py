@@ -35,6 +35,9 @@ class PageItem:
     keywords: str | None = None
     description: str | None = None
     text: str | None = None
+    #: An HTML page's markup, for the store's worker to split its main content from its
+    #: boilerplate (search.content), off the reactor thread; never stored.
+    html: bytes | None = None
     links: list[LinkRecord] = field(default_factory=list)
     #: Links on the page, including those beyond SITE_MAX_LINKS (not kept).
     link_count: int = 0

@@ -179,7 +179,7 @@ class StorePipeline:
             self.batch_started = time.monotonic()
         if isinstance(item, PageItem):
             batch.docs.append(self._row(item))
-            self.batch_text += len(item.text or "")
+            self.batch_text += len(item.text or "") + len(item.html or b"")
         elif isinstance(item, ErrorItem):
             batch.errors.append(ErrorRow(item.url, item.server, item.kind, item.message, item.time))
             self._log_error(item)
@@ -250,6 +250,7 @@ class StorePipeline:
             links=[(link.url, link.anchor, link.nofollow) for link in item.links],
             period=item.interval or (server.period if server else DEFAULTS["period"]),
             weights=item.weights,
+            html=item.html,
         )
 
     def _written(self, future: asyncio.Future[Report]) -> None:

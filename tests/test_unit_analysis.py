@@ -301,7 +301,7 @@ def test_word_record_helpers() -> None:
 
 
 def test_sections_order() -> None:
-    assert SECTIONS == ("body", "title", "url", "desc", "keywords")
+    assert SECTIONS == ("body", "title", "url", "desc", "keywords", "boilerplate")
     assert set(DEFAULT_WEIGHTS) == set(SECTIONS)
 
 
@@ -320,20 +320,20 @@ def test_analyze_document_counts_and_weights_by_hand() -> None:
     # vacuum: body 2 (vacuum, vacuuming), title 1, url 1, desc 1, keywords 1
     #   weight = 2×1 + 1×10 + 1×3 + 1×0.5 + 1×0 = 15.5
     vacuum = records["vacuum"]
-    assert vacuum.counts == [2, 1, 1, 1, 1]
+    assert vacuum.counts == [2, 1, 1, 1, 1, 0]
     assert vacuum.weight == pytest.approx(15.5)
     assert vacuum.surface == "vacuum"  # first seen (body), not "vacuuming"
     # tabl: body 1, desc 1 -> 1×1 + 1×0.5 = 1.5
-    assert records["tabl"].counts == [1, 0, 0, 1, 0]
+    assert records["tabl"].counts == [1, 0, 0, 1, 0, 0]
     assert records["tabl"].weight == pytest.approx(1.5)
     # help: body only -> 1
-    assert records["help"].counts == [1, 0, 0, 0, 0]
+    assert records["help"].counts == [1, 0, 0, 0, 0, 0]
     assert records["help"].weight == pytest.approx(1.0)
     # guid: title only -> 10
-    assert records["guid"].counts == [0, 1, 0, 0, 0]
+    assert records["guid"].counts == [0, 1, 0, 0, 0, 0]
     assert records["guid"].weight == pytest.approx(10.0)
     # URL words: "example com vacuum" (https, www, index, html dropped) -> 3 each
-    assert records["exampl"].counts == [0, 0, 1, 0, 0]
+    assert records["exampl"].counts == [0, 0, 1, 0, 0, 0]
     assert records["exampl"].weight == pytest.approx(3.0)
     assert records["com"].weight == pytest.approx(3.0)
     # stop words ("the", "how", "to") and URL noise are not records
@@ -360,12 +360,17 @@ def test_analyze_document_surface_is_first_seen_in_section_order() -> None:
     assert records["run"].surface == "runs"
 
 
-def test_analyze_document_max_words_limits_body_only() -> None:
+def test_analyze_document_max_words_limits_body_and_boilerplate_only() -> None:
     records = analyze_document(
-        {"body": "alpha beta gamma delta", "title": "delta epsilon"}, max_words=2
+        {
+            "body": "alpha beta gamma delta",
+            "title": "delta epsilon",
+            "boilerplate": "zeta eta theta",
+        },
+        max_words=2,
     )
-    assert set(records) == {"alpha", "beta", "delta", "epsilon"}
-    assert records["delta"].counts == [0, 1, 0, 0, 0]
+    assert set(records) == {"alpha", "beta", "delta", "epsilon", "zeta", "eta"}
+    assert records["delta"].counts == [0, 1, 0, 0, 0, 0]
 
 
 def test_analyze_document_max_words_counts_stop_words() -> None:

@@ -29,19 +29,19 @@ from search.index import (
     postings,
 )
 
-WEIGHTS = {"body": 1.0, "title": 10.0, "url": 3.0, "desc": 0.5, "keywords": 2.0}
+WEIGHTS = {"body": 1.0, "title": 10.0, "url": 3.0, "desc": 0.5, "keywords": 2.0, "boilerplate": 0.2}
 
 
 def record(
     stem: str, body: int = 0, title: int = 0, url: int = 0, desc: int = 0, keywords: int = 0
 ) -> WordRecord:
-    counts = [body, title, url, desc, keywords]
+    counts = [body, title, url, desc, keywords, 0]
     weight = sum(c * WEIGHTS[s] for c, s in zip(counts, SECTIONS, strict=True))
     return WordRecord(stem, stem, counts, weight)
 
 
 def test_text_fields_follow_sections() -> None:
-    assert TEXT_FIELDS == ("body", "title", "urlwords", "desc", "keywords")
+    assert TEXT_FIELDS == ("body", "title", "urlwords", "desc", "keywords", "boilerplate")
     assert FIELD_OF_SECTION["url"] == "urlwords"
     schema = make_schema()
     # The sections are merged into one scored field (BM25F, see search.ranking).

@@ -121,7 +121,7 @@ def test_an_analysis_shipped_with_the_item_is_stored_as_it_is(tmp_path: Path) ->
     crawler = _crawler(tmp_path)
     pipeline = StorePipeline.from_crawler(crawler)
     page = _page(1)
-    page.words = {"shipped": WordRecord("shipped", "shipped", [3, 0, 0, 0, 0], 3.0)}
+    page.words = {"shipped": WordRecord("shipped", "shipped", [3, 0, 0, 0, 0, 0], 3.0)}
     asyncio.run(_run(pipeline, [page]))
     stems = _rows(tmp_path, "SELECT w.stem FROM postings p JOIN words w ON w.id = p.word_id")
     assert [r["stem"] for r in stems] == ["shipped"]

@@ -138,6 +138,7 @@ def test_build_minimal_uses_defaults() -> None:
         "url": 2.0,
         "desc": 2.0,
         "keywords": 2.0,
+        "boilerplate": 0.2,
     }
 
 
@@ -156,6 +157,7 @@ def test_field_names() -> None:
         ("urlweight", 0.5, 0.5),
         ("descweight", 3, 3.0),
         ("keywordweight", 0.0, 0.0),
+        ("boilerplateweight", 0.5, 0.5),
         ("crawl_delay", 0, 0.0),
         ("crawl_delay", 1.5, 1.5),
         ("read_timeout", 0.1, 0.1),
@@ -206,6 +208,7 @@ def test_build_accepts(name: str, value: Any, expected: Any) -> None:
         ("urlweight", True, "must be a number"),
         ("descweight", None, "must be a number"),
         ("keywordweight", -1, "must be ≥ 0"),
+        ("boilerplateweight", -0.2, "must be ≥ 0"),
         ("crawl_delay", -1, "must be ≥ 0"),
         ("read_timeout", 0, "must be > 0"),
         ("read_timeout", -3, "must be > 0"),
@@ -264,7 +267,9 @@ def test_config_error_is_value_error() -> None:
     assert issubclass(ConfigError, ValueError)
 
 
-@pytest.mark.parametrize("name", ["bodyweight", "titleweight", "read_timeout", "crawl_delay"])
+@pytest.mark.parametrize(
+    "name", ["bodyweight", "titleweight", "boilerplateweight", "read_timeout", "crawl_delay"]
+)
 def test_build_rejects_nan(name: str) -> None:
     with pytest.raises(ConfigError, match=name):
         build({"url": URL, name: math.nan})

@@ -162,10 +162,12 @@ def test_document_page(client: Any, crawled: CrawlResult) -> None:
     assert f'href="{base}lion.html"' in html  # the original
     assert base in html  # its server
     # top words with counts and weights: "lion" is in the title, URL and body
-    row = re.search(r"<tr><td>lion</td><td>\w+</td>((?:<td>[\d.]+</td>){6})</tr>", html)
+    # (body, title, URL, description, keywords, boilerplate, weight)
+    assert "<th>boilerplate</th>" in html
+    row = re.search(r"<tr><td>lion</td><td>\w+</td>((?:<td>[\d.]+</td>){7})</tr>", html)
     assert row, html
     counts = re.findall(r"<td>([\d.]+)</td>", row.group(1))
-    assert int(counts[0]) >= 1 and int(counts[1]) == 1 and float(counts[5]) > 4
+    assert int(counts[0]) >= 1 and int(counts[1]) == 1 and float(counts[6]) > 4
     # outgoing (to the home page, a stored document) and incoming links
     outgoing = html.split('id="outgoing"')[1].split("</ul>")[0]
     assert f'href="/doc/{home}"' in outgoing

@@ -35,6 +35,12 @@ FIELDS: list[tuple[str, str, str, str]] = [
     ("urlweight", "URL weight", "number", "≥ 0"),
     ("descweight", "Description weight", "number", "≥ 0"),
     ("keywordweight", "Keywords weight", "number", "≥ 0"),
+    (
+        "boilerplateweight",
+        "Boilerplate weight",
+        "number",
+        "words outside the main content: navigation, header, footer (≥ 0)",
+    ),
     ("allow", "Allow patterns", "lines", "regular expressions, one a line"),
     ("deny", "Deny patterns", "lines", "regular expressions, one a line"),
     (

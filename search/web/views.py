@@ -174,6 +174,7 @@ def document(doc_id: int) -> Any:
                 Posting.url_count,
                 Posting.desc_count,
                 Posting.keywords_count,
+                Posting.boilerplate_count,
                 Posting.weight,
             )
             .join(Word, Word.id == Posting.word_id)

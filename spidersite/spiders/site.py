@@ -238,6 +238,7 @@ class SiteSpider(Spider):
                 self.crawler.stats.inc_value("site/links_invalid", ex.links_invalid)
             links = self.links.valid(ex.links, follow=not ex.nofollow)
             item.text, item.links, item.link_count = ex.text, links, ex.link_total
+            item.html = response.body if ex.text and not ex.noindex else None
             if ex.link_total > len(ex.links):
                 self.crawler.stats.inc_value("site/links_dropped", ex.link_total - len(ex.links))
             item.noindex, item.nofollow = ex.noindex, ex.nofollow

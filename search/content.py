@@ -1,0 +1,70 @@
+"""A page's main content, apart from its boilerplate (navigation, header, breadcrumbs,
+sidebars, footer).
+
+The extractor is trafilatura (its own rules and link-density tests, without its fallback
+extractors: ``fast``), run where the page is analyzed, in the crawl's worker process
+(:mod:`search.worker`), never on the crawler's reactor thread.  Its text becomes the page's
+body (what is stored, what snippets and phrase checks read); the rest of the page's text,
+as words (:func:`search.analysis.remainder`), becomes the ``boilerplate`` section, which is
+indexed at the server's ``boilerplateweight`` rather than dropped: a page still matches on
+the words of its menus, only far below the pages that are about them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+import trafilatura
+
+from search.analysis import remainder
+
+logger = logging.getLogger(__name__)
+
+#: A bigger page is not split (its whole text is its body): the extractor's time grows
+#: faster than the page (1.7 MB of HTML: 3.6 s of CPU), and such pages are indexes and
+#: tables of contents, all links, whose "main content" is the whole of them anyway.
+MAX_HTML_BYTES = 1_000_000
+
+_WS_RE = re.compile(r"\s+")
+#: The extractor's marks of plain text: a list item's "- ", a table row's outer "|".
+_MARKS_RE = re.compile(r"(?m)^(?:- |\| )|(?: \|)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    """A page's text split in two: *main* (the body) and *boilerplate* (the other words)."""
+
+    main: str
+    boilerplate: str
+
+
+def main_text(html: bytes, encoding: str | None = None) -> str | None:
+    """The main content of an HTML page as one line of text; None when the extractor finds
+    none (an empty page, a page of links only) or fails."""
+    if not html.strip() or len(html) > MAX_HTML_BYTES:
+        return None
+    markup = html.decode(encoding or "utf-8", "replace")
+    try:
+        text = trafilatura.extract(
+            markup, fast=True, include_comments=False, include_tables=True, deduplicate=False
+        )
+    except Exception:  # hostile markup: the whole text stays the body
+        logger.debug("No main content extracted", exc_info=True)
+        return None
+    if not text:
+        return None
+    return _WS_RE.sub(" ", _MARKS_RE.sub("", text)).strip() or None
+
+
+def split_content(
+    html: bytes, text: str, encoding: str | None = None, language: str | None = None
+) -> Content | None:
+    """*text* (the page's whole text, as :func:`spidersite.extract.extract_html` reads it)
+    split into main content and boilerplate; None when there is no main content to split
+    off (then the whole text is the body)."""
+    main = main_text(html, encoding)
+    if main is None:
+        return None
+    return Content(main, remainder(text, main, language))
