@@ -113,6 +113,9 @@ ITEM_PIPELINES = {
 }
 
 ADDONS = {
+    # A crawl that runs alone: waiting requests on disk under FRONTIER_DIR, seen requests
+    # as 8-byte fingerprints (spidersite.frontier); off with SCALEOUT_REDIS_URL.
+    "spidersite.frontier.FrontierAddon": 0,
     # Scale-out: the shared frontier in Redis (scrapy-redis); off unless SCALEOUT_REDIS_URL.
     "spidersite.scaleout.ScaleOutAddon": 0,
     # Browser rendering: scrapy-playwright's handler for http(s), only when some server of
@@ -143,8 +146,8 @@ EXTENSIONS = {
 
 # --- spidersite's own settings ------------------------------------------------------
 # SITE_*, STORE_*, INDEX_*, ANALYZE_*, SCALEOUT_*, TOPIC_*, CHARSET_*, CRAWLDELAY_*,
-# PAGESTORE_*, SITEMAP_*, WATCHDOG_*, FTP_MAX_ENTRIES, NNTP_*, the components' *_ENABLED
-# switches, SPIDERSITE_DATA_DIR, SITES_FILE and SERVER_DEFAULTS have their defaults in one
+# PAGESTORE_*, SITEMAP_*, WATCHDOG_*, FRONTIER_*, FTP_MAX_ENTRIES, NNTP_*, the components'
+# *_ENABLED switches, SPIDERSITE_DATA_DIR, SITES_FILE and SERVER_DEFAULTS have their defaults in one
 # place, the fields of spidersite.crawlsettings.CrawlSettings, which reads and checks them
 # once per crawl (a bad value is refused before the crawl starts). Set them here or with
 # -s NAME=VALUE; the README ("Settings") gives each one's type, default and meaning.
