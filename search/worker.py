@@ -45,7 +45,7 @@ from search.index import IndexDoc
 from search.indexer import Batch, IndexerProcess, release_memory
 from search.linkrank import update_linkrank
 from search.rows import BatchResult, DocumentRow, ErrorRow, GoneRow, RevisitRow
-from search.store import DocumentStore
+from search.store import WORD_CACHE_BYTES, DocumentStore
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +67,8 @@ class WorkerConfig:
     analyze: bool = True
     max_words: int | None = 50_000
     retry_times: int = 10
+    #: Bytes of the store's cache of stem ids (:data:`search.store.WORD_CACHE_BYTES`).
+    word_cache_bytes: int = WORD_CACHE_BYTES
     index: IndexConfig | None = None
     #: Recompute the link-graph prior (:mod:`search.linkrank`) when the crawl ends.
     linkrank: bool = True
@@ -122,7 +124,12 @@ class Worker:
         #: Retries of the batch being written (the store retries while the database is
         #: unreachable), for its report.
         self.retries = 0
-        self.store = DocumentStore(db.connect(config.database_url), config.retry_times, self._retry)
+        self.store = DocumentStore(
+            db.connect(config.database_url),
+            config.retry_times,
+            self._retry,
+            word_cache_bytes=config.word_cache_bytes,
+        )
         self.indexer: IndexerProcess | None = None
         if config.index is not None:
             self.indexer = IndexerProcess(

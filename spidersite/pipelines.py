@@ -56,7 +56,8 @@ class StorePipeline:
     batch, 4,000,000 characters), ``STORE_QUEUE_BATCHES`` (batches in flight to the
     worker, 4), ``STORE_FLUSH_SECONDS`` (a batch that has not filled up is handed on
     after this long, 2.0; 0 = only when full), ``STORE_RETRY_TIMES`` (retries of a batch
-    while the database is unreachable, 10); ``ANALYZE_ENABLED`` (True) and
+    while the database is unreachable, 10), ``STORE_WORD_CACHE`` (bytes of the worker's
+    cache of stem ids, 16 MB); ``ANALYZE_ENABLED`` (True) and
     ``ANALYZE_MAX_WORDS`` (50000) for the worker's analysis; the ``INDEX_`` settings of
     the indexer it feeds (:func:`index_config`; the index's checks and failures are
     :class:`spidersite.extensions.IndexExtension`'s).
@@ -90,6 +91,7 @@ class StorePipeline:
             analyze=config.analyze_enabled,
             max_words=config.analyze_max_words,
             retry_times=config.store_retry_times,
+            word_cache_bytes=config.store_word_cache,
             # Scale-out nodes (INDEX_ENABLED off) leave it to `reindex --follow`.
             linkrank=config.linkrank_enabled and config.writes_index,
             index=index_config(config) if config.writes_index else None,
