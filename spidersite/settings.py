@@ -26,7 +26,12 @@ SCHEDULER_MEMORY_QUEUE = "scrapy.squeues.FifoMemoryQueue"
 # Many servers in parallel, a few connections per server (per-server `concurrency`).
 CONCURRENT_REQUESTS = 32
 CONCURRENT_REQUESTS_PER_DOMAIN = 8
-# Items of one response are few (one page, maybe an error); keep Scrapy's default.
+# Items of one response are few (one page, maybe an error, and the requests of its links).
+# Scrapy starts this many asyncio tasks for *each* response's output, and a response waiting
+# in the scraper slot keeps them: with the default 100, the ~450 responses the slot holds
+# while the store is behind (SCRAPER_SLOT_MAX_ACTIVE_SIZE) kept 45,000 tasks (~1.2 kB each,
+# ~55 MB of the crawler's memory).
+CONCURRENT_ITEMS = 4
 # A page bigger than this is cut off (and counted as an error): 32 MiB, not 1 GiB.
 DOWNLOAD_MAXSIZE = 32 * 1024 * 1024
 DOWNLOAD_WARNSIZE = 8 * 1024 * 1024
