@@ -42,7 +42,7 @@ from typing import Any
 from search import db
 from search.analysis import analyze_document, page_sections
 from search.index import IndexDoc
-from search.indexer import Batch, IndexerProcess, release_memory
+from search.indexer import Batch, IndexerProcess, freeze_startup, release_memory
 from search.linkrank import update_linkrank
 from search.rows import BatchResult, DocumentRow, ErrorRow, GoneRow, RevisitRow
 from search.store import WORD_CACHE_BYTES, DocumentStore
@@ -308,7 +308,9 @@ _worker: Worker | None = None
 def _open(config: WorkerConfig, *args: Any) -> tuple[int, str, str]:
     global _worker
     _worker = Worker(config)
-    return _worker.open_crawl(*args)
+    opened = _worker.open_crawl(*args)
+    freeze_startup()
+    return opened
 
 
 def _call(method: str, *args: Any) -> Any:
