@@ -224,7 +224,8 @@ class Worker:
         if self.indexer is None or self.config.index is None:
             return
         docs, deletes = index_batch(result, self.config.index.max_terms)
-        if docs or deletes:
+        sent, deleted = len(docs), len(deletes)
+        if sent or deleted:
             try:
                 # Waits while the indexer's inbox is full (the back-pressure).
                 self.indexer.send(Batch(docs, deletes))
@@ -234,8 +235,8 @@ class Worker:
                 report.values["index/error"] = self.indexer.error
                 self.indexer = None
                 return
-            report.inc["index/sent"] += len(docs)
-            report.inc["index/deleted"] += len(deletes)
+            report.inc["index/sent"] += sent
+            report.inc["index/deleted"] += deleted
         self._index_progress(report)
 
     def _index_progress(self, report: Report) -> None:

@@ -306,3 +306,44 @@ def test_a_crawl_that_does_not_feed_the_index_leaves_the_prior_to_the_indexer(
     asyncio.run(_run(pipeline, [_page(1), _page(2)]))
     assert crawler.stats.get_value("store/documents") == 2
     assert crawler.stats.get_value("linkrank/documents") is None
+
+
+def test_the_indexer_inbox_holds_batches_pickled() -> None:
+    # A batch waiting in the worker for the indexer is ~0.6 MB of bytes, not ~4 MB of
+    # small objects (the worker held up to INDEX_QUEUE_BATCHES of them).
+    from search.index import IndexDoc
+    from search.indexer import Batch, IndexerProcess, _apply
+
+    class Inbox:
+        def __init__(self) -> None:
+            self.items: list[Any] = []
+
+        def put(self, item: Any, timeout: float) -> None:
+            self.items.append(item)
+
+    class Alive:
+        exitcode = None
+
+        def is_alive(self) -> bool:
+            return True
+
+    class Writer:
+        def __init__(self) -> None:
+            self.added: list[IndexDoc] = []
+            self.deleted: list[int] = []
+
+        def add(self, doc: IndexDoc) -> None:
+            self.added.append(doc)
+
+        def delete(self, docid: int) -> None:
+            self.deleted.append(docid)
+
+    indexer = IndexerProcess("unused", "sqlite://")
+    indexer.inbox, indexer.process = Inbox(), Alive()
+    docs = [IndexDoc(n, f"http://a.example/{n}", "a.example", {"stem": 1.5}) for n in range(3)]
+    indexer.send(Batch(docs, [7]))
+    [message] = indexer.inbox.items
+    assert isinstance(message, bytes)
+    writer = Writer()
+    assert _apply(writer, message) == [0, 1, 2]
+    assert writer.added == docs and writer.deleted == [7]
