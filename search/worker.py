@@ -43,10 +43,10 @@ from search import db
 from search.analysis import analyze_document, page_sections
 from search.content import split_content
 from search.index import IndexDoc
-from search.indexer import Batch, IndexerProcess, release_memory
+from search.indexer import Batch, IndexerProcess, freeze_startup, release_memory
 from search.linkrank import update_linkrank
 from search.rows import BatchResult, DocumentRow, ErrorRow, GoneRow, RevisitRow
-from search.store import DocumentStore
+from search.store import WORD_CACHE_BYTES, DocumentStore
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,8 @@ class WorkerConfig:
     analyze: bool = True
     max_words: int | None = 50_000
     retry_times: int = 10
+    #: Bytes of the store's cache of stem ids (:data:`search.store.WORD_CACHE_BYTES`).
+    word_cache_bytes: int = WORD_CACHE_BYTES
     index: IndexConfig | None = None
     #: Recompute the link-graph prior (:mod:`search.linkrank`) when the crawl ends.
     linkrank: bool = True
@@ -123,7 +125,12 @@ class Worker:
         #: Retries of the batch being written (the store retries while the database is
         #: unreachable), for its report.
         self.retries = 0
-        self.store = DocumentStore(db.connect(config.database_url), config.retry_times, self._retry)
+        self.store = DocumentStore(
+            db.connect(config.database_url),
+            config.retry_times,
+            self._retry,
+            word_cache_bytes=config.word_cache_bytes,
+        )
         self.indexer: IndexerProcess | None = None
         if config.index is not None:
             self.indexer = IndexerProcess(
@@ -231,7 +238,8 @@ class Worker:
         if self.indexer is None or self.config.index is None:
             return
         docs, deletes = index_batch(result, self.config.index.max_terms)
-        if docs or deletes:
+        sent, deleted = len(docs), len(deletes)
+        if sent or deleted:
             try:
                 # Waits while the indexer's inbox is full (the back-pressure).
                 self.indexer.send(Batch(docs, deletes))
@@ -241,8 +249,8 @@ class Worker:
                 report.values["index/error"] = self.indexer.error
                 self.indexer = None
                 return
-            report.inc["index/sent"] += len(docs)
-            report.inc["index/deleted"] += len(deletes)
+            report.inc["index/sent"] += sent
+            report.inc["index/deleted"] += deleted
         self._index_progress(report)
 
     def _index_progress(self, report: Report) -> None:
@@ -315,7 +323,9 @@ _worker: Worker | None = None
 def _open(config: WorkerConfig, *args: Any) -> tuple[int, str, str]:
     global _worker
     _worker = Worker(config)
-    return _worker.open_crawl(*args)
+    opened = _worker.open_crawl(*args)
+    freeze_startup()
+    return opened
 
 
 def _call(method: str, *args: Any) -> Any:

@@ -2,8 +2,8 @@
 
 :class:`CrawlSettings` holds every ``SITE_``, ``STORE_``, ``INDEX_``, ``ANALYZE_``,
 ``SCALEOUT_``, ``TOPIC_``, ``CHARSET_``, ``CRAWLDELAY_``, ``PAGESTORE_``, ``SITEMAP_``,
-``WATCHDOG_``, ``RENDER_``, ``FTP_MAX_ENTRIES`` and ``NNTP_`` setting (and the components'
-``*_ENABLED`` switches), typed.  Its field defaults *are* the settings' defaults:
+``WATCHDOG_``, ``RENDER_``, ``FRONTIER_``, ``FTP_MAX_ENTRIES`` and ``NNTP_`` setting (and
+the components' ``*_ENABLED`` switches), typed.  Its field defaults *are* the settings' defaults:
 ``spidersite/settings.py`` does not repeat them, and no component passes a default of its
 own to ``getint``.  The attribute of a setting is its name in lower case
 (``STORE_BATCH_SIZE`` → ``store_batch_size``).
@@ -164,6 +164,10 @@ class CrawlSettings:
     site_max_links: int | None = _setting(5000, _whole(0, zero_means_none=True))
     #: Resume the last crawl with the same arguments when it never finished.
     site_resume: bool = _setting(True, _flag)
+    #: Requests waiting to be downloaded are kept on disk (spidersite.frontier).
+    frontier_disk: bool = _setting(True, _flag)
+    #: Folder of the crawls' disk frontiers; None: ``<data dir>/frontier``.
+    frontier_dir: str | None = _setting(None, _text)
     #: Longest URL fetched (Scrapy's own setting, read by the spider); None: any.
     urllength_limit: int | None = _setting(MAX_URL_LENGTH, _whole(0, zero_means_none=True))
 
@@ -227,6 +231,8 @@ class CrawlSettings:
     store_flush_seconds: float = _setting(2.0, _number(0))
     #: Retries of a batch while the database is unreachable (back-off up to 30 s).
     store_retry_times: int = _setting(10, _whole(0))
+    #: Bytes of the worker's cache of stem ids (the words table); then it starts again.
+    store_word_cache: int = _setting(16 * 1024 * 1024, _size)
     #: Recompute the link-graph prior (PageRank over the stored links) when the crawl ends.
     linkrank_enabled: bool = _setting(True, _flag)
     #: Feed the Whoosh index (needs store_enabled: the index is fed from stored documents).
@@ -279,6 +285,10 @@ class CrawlSettings:
     def writes_index(self) -> bool:
         """Whether this crawl feeds the Whoosh index (one writer at a time)."""
         return self.index_enabled and self.store_enabled
+
+    @property
+    def frontier_folder(self) -> Path:
+        return Path(self.frontier_dir) if self.frontier_dir else self.data_dir / "frontier"
 
     @property
     def pagestore_folder(self) -> Path:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import CloseSpider, NotConfigured
 
 from search import db
+from search.indexer import freeze_startup
 from search.rows import DocumentRow, ErrorRow, GoneRow, RevisitRow
 from search.servers import DEFAULTS
 from search.worker import CrawlWorker, IndexConfig, Report, WorkBatch, WorkerConfig
@@ -56,7 +57,8 @@ class StorePipeline:
     batch, 4,000,000 characters), ``STORE_QUEUE_BATCHES`` (batches in flight to the
     worker, 4), ``STORE_FLUSH_SECONDS`` (a batch that has not filled up is handed on
     after this long, 2.0; 0 = only when full), ``STORE_RETRY_TIMES`` (retries of a batch
-    while the database is unreachable, 10); ``ANALYZE_ENABLED`` (True) and
+    while the database is unreachable, 10), ``STORE_WORD_CACHE`` (bytes of the worker's
+    cache of stem ids, 16 MB); ``ANALYZE_ENABLED`` (True) and
     ``ANALYZE_MAX_WORDS`` (50000) for the worker's analysis; the ``INDEX_`` settings of
     the indexer it feeds (:func:`index_config`; the index's checks and failures are
     :class:`spidersite.extensions.IndexExtension`'s).
@@ -90,6 +92,7 @@ class StorePipeline:
             analyze=config.analyze_enabled,
             max_words=config.analyze_max_words,
             retry_times=config.store_retry_times,
+            word_cache_bytes=config.store_word_cache,
             # Scale-out nodes (INDEX_ENABLED off) leave it to `reindex --follow`.
             linkrank=config.linkrank_enabled and config.writes_index,
             index=index_config(config) if config.writes_index else None,
@@ -129,6 +132,9 @@ class StorePipeline:
             raise CloseSpider("database_unusable") from None
         self.log_file = open(log_path, "a", encoding="utf-8")  # noqa: SIM115
         logger.info("Storing into %s", shown)
+        # Start-up is over (the spider, the servers, every component): what it made is
+        # kept for the crawl; the garbage collector's full collections skip it from now on.
+        freeze_startup()
         if self.flush_seconds > 0:
             self.ticker = asyncio.ensure_future(self._flush_periodically())
 
@@ -152,18 +158,28 @@ class StorePipeline:
             self.worker.submit("disable_server", server, errors, reason, done=self._done)
 
     async def process_item(self, item: Any) -> Any:
-        if not self._add(item):
+        if not isinstance(item, PageItem | ErrorItem | RevisitItem | GoneItem):
             return item
-        # Returns once the item's batch is handed on: while the worker is behind, the
-        # response stays in the scraper slot and the downloader waits.
+        # Scrapy hands on the items of many responses at once: while the batch is full
+        # and the worker behind, each waits *before* it is added, so that a batch never
+        # grows past STORE_BATCH_SIZE (the worker analyzes a whole batch at once).
         while self._full():
-            assert self.worker is not None
-            if not self.worker.has_room():
-                self.stats.inc_value("store/queue_full")
-            await self.worker.wait_for_room()
-            if self._full() and self.worker.has_room():
-                self._submit()
+            await self._hand_on()
+        self._add(item)
+        # The item that fills the batch returns once the batch is handed on: while the
+        # worker is behind, the response stays in the scraper slot and the downloader waits.
+        while self._full():
+            await self._hand_on()
         return item
+
+    async def _hand_on(self) -> None:
+        """Wait for room in the worker, then hand the batch on if it is (still) full."""
+        assert self.worker is not None
+        if not self.worker.has_room():
+            self.stats.inc_value("store/queue_full")
+            await self.worker.wait_for_room()
+        if self._full() and self.worker.has_room():
+            self._submit()
 
     def add_error(self, url: str, server: str | None, kind: str, message: str) -> None:
         """Record a failure found outside the spider (a middleware): it is stored with the

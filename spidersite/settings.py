@@ -26,7 +26,12 @@ SCHEDULER_MEMORY_QUEUE = "scrapy.squeues.FifoMemoryQueue"
 # Many servers in parallel, a few connections per server (per-server `concurrency`).
 CONCURRENT_REQUESTS = 32
 CONCURRENT_REQUESTS_PER_DOMAIN = 8
-# Items of one response are few (one page, maybe an error); keep Scrapy's default.
+# Items of one response are few (one page, maybe an error, and the requests of its links).
+# Scrapy starts this many asyncio tasks for *each* response's output, and a response waiting
+# in the scraper slot keeps them: with the default 100, the ~450 responses the slot holds
+# while the store is behind (SCRAPER_SLOT_MAX_ACTIVE_SIZE) kept 45,000 tasks (~1.2 kB each,
+# ~55 MB of the crawler's memory).
+CONCURRENT_ITEMS = 4
 # A page bigger than this is cut off (and counted as an error): 32 MiB, not 1 GiB.
 DOWNLOAD_MAXSIZE = 32 * 1024 * 1024
 DOWNLOAD_WARNSIZE = 8 * 1024 * 1024
@@ -113,6 +118,9 @@ ITEM_PIPELINES = {
 }
 
 ADDONS = {
+    # A crawl that runs alone: waiting requests on disk under FRONTIER_DIR, seen requests
+    # as 8-byte fingerprints (spidersite.frontier); off with SCALEOUT_REDIS_URL.
+    "spidersite.frontier.FrontierAddon": 0,
     # Scale-out: the shared frontier in Redis (scrapy-redis); off unless SCALEOUT_REDIS_URL.
     "spidersite.scaleout.ScaleOutAddon": 0,
     # Browser rendering: scrapy-playwright's handler for http(s), only when some server of
@@ -143,8 +151,8 @@ EXTENSIONS = {
 
 # --- spidersite's own settings ------------------------------------------------------
 # SITE_*, STORE_*, INDEX_*, ANALYZE_*, SCALEOUT_*, TOPIC_*, CHARSET_*, CRAWLDELAY_*,
-# PAGESTORE_*, SITEMAP_*, WATCHDOG_*, FTP_MAX_ENTRIES, NNTP_*, the components' *_ENABLED
-# switches, SPIDERSITE_DATA_DIR, SITES_FILE and SERVER_DEFAULTS have their defaults in one
+# PAGESTORE_*, SITEMAP_*, WATCHDOG_*, FRONTIER_*, FTP_MAX_ENTRIES, NNTP_*, the components'
+# *_ENABLED switches, SPIDERSITE_DATA_DIR, SITES_FILE and SERVER_DEFAULTS have their defaults in one
 # place, the fields of spidersite.crawlsettings.CrawlSettings, which reads and checks them
 # once per crawl (a bad value is refused before the crawl starts). Set them here or with
 # -s NAME=VALUE; the README ("Settings") gives each one's type, default and meaning.

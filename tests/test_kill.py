@@ -100,10 +100,16 @@ def test_killed_at_any_moment_the_same_command_resumes(
         assert unindexed > 0, "the kill left pages stored and not marked indexed"
     if moment == "index_commit":
         assert unindexed > 200
+    # The killed crawl's frontier (its requests waiting on disk) is left behind ...
+    assert len(list((data / "frontier").glob("crawl-*"))) == 1
 
     result = run_crawl(data, *args, settings=settings, database_url=db_url, timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "resume/requests" in result.stats  # it resumed the killed crawl
+    # ... and removed by the next crawl, which removes its own when it finishes: the
+    # resumed crawl's frontier comes from the database, not from the dead one's queue.
+    assert list((data / "frontier").iterdir()) == []
+    assert result.stats["scheduler/enqueued/disk"] > 0
 
     # Every page stored exactly once, and marked indexed.
     rows = result.rows("SELECT url, indexed FROM documents")

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import text as text_sql
 from sqlalchemy import update
 from sqlalchemy.exc import OperationalError
 
@@ -226,3 +227,28 @@ def test_the_indexer_first_indexes_every_page_left_unindexed(
     assert "index/error" not in report.values
     assert crawldb.indexable_ids(only_unindexed=True) == []
     assert Index(tmp_path / "index").docids() == set(left)
+
+
+def test_stem_cache_is_bounded_in_bytes(engine: Any) -> None:
+    """The store's cache of stem ids stays under its bytes (it starts again empty), and
+    every posting still points at its own stem."""
+    store = DocumentStore(engine, word_cache_bytes=20_000)
+    store.upsert_servers([("http://a.example/", {})], NOW)
+    words = [f"zq{i:05d}x" for i in range(3000)]  # distinct stems, 8 letters each
+    for n in range(10):
+        text = " ".join(words[300 * n : 300 * n + 300])
+        store.write_batch([page(f"http://a.example/{n}", text)])
+        assert len(store.word_ids) <= 20_000 // 130 + 300
+    assert len(store.word_ids) < 3000 // 2
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text_sql(
+                "SELECT d.url, w.stem FROM postings p JOIN words w ON w.id = p.word_id "
+                "JOIN documents d ON d.id = p.document_id"
+            )
+        ).all()
+    by_page: dict[str, set[str]] = {}
+    for url, stem in rows:
+        by_page.setdefault(url, set()).add(stem)
+    for n in range(10):
+        assert set(words[300 * n : 300 * n + 300]) <= by_page[f"http://a.example/{n}"]

@@ -156,6 +156,36 @@ def test_process_item_waits_while_the_worker_is_behind(
     assert len(_rows(tmp_path, "SELECT id FROM documents")) == 2
 
 
+def test_a_batch_does_not_grow_while_the_worker_is_behind(
+    tmp_path: Path, locked: sqlite3.Connection
+) -> None:
+    # Scrapy hands on the items of many responses at once; while the worker is behind, they
+    # wait before they are added, so a batch holds at most STORE_BATCH_SIZE rows (it grew
+    # to every waiting item before: the worker then analyzed 500 pages at once).
+    crawler = _crawler(tmp_path, STORE_BATCH_SIZE=2, STORE_QUEUE_BATCHES=1, STORE_FLUSH_SECONDS=0)
+    pipeline = StorePipeline.from_crawler(crawler)
+    sizes: list[int] = []
+
+    async def scenario() -> None:
+        await pipeline.open_spider()
+        locked.execute("BEGIN EXCLUSIVE")  # the database stalls the worker's first batch
+        waiting = [asyncio.ensure_future(pipeline.process_item(_page(n))) for n in range(12)]
+        for _ in range(15):
+            await asyncio.sleep(0.1)
+            sizes.append(len(pipeline.batch))
+        assert sum(w.done() for w in waiting) <= 4, "items were acknowledged while stalled"
+        locked.execute("COMMIT")
+        await asyncio.wait_for(asyncio.gather(*waiting), 60)
+        await pipeline.close_spider()
+        await pipeline.finish("finished")
+
+    asyncio.run(scenario())
+    assert max(sizes) <= 2
+    assert crawler.stats.get_value("store/batches") == 6
+    assert crawler.stats.get_value("store/documents") == 12
+    assert len(_rows(tmp_path, "SELECT id FROM documents")) == 12
+
+
 def test_a_batch_that_cannot_be_stored_is_reported(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -276,3 +306,44 @@ def test_a_crawl_that_does_not_feed_the_index_leaves_the_prior_to_the_indexer(
     asyncio.run(_run(pipeline, [_page(1), _page(2)]))
     assert crawler.stats.get_value("store/documents") == 2
     assert crawler.stats.get_value("linkrank/documents") is None
+
+
+def test_the_indexer_inbox_holds_batches_pickled() -> None:
+    # A batch waiting in the worker for the indexer is ~0.6 MB of bytes, not ~4 MB of
+    # small objects (the worker held up to INDEX_QUEUE_BATCHES of them).
+    from search.index import IndexDoc
+    from search.indexer import Batch, IndexerProcess, _apply
+
+    class Inbox:
+        def __init__(self) -> None:
+            self.items: list[Any] = []
+
+        def put(self, item: Any, timeout: float) -> None:
+            self.items.append(item)
+
+    class Alive:
+        exitcode = None
+
+        def is_alive(self) -> bool:
+            return True
+
+    class Writer:
+        def __init__(self) -> None:
+            self.added: list[IndexDoc] = []
+            self.deleted: list[int] = []
+
+        def add(self, doc: IndexDoc) -> None:
+            self.added.append(doc)
+
+        def delete(self, docid: int) -> None:
+            self.deleted.append(docid)
+
+    indexer = IndexerProcess("unused", "sqlite://")
+    indexer.inbox, indexer.process = Inbox(), Alive()
+    docs = [IndexDoc(n, f"http://a.example/{n}", "a.example", {"stem": 1.5}) for n in range(3)]
+    indexer.send(Batch(docs, [7]))
+    [message] = indexer.inbox.items
+    assert isinstance(message, bytes)
+    writer = Writer()
+    assert _apply(writer, message) == [0, 1, 2]
+    assert writer.added == docs and writer.deleted == [7]
