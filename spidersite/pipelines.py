@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: The items that go into the worker's batches (anything else passes through).
+_BATCHED = (PageItem, ErrorItem, RevisitItem, GoneItem)
+
 
 def index_config(config: CrawlSettings) -> IndexConfig:
     """The indexer the worker feeds, from the ``INDEX_`` settings (used when
@@ -158,7 +161,7 @@ class StorePipeline:
             self.worker.submit("disable_server", server, errors, reason, done=self._done)
 
     async def process_item(self, item: Any) -> Any:
-        if not isinstance(item, PageItem | ErrorItem | RevisitItem | GoneItem):
+        if not isinstance(item, _BATCHED):
             return item
         # Scrapy hands on the items of many responses at once: while the batch is full
         # and the worker behind, each waits *before* it is added, so that a batch never
@@ -189,7 +192,7 @@ class StorePipeline:
         if self._full() and self.worker is not None and self.worker.has_room():
             self._submit()
 
-    def _add(self, item: Any) -> bool:
+    def _add(self, item: PageItem | ErrorItem | RevisitItem | GoneItem) -> None:
         batch = self.batch
         if not len(batch):
             self.batch_started = time.monotonic()
@@ -201,11 +204,8 @@ class StorePipeline:
             self._log_error(item)
         elif isinstance(item, RevisitItem):
             batch.revisits.append(RevisitRow(item.doc_id, item.crawled_at, item.interval))
-        elif isinstance(item, GoneItem):
-            batch.gone.append(GoneRow(item.doc_id, item.status, item.crawled_at))
         else:
-            return False
-        return True
+            batch.gone.append(GoneRow(item.doc_id, item.status, item.crawled_at))
 
     def _full(self) -> bool:
         if self.worker is None or self.failed:
