@@ -1,4 +1,6 @@
-"""The indexer process: the one writer of the Whoosh index during a crawl.
+"""The indexer process: the one writer of the Whoosh index during a crawl (with
+:mod:`search.rebuild`, the design documents' CIndexer; its per-page word cap ``mwords`` is
+``ANALYZE_MAX_WORDS``, applied when a page is analyzed, :func:`search.analysis.analyze_document`).
 
 Whoosh is pure Python and allows one writer at a time.  During a crawl the documents are
 sent, already analyzed, by the crawl's worker (:mod:`search.worker`) to one

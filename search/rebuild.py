@@ -1,4 +1,5 @@
-"""The index rebuilt or repaired from the database, which is the record.
+"""The index rebuilt or repaired from the database, which is the record (with
+:mod:`search.indexer`, the design documents' CIndexer).
 
 :func:`reindex` rebuilds the whole index, or adds the documents not indexed yet: a full
 rebuild reads the stored postings as arrays (:func:`iter_doc_batches`) and writes them
@@ -26,6 +27,11 @@ from search.servers import WEIGHT_FIELDS
 from search.store import DocumentStore
 
 _SECTION_WEIGHT_KEYS = WEIGHT_FIELDS
+
+
+def _host(url: str) -> str:
+    """The index's ``host`` of a stored URL (its network location)."""
+    return url.split("/")[2] if "://" in url else ""
 
 
 def server_weights(crawldb: CrawlDB) -> dict[int, dict[str, float]]:
@@ -58,8 +64,7 @@ def iter_index_docs(
                 if counts[i]:
                     weight += counts[i] * w[section]
             terms[stem] = weight
-        host = doc.url.split("/")[2] if "://" in doc.url else ""
-        yield IndexDoc(doc.id, doc.url, host, terms)
+        yield IndexDoc(doc.id, doc.url, _host(doc.url), terms)
 
 
 #: Documents a full rebuild reads from the database at a time: ~200,000 postings of the
@@ -89,7 +94,7 @@ def iter_doc_batches(engine: Engine, chunk: int = 2000) -> Iterator[DocBatch]:
         total = np.zeros(len(page.word_ids), dtype=np.float64)
         for i in range(len(SECTIONS)):
             total = total + page.counts[:, i] * per_posting[:, i]
-        hosts = [url.split("/")[2] if "://" in url else "" for url in page.urls]
+        hosts = [_host(url) for url in page.urls]
         yield DocBatch(page.ids, page.urls, hosts, page.sizes, page.word_ids, total)
 
 
