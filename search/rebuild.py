@@ -26,8 +26,6 @@ from search.models import Document
 from search.servers import WEIGHT_FIELDS
 from search.store import DocumentStore
 
-_SECTION_WEIGHT_KEYS = WEIGHT_FIELDS
-
 
 def _host(url: str) -> str:
     """The index's ``host`` of a stored URL (its network location)."""
@@ -37,9 +35,7 @@ def _host(url: str) -> str:
 def server_weights(crawldb: CrawlDB) -> dict[int, dict[str, float]]:
     """Section weights of every stored server (defaults where a weight is not stored)."""
     return {
-        sid: {
-            s: float(settings.get(k, DEFAULT_WEIGHTS[s])) for s, k in _SECTION_WEIGHT_KEYS.items()
-        }
+        sid: {s: float(settings.get(k, DEFAULT_WEIGHTS[s])) for s, k in WEIGHT_FIELDS.items()}
         for sid, settings in crawldb.server_settings().items()
     }
 
