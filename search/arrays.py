@@ -9,7 +9,8 @@ numpy operations, add it into one accumulator per query, take the best with
 pruning to get wrong) and the number of hits is exact.
 
 The arrays are kept in step with the index by Whoosh's own codec plus one more file per
-segment (:mod:`search.arrayfile`: its layout, its writer, its reader).  A segment without
+segment (:mod:`search.arrayfile`: its layout, its writer, its reader; written through the
+codec of :mod:`search.arraycodec`).  A segment without
 it (an index written before it existed) makes :meth:`ArrayIndex.load` return None, and the
 searcher refuses the index; ``python -m search reindex`` rewrites it with the arrays.
 

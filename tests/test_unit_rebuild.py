@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import select, update
 from whoosh.filedb.filestore import FileStorage
 
-from search import arrayfile, db
+from search import arrayfile, db, termruns
 from search.analysis import analyze_document
 from search.crawldb import CrawlDB
 from search.index import INDEX_NAME, DocBatch, Index, IndexDoc
@@ -200,7 +200,7 @@ def test_a_rebuild_killed_in_its_commit_leaves_the_index_as_it_was(tmp_path: Pat
 
 
 def test_term_runs_hold_at_most_their_buffer(tmp_path: Path) -> None:
-    runs = arrayfile.TermRuns(str(tmp_path), np.arange(50)[::-1].copy(), buffer=100)
+    runs = termruns.TermRuns(str(tmp_path), np.arange(50)[::-1].copy(), buffer=100)
     rng = np.random.default_rng(3)
     held = 0
     for doc in range(200):
