@@ -82,6 +82,12 @@ class _FieldWriter(W3FieldWriter):
         folder = getattr(storage, "folder", None)
         self._docs = arrayfile._Column("I", np.uint32, folder, arrayfile.BUFFER_POSTINGS)
         self._tfs = arrayfile._Column("f", np.float32, folder, arrayfile.BUFFER_POSTINGS)
+        self._sections = arrayfile._Column(
+            "H",
+            arrayfile.SECTION_DTYPE,
+            folder,
+            arrayfile.BUFFER_POSTINGS * arrayfile.N_SECTIONS,
+        )
         self._lengths = bytearray()
         self._in_docids = False
         self._docid = -1
@@ -105,9 +111,11 @@ class _FieldWriter(W3FieldWriter):
             docs = self._docs
             docs.buf.append(docnum)
             self._tfs.buf.append(weight)
+            self._sections.buf.frombytes(vbytes[4:])
             if docs.full():
                 docs.spill()
                 self._tfs.spill()
+                self._sections.spill()
             lengths = self._lengths
             if docnum >= len(lengths):
                 lengths.extend(bytes(docnum + 1 - len(lengths)))
@@ -135,14 +143,16 @@ class _FieldWriter(W3FieldWriter):
         docs: np.ndarray,
         weights: np.ndarray,
         lengths: np.ndarray,
+        sections: np.ndarray,
     ) -> None:
         """Whole posting lists of consecutive terms of the current field: term
         ``texts[i]`` has the postings ``cuts[i]:cuts[i + 1]`` of the documents *docs*
-        (ascending within a term), their *weights* (``float64``) and the field length of
-        each one's document.  What :meth:`start_term`, one :meth:`add` per posting and
+        (ascending within a term), their *weights* (``float64``), the field length of
+        each one's document and their weighted counts per section (one row a posting).
+        What :meth:`start_term`, one :meth:`add` per posting and
         :meth:`finish_term` write, byte for byte, a block at a time.  The value of each
-        posting is its frequency (:class:`whoosh.formats.Frequency`), the rounded weight
-        (:func:`search.index.postings`)."""
+        posting is its frequency, the rounded weight (:func:`search.index.postings`), and
+        its weighted counts per section (:func:`search.arrayfile.section_value`)."""
         if not texts:
             return
         writer = self._postwriter
@@ -156,12 +166,14 @@ class _FieldWriter(W3FieldWriter):
         lengths_l = lengths.tolist()
         ids_b = docs.astype(np.uint32).tobytes()
         weights_b = weights.astype(np.float32).tobytes()
-        values_b = np.maximum(np.rint(weights), 1).astype(">u4").tobytes()
+        values_b = arrayfile.section_values(np.maximum(np.rint(weights), 1), sections)
+        vsize = arrayfile.VALUE_SIZE
         in_words = self._in_words
         if in_words:
             base = len(self._docs)
             self._docs.extend(docs)
             self._tfs.extend(weights)
+            self._sections.extend(np.asarray(sections, dtype=arrayfile.SECTION_DTYPE).ravel())
             self._terms.extend(texts)
             self._starts.extend([base + c for c in cuts[1:]])
         start_term = W3FieldWriter.start_term
@@ -177,7 +189,7 @@ class _FieldWriter(W3FieldWriter):
                     deltas_l[lo:hi],
                     weights_b[4 * lo : 4 * hi],
                     max(weights_l[lo:hi]),
-                    values_b[4 * lo : 4 * hi],
+                    values_b[vsize * lo : vsize * hi],
                     min(chunk),
                     max(chunk),
                 )
@@ -193,11 +205,19 @@ class _FieldWriter(W3FieldWriter):
         f = self._segment.create_file(self._storage, arrayfile.EXT)
         try:
             arrayfile.write_arrays(
-                f, self._terms, self._starts, self._docs, self._tfs, self._lengths, self._docids
+                f,
+                self._terms,
+                self._starts,
+                self._docs,
+                self._tfs,
+                self._lengths,
+                self._docids,
+                sections=self._sections,
             )
         finally:
             f.close()
             self._docs.close()
             self._tfs.close()
+            self._sections.close()
         # The segment's files are written; the commit's table of contents is not yet.
         faults.point("index_commit")

@@ -29,7 +29,7 @@ import io
 import json
 import tempfile
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,12 +42,43 @@ FIELD = "words"
 #: The field of each document's database id (search.index's ``docid``).
 DOCID_FIELD = "docid"
 EXT = ".wpa"
-MAGIC = b"SPXWPA01"
+MAGIC = b"SPXWPA02"
+#: Sections of a page (search.analysis.SECTIONS: body, title, url, desc, keywords,
+#: boilerplate), in that order, in each posting's weighted counts per section.
+N_SECTIONS = 6
+#: A weighted count per section: a little-endian half float (11 significant bits: a
+#: count of 2,048 or a weight of 0.2 × 7 = 1.4004 is what is kept).
+SECTION_DTYPE = np.dtype("<f2")
+#: The Whoosh value of a ``words`` posting: its frequency (Whoosh's ``pack_uint``, 4
+#: bytes), then its weighted count per section.
+VALUE_SIZE = 4 + N_SECTIONS * SECTION_DTYPE.itemsize
 _ALIGN = 8
 
 #: Whoosh's field length of each length byte (a byte of 0 reads as 1, as Whoosh's
 #: length scorer asks for a default length of 1).
 LENGTHS = np.array([byte_to_length(b) if b else 1 for b in range(256)], dtype=np.float64)
+
+
+def section_value(freq: int, weight: float, sections: Sequence[float] | None) -> bytes:
+    """The Whoosh value of a ``words`` posting of frequency *freq*, weight *weight* and
+    weighted counts per section *sections* (None: the weight is the body's)."""
+    if sections is None:
+        sections = [weight] + [0.0] * (N_SECTIONS - 1)
+    return int(freq).to_bytes(4, "big") + np.asarray(sections, dtype=SECTION_DTYPE).tobytes()
+
+
+def section_values(freqs: np.ndarray, sections: np.ndarray) -> bytes:
+    """:func:`section_value` of many postings, joined (*sections*: one row a posting)."""
+    out = np.empty((len(freqs), VALUE_SIZE), dtype=np.uint8)
+    out[:, :4] = np.asarray(freqs, dtype=">u4").view(np.uint8).reshape(-1, 4)
+    halves = np.ascontiguousarray(sections, dtype=SECTION_DTYPE)
+    out[:, 4:] = halves.view(np.uint8).reshape(len(freqs), -1)
+    return out.tobytes()
+
+
+def value_sections(vbytes: bytes) -> np.ndarray:
+    """The weighted counts per section of a ``words`` posting's Whoosh value."""
+    return np.frombuffer(vbytes, dtype=SECTION_DTYPE, offset=4, count=N_SECTIONS)
 
 
 #: Postings (a document number and a weight: 8 bytes) the array writer of a segment holds
@@ -141,14 +172,18 @@ def write_arrays(
     lengths: bytes | bytearray,
     docids: Any = None,
     buffer: int | None = None,
+    sections: _Column | None = None,
 ) -> None:
     """Write an array file (layout: :func:`decode_arrays`) into the open file *f*, holding
     at most *buffer* (:data:`BUFFER_POSTINGS`) postings in memory at a time.
 
     The postings come in term order (*starts* gives each term's slice of *docs* and
-    *tfs*).  The forward index is their stable sort by document, done in ranges of
-    documents of at most *buffer* postings: a first pass appends each posting to the
-    temporary column of its range, then each range is sorted alone.
+    *tfs*, and of *sections*, :data:`N_SECTIONS` weighted counts a posting; without
+    them, each posting's weight is its body's).  Each document's weighted length per
+    section is the sum of its postings'.  The forward index is their stable sort by
+    document, done in ranges of documents of at most *buffer* postings: a first pass
+    appends each posting to the temporary column of its range, then each range is sorted
+    alone.
     """
     buffer = buffer or BUFFER_POSTINGS
     starts_a = np.frombuffer(starts, dtype=np.int64) if len(starts) else np.zeros(1, np.int64)
@@ -159,8 +194,11 @@ def write_arrays(
     if terms:
         np.cumsum([len(t) for t in terms], out=text_starts[1:])
     counts = np.zeros(n_docs, dtype=np.int64)
-    for chunk in docs.chunks(buffer):
+    section_lengths = np.zeros((n_docs, N_SECTIONS), dtype=np.float64)
+    for chunk, sec in _with_sections(docs, tfs, sections, buffer):
         counts += np.bincount(chunk, minlength=n_docs)[:n_docs]
+        for i in range(N_SECTIONS):
+            section_lengths[:, i] += np.bincount(chunk, sec[:, i], minlength=n_docs)[:n_docs]
     fwd_starts = np.zeros(n_docs + 1, dtype=np.int64)
     np.cumsum(counts, out=fwd_starts[1:])
     docids_a = None
@@ -176,6 +214,8 @@ def write_arrays(
         ("docs", u32, n_post),
         ("tfs", f32, n_post),
         ("lengths", u8, n_docs),
+        ("sections", SECTION_DTYPE, n_post * N_SECTIONS),
+        ("section_lengths", f32, n_docs * N_SECTIONS),
         ("fwd_starts", i64, n_docs + 1),
         ("fwd_terms", u32, n_post),
         ("fwd_tfs", f32, n_post),
@@ -199,6 +239,10 @@ def write_arrays(
     column(docs)
     column(tfs)
     whole(lengths_a)
+    for _, sec in _with_sections(docs, tfs, sections, buffer):
+        f.write(sec.tobytes())
+    f.write(_pad(n_post * N_SECTIONS * SECTION_DTYPE.itemsize))
+    whole(section_lengths.astype(np.float32))
     whole(fwd_starts)
     # The ranges of documents: each holds at most *buffer* postings (or one document).
     bounds = [0]
@@ -246,6 +290,21 @@ def write_arrays(
         whole(docids_a)
 
 
+def _with_sections(
+    docs: _Column, tfs: _Column, sections: _Column | None, size: int
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The postings *size* at a time: documents and weighted counts per section (one row
+    a posting; without *sections*, the weight is the body's)."""
+    if sections is None:
+        for d_chunk, t_chunk in zip(docs.chunks(size), tfs.chunks(size), strict=True):
+            sec = np.zeros((len(d_chunk), N_SECTIONS), dtype=SECTION_DTYPE)
+            sec[:, 0] = t_chunk
+            yield d_chunk, sec
+        return
+    for d_chunk, s_chunk in zip(docs.chunks(size), sections.chunks(size * N_SECTIONS), strict=True):
+        yield d_chunk, s_chunk.reshape(-1, N_SECTIONS)
+
+
 def _with_terms(
     docs: _Column, tfs: _Column, starts: np.ndarray, size: int
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -266,6 +325,7 @@ def encode_arrays(
     lengths: bytes | bytearray,
     docids: Any = None,
     buffer: int | None = None,
+    sections: Any = None,
 ) -> bytes:
     """The bytes of an array file (layout: :func:`decode_arrays`) of postings held in
     memory (:func:`write_arrays` writes one of a segment's postings)."""
@@ -273,8 +333,12 @@ def encode_arrays(
     docs_c.buf.frombytes(bytes(docs))
     tfs_c = _Column("f", np.float32, None, 1 << 62)
     tfs_c.buf.frombytes(bytes(tfs))
+    sections_c = None
+    if sections is not None:
+        sections_c = _Column("H", SECTION_DTYPE, None, 1 << 62)
+        sections_c.buf.frombytes(np.asarray(sections, dtype=SECTION_DTYPE).tobytes())
     out = io.BytesIO()
-    write_arrays(out, terms, starts, docs_c, tfs_c, lengths, docids, buffer)
+    write_arrays(out, terms, starts, docs_c, tfs_c, lengths, docids, buffer, sections_c)
     return out.getvalue()
 
 
@@ -307,6 +371,10 @@ class SegmentArrays:
     fwd_starts: np.ndarray
     fwd_terms: np.ndarray
     fwd_tfs: np.ndarray
+    #: Each posting's weighted count per section (one row a posting, SECTIONS order).
+    sections: np.ndarray
+    #: Each document's weighted length per section (one row a document).
+    section_lengths: np.ndarray
     #: Database id of each document number (-1: none); None in files written before it.
     docids: np.ndarray | None = None
 
@@ -344,5 +412,7 @@ class SegmentArrays:
             a["fwd_starts"],
             a["fwd_terms"],
             a["fwd_tfs"],
+            a["sections"].reshape(-1, N_SECTIONS),
+            a["section_lengths"].reshape(-1, N_SECTIONS),
             a.get("docids"),
         )

@@ -40,14 +40,16 @@ from whoosh.fields import ID, STORED, FieldType, Schema
 from whoosh.filedb.filestore import FileStorage
 from whoosh.formats import Frequency
 from whoosh.index import LockError
-from whoosh.system import pack_uint
+from whoosh.system import unpack_uint
 from whoosh.writing import CLEAR, SegmentWriter
 
-from search.analysis import SECTIONS, WordRecord
+from search.analysis import DEFAULT_WEIGHTS, SECTIONS, WordRecord
 from search.arraycodec import ArrayCodec
 from search.arrayfile import FIELD as _ARRAY_FIELD
+from search.arrayfile import N_SECTIONS, VALUE_SIZE, section_value
 from search.indexrebuild import DocBatch, RebuildWriter, _RebuildSegmentWriter
 from search.mergepolicy import MERGE_FACTOR, merge_policy
+from search.ranking import SECTION_B
 
 __all__ = [
     "FORMAT",
@@ -80,6 +82,9 @@ FIELD_OF_SECTION: dict[str, str] = {
     "boilerplate": "boilerplate",
 }
 TEXT_FIELDS: tuple[str, ...] = tuple(FIELD_OF_SECTION[s] for s in SECTIONS)
+# The array postings keep one weighted count per section, in SECTIONS order.
+assert len(SECTIONS) == N_SECTIONS
+assert tuple(SECTION_B) == SECTIONS
 
 #: The one scored field: every section's stems, weighted.
 WORDS_FIELD = _ARRAY_FIELD
@@ -88,8 +93,10 @@ INDEX_NAME = "spidersite"
 
 #: The index format: raise it when what an index holds changes (schema, codec, array
 #: file), so that an index of another format is refused until it is rebuilt.  2: the
-#: ``words`` field without Whoosh term vectors, array postings in every segment.
-FORMAT = 2
+#: ``words`` field without Whoosh term vectors, array postings in every segment.  3: each
+#: posting's weighted count per section (its Whoosh value and the array postings), each
+#: document's weighted length per section, for per-field BM25F.
+FORMAT = 3
 #: The file of the index folder that records its format (a name Whoosh's own clean-up of
 #: unused files leaves alone).
 FORMAT_FILE = "spidersite-format.json"
@@ -126,20 +133,35 @@ class IndexUnavailable(SearchIndexError):
     """Another process is writing the index."""
 
 
-def _pre_analyzed(value: Any) -> dict[str, tuple[int, float]]:
+def _pre_analyzed(value: Any) -> dict[str, tuple[int, float, Sequence[float] | None]]:
     if isinstance(value, str):  # a plain string: one term per whitespace-separated word
         counts: dict[str, int] = {}
         for word in value.split():
             counts[word] = counts.get(word, 0) + 1
-        return {w: (c, float(c)) for w, c in counts.items()}
-    return dict(value)
+        return {w: (c, float(c), None) for w, c in counts.items()}
+    return {k: (v[0], v[1], v[2] if len(v) > 2 else None) for k, v in value.items()}
+
+
+class SectionFrequency(Frequency):
+    """Whoosh's frequency format, whose value also carries the posting's weighted count
+    per section (:func:`search.arrayfile.section_value`): fixed-size, so that Whoosh
+    keeps it through segment merges."""
+
+    posting_size = VALUE_SIZE
+
+    def decode_frequency(self, valuestring: bytes) -> int:
+        return int(unpack_uint(valuestring[:4])[0])
+
+    def decode_weight(self, valuestring: bytes) -> float:
+        return self.decode_frequency(valuestring) * self.field_boost
 
 
 class PreAnalyzed(FieldType):
-    """A text field fed with ``{stem: (freq, weight)}`` instead of a string."""
+    """A text field fed with ``{stem: (freq, weight, weighted count per section)}``
+    instead of a string (the sections may be left out: the weight counts as body)."""
 
     def __init__(self) -> None:
-        self.format = Frequency()
+        self.format = SectionFrequency()
         self.analyzer = None
         self.scorable = True
         self.stored = False
@@ -148,10 +170,9 @@ class PreAnalyzed(FieldType):
         self.column_type = None
 
     def index(self, value: Any, **kwargs: Any) -> Iterator[tuple[bytes, int, float, bytes]]:
-        for stem, (count, weight) in _pre_analyzed(value).items():
-            # Frequency postings are fixed-size: the value must be pack_uint, as Whoosh
-            # writes it (a varint breaks segment merges).
-            yield stem.encode("utf-8"), count, weight, pack_uint(count)
+        for stem, (count, weight, sections) in _pre_analyzed(value).items():
+            # The value is fixed-size (a varint breaks segment merges).
+            yield stem.encode("utf-8"), count, weight, section_value(count, weight, sections)
 
     def process_text(self, qstring: str, mode: str = "", **kwargs: Any) -> Iterator[str]:
         # Query terms are analyzed by search.analysis before they reach Whoosh.
@@ -171,20 +192,27 @@ def make_schema() -> Schema:
     return Schema(**fields)
 
 
-def postings(weights: Mapping[str, float]) -> dict[str, tuple[int, float]]:
-    """The ``words`` field of a document: per stem, (rounded, exact) weighted count."""
-    return {s: (max(1, round(w)), w) for s, w in weights.items() if w > 0}
+def postings(
+    weights: Mapping[str, float], sections: Mapping[str, Sequence[float]] | None = None
+) -> dict[str, tuple[int, float, Sequence[float] | None]]:
+    """The ``words`` field of a document: per stem, (rounded, exact) weighted count and
+    its weighted count per section (None: not given, the weight counts as body)."""
+    sections = sections or {}
+    return {s: (max(1, round(w)), w, sections.get(s)) for s, w in weights.items() if w > 0}
 
 
 @dataclass(slots=True)
 class IndexDoc:
     """One document as the index sees it: its stems with their weighted counts
-    ``Σ_f w_f · count_f`` (:attr:`search.analysis.WordRecord.weight`)."""
+    ``Σ_f w_f · count_f`` (:attr:`search.analysis.WordRecord.weight`), and per stem its
+    weighted count per section ``w_f · count_f`` in :data:`search.analysis.SECTIONS`
+    order (what per-field BM25F ranks on; a stem without them counts as body)."""
 
     docid: int
     url: str
     host: str
     weights: dict[str, float] = field(default_factory=dict)
+    sections: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
     @classmethod
     def from_records(
@@ -194,8 +222,10 @@ class IndexDoc:
         host: str,
         records: Iterable[WordRecord],
         max_terms: int | None = None,
+        section_weights: Mapping[str, float] | None = None,
     ) -> IndexDoc:
-        """The document of analyzer records, whose weights are already merged.
+        """The document of analyzer records, whose weights are already merged, weighed
+        per section with *section_weights* (the server's; the defaults where not given).
 
         *max_terms* keeps only that many distinct stems (highest weights first), the design
         documents' cap on the words indexed per page.
@@ -204,7 +234,18 @@ class IndexDoc:
         if max_terms is not None and len(recs) > max_terms:
             recs.sort(key=lambda r: r.weight, reverse=True)
             recs = recs[:max_terms]
-        return cls(docid, url, host, {r.stem: r.weight for r in recs})
+        w = {**DEFAULT_WEIGHTS, **(section_weights or {})}
+        by_section = [float(w[s]) for s in SECTIONS]
+        return cls(
+            docid,
+            url,
+            host,
+            {r.stem: r.weight for r in recs},
+            {
+                r.stem: tuple(c * ws for c, ws in zip(r.counts, by_section, strict=True))
+                for r in recs
+            },
+        )
 
 
 class Index:
@@ -374,7 +415,7 @@ class IndexWriter:
 
     def add(self, doc: IndexDoc, update: bool = True) -> None:
         values: dict[str, Any] = {"docid": str(doc.docid), "url": doc.url, "host": doc.host}
-        words = postings(doc.weights)
+        words = postings(doc.weights, doc.sections)
         if words:
             values[WORDS_FIELD] = words
         if update:

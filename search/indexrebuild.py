@@ -16,6 +16,7 @@ from whoosh.util.numeric import byte_to_length, length_to_byte
 from whoosh.writing import PostingPool, SegmentWriter
 
 from search.arrayfile import FIELD as WORDS_FIELD
+from search.arrayfile import N_SECTIONS
 from search.termruns import TermRuns
 
 
@@ -33,6 +34,10 @@ class DocBatch:
     sizes: np.ndarray
     terms: np.ndarray
     weights: np.ndarray
+    #: Each posting's weighted count per section ``w_f · count_f`` (one row a posting,
+    #: :data:`search.analysis.SECTIONS` order; :attr:`search.index.IndexDoc.sections`);
+    #: None: each weight counts as body.
+    sections: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.docids)
@@ -86,10 +91,16 @@ class _RebuildSegmentWriter(SegmentWriter):
         sizes = np.asarray(batch.sizes, dtype=np.int64)
         terms = np.asarray(batch.terms, dtype=np.int64)
         weights = np.asarray(batch.weights, dtype=np.float64)
+        if batch.sections is not None:
+            sections = np.asarray(batch.sections, dtype=np.float64)
+        else:
+            sections = np.zeros((len(weights), N_SECTIONS))
+            sections[:, 0] = weights
         of_doc = np.repeat(np.arange(n, dtype=np.int64), sizes)
         keep = weights > 0
         if not keep.all():
             terms, weights, of_doc = terms[keep], weights[keep], of_doc[keep]
+            sections = sections[keep]
         # The field length of a document is the sum of its postings' frequencies.
         freqs = np.maximum(np.rint(weights), 1)
         lengths = np.bincount(of_doc, weights=freqs, minlength=n).astype(np.int64).tolist()
@@ -104,7 +115,7 @@ class _RebuildSegmentWriter(SegmentWriter):
                 fields[WORDS_FIELD] = {"": (length, 0.0)}
             self.add_document(**fields)
             self._length_bytes.append(length_to_byte(length) if length else 0)
-        self._runs.add(terms, of_doc + base, weights)
+        self._runs.add(terms, of_doc + base, weights, sections)
 
     def _flush_segment(self) -> None:
         self.perdocwriter.close()
@@ -121,13 +132,13 @@ class _RebuildSegmentWriter(SegmentWriter):
         writer = self.fieldwriter
         lengths = _BYTE_LENGTHS[np.frombuffer(bytes(self._length_bytes), dtype=np.uint8)]
         started = False
-        for ranks, cuts, docs, weights in self._runs.terms():
+        for ranks, cuts, docs, weights, sections in self._runs.terms():
             if not started:
                 writer.start_field(WORDS_FIELD, self.schema[WORDS_FIELD])
                 writer.set_field_lengths(bytes(self._length_bytes))
                 started = True
             texts = [self._stems[r].encode("utf-8") for r in ranks]
-            writer.add_terms(texts, cuts, docs, weights, lengths[docs])
+            writer.add_terms(texts, cuts, docs, weights, lengths[docs], sections)
         if started:
             writer.finish_field()
 

@@ -18,7 +18,8 @@ class TermRuns:
     """Postings added document after document, given back term after term, in bounded
     memory: an external sort by (term, document) for a segment written whole.
 
-    Postings are (term id, document number, weight); :attr:`ranks` gives each term id's
+    Postings are (term id, document number, weight, weighted counts per section);
+    :attr:`ranks` gives each term id's
     place in the terms' sort order, and may be replaced by a longer one as new terms come
     (the order of the terms already seen must stay the same).  At most
     :data:`BUFFER_POSTINGS` postings are held before they are sorted by term into a *run*
@@ -37,7 +38,7 @@ class TermRuns:
         self.ranks = ranks
         #: Postings per term id.
         self.df = np.zeros(len(ranks), dtype=np.int64)
-        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self._held = 0
         self._files: list[Any] = []
         #: Each run's first posting and size.
@@ -47,9 +48,19 @@ class TermRuns:
     def __len__(self) -> int:
         return self._written + self._held
 
-    def add(self, terms: np.ndarray, docs: np.ndarray, weights: np.ndarray) -> None:
-        """Postings of documents after every one added so far."""
-        self._pending.append((terms, docs, weights))
+    def add(
+        self,
+        terms: np.ndarray,
+        docs: np.ndarray,
+        weights: np.ndarray,
+        sections: np.ndarray | None = None,
+    ) -> None:
+        """Postings of documents after every one added so far (*sections*: one row of
+        weighted counts a posting; without them, each weight is its body's)."""
+        if sections is None:
+            sections = np.zeros((len(terms), arrayfile.N_SECTIONS))
+            sections[:, 0] = weights
+        self._pending.append((terms, docs, weights, sections))
         self._held += len(terms)
         if self._held >= self.buffer:
             self._spill()
@@ -60,15 +71,16 @@ class TermRuns:
         terms = np.concatenate([p[0] for p in self._pending]).astype(np.uint32)
         docs = np.concatenate([p[1] for p in self._pending]).astype(np.uint32)
         weights = np.concatenate([p[2] for p in self._pending]).astype(np.float64)
+        sections = np.concatenate([p[3] for p in self._pending]).astype(arrayfile.SECTION_DTYPE)
         self._pending, self._held = [], 0
         # Documents stay ascending within a term.
         order = np.argsort(self.ranks[terms], kind="stable")
         if not self._files:
             self._files = [
                 tempfile.TemporaryFile(dir=self.folder, prefix="spidersite-", suffix=".tmp")  # noqa: SIM115
-                for _ in range(3)
+                for _ in range(4)
             ]
-        columns: tuple[np.ndarray, ...] = (terms, docs, weights)
+        columns: tuple[np.ndarray, ...] = (terms, docs, weights, sections)
         for f, a in zip(self._files, columns, strict=True):
             a[order].tofile(f)
         counts = np.bincount(terms, minlength=len(self.df))
@@ -80,15 +92,18 @@ class TermRuns:
         self._runs.append((self._written, len(terms)))
         self._written += len(terms)
 
-    def _read(self, column: int, dtype: Any, start: int, count: int) -> np.ndarray:
+    def _read(self, column: int, dtype: Any, start: int, count: int, width: int = 1) -> np.ndarray:
         f = self._files[column]
-        f.seek(start * np.dtype(dtype).itemsize)
-        return np.fromfile(f, dtype=dtype, count=count)
+        f.seek(start * width * np.dtype(dtype).itemsize)
+        return np.fromfile(f, dtype=dtype, count=count * width)
 
-    def terms(self) -> Iterator[tuple[list[int], list[int], np.ndarray, np.ndarray]]:
+    def terms(
+        self,
+    ) -> Iterator[tuple[list[int], list[int], np.ndarray, np.ndarray, np.ndarray]]:
         """The terms that have postings, in rank order, a range of them at a time: their
         ranks, where each one's postings start (and where the last one's end), then the
-        postings' documents (ascending within a term) and weights."""
+        postings' documents (ascending within a term), weights and weighted counts per
+        section (one row a posting)."""
         self._spill()
         if not self._runs:
             return
@@ -119,11 +134,16 @@ class TermRuns:
             got = ranks[np.concatenate([self._read(0, np.uint32, a, n) for a, n in parts])]
             docs = np.concatenate([self._read(1, np.uint32, a, n) for a, n in parts])
             weights = np.concatenate([self._read(2, np.float64, a, n) for a, n in parts])
+            width = arrayfile.N_SECTIONS
+            sections = np.concatenate(
+                [self._read(3, arrayfile.SECTION_DTYPE, a, n, width) for a, n in parts]
+            ).reshape(-1, width)
             # The runs come in document order: a stable sort by term keeps it per term.
             order = np.argsort(got, kind="stable")
             got, docs, weights = got[order], docs[order], weights[order]
+            sections = sections[order]
             cuts = [0, *(np.flatnonzero(np.diff(got)) + 1).tolist(), len(got)]
-            yield got[cuts[:-1]].tolist(), cuts, docs, weights
+            yield got[cuts[:-1]].tolist(), cuts, docs, weights, sections
 
     def close(self) -> None:
         for f in self._files:
