@@ -81,12 +81,14 @@ def value_sections(vbytes: bytes) -> np.ndarray:
     return np.frombuffer(vbytes, dtype=SECTION_DTYPE, offset=4, count=N_SECTIONS)
 
 
-#: Postings (a document number and a weight: 8 bytes) the array writer of a segment holds
-#: in memory before it appends them to a temporary file, and at most how many it sorts at
-#: once into the forward index: what bounds its memory whatever the segment's size (a
-#: merge of the whole index included).  The sort's temporaries take ~70 bytes a posting
-#: at their peak: ~36 MB (measured: 71 MB at 1 << 20, for segments of 2 and of 8 million
-#: postings alike; the whole file in memory took 54 bytes a posting, 401 MB at 8 million).
+#: Postings (a document number, a weight and six half-float counts: 20 bytes) the array
+#: writer of a segment holds in memory before it appends them to a temporary file, and at
+#: most how many it sorts at once into the forward index: what bounds its memory whatever
+#: the segment's size (a merge of the whole index included).  The sort's temporaries take
+#: ~70 bytes a posting at their peak: ~36 MB (measured before the counts per section: 71
+#: MB at 1 << 20, for segments of 2 and of 8 million postings alike; the whole file in
+#: memory took 54 bytes a posting, 401 MB at 8 million).  Per document it also holds its
+#: weighted lengths per section (48 bytes) while it writes.
 BUFFER_POSTINGS = 1 << 19
 
 
