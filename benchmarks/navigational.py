@@ -31,14 +31,18 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("queries", type=Path)
     p.add_argument("--data-dir", type=Path, default=Path("data"))
+    p.add_argument(
+        "--bm25f", choices=ranking.BM25F_FORMS, default=ranking.DEFAULT.bm25f, help="BM25F form"
+    )
     args = p.parse_args()
+    base = ranking.DEFAULT.with_values(bm25f=args.bm25f)
     lines = args.queries.read_text(encoding="utf-8").splitlines()
     rows = [line.split("\t") for line in lines if line and not line.startswith("#")]
     engine = db.create(f"sqlite:///{args.data_dir / 'spidersite.db'}")
     searcher = Searcher(engine, Index(args.data_dir / "index"))
     reciprocal: dict[float, list[float]] = {}
     for weight in WEIGHTS:
-        with searcher.session(ranking.DEFAULT.with_values(linkrank=weight)) as session:
+        with searcher.session(base.with_values(linkrank=weight)) as session:
             ranks = []
             for query, page in rows:
                 urls = [r.url for r in session.rank(parse_query(query), 1000)]

@@ -1,6 +1,7 @@
 """The array file of a Whoosh segment: the ``words`` field's postings as flat numpy
-arrays, written by :class:`ArrayCodec` for every segment Whoosh writes (new documents and
-merges alike) and read back by :meth:`SegmentArrays.read`.  What is done with them
+arrays, written by :class:`search.arraycodec.ArrayCodec` for every segment Whoosh writes
+(new documents and merges alike) and read back by :meth:`SegmentArrays.read`.  This module
+holds the file's layout, its writer (:func:`write_arrays`) and its reader.  What is done with them
 (ranking, filters, query expansion) is :mod:`search.arrays`'s.
 
 One more file of each segment, ``<segment>.wpa``:
@@ -28,23 +29,29 @@ import io
 import json
 import tempfile
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from whoosh.codec.whoosh3 import W3Codec, W3FieldWriter, W3PostingsWriter
-from whoosh.util.numeric import byte_to_length, length_to_byte
-
-from search import faults
+from whoosh.util.numeric import byte_to_length
 
 #: The scored field (search.index.WORDS_FIELD; not imported to keep this module a leaf).
 FIELD = "words"
 #: The field of each document's database id (search.index's ``docid``).
 DOCID_FIELD = "docid"
 EXT = ".wpa"
-MAGIC = b"SPXWPA01"
+MAGIC = b"SPXWPA02"
+#: Sections of a page (search.analysis.SECTIONS: body, title, url, desc, keywords,
+#: boilerplate), in that order, in each posting's weighted counts per section.
+N_SECTIONS = 6
+#: A weighted count per section: a little-endian half float (11 significant bits: a
+#: count of 2,048 or a weight of 0.2 × 7 = 1.4004 is what is kept).
+SECTION_DTYPE = np.dtype("<f2")
+#: The Whoosh value of a ``words`` posting: its frequency (Whoosh's ``pack_uint``, 4
+#: bytes), then its weighted count per section.
+VALUE_SIZE = 4 + N_SECTIONS * SECTION_DTYPE.itemsize
 _ALIGN = 8
 
 #: Whoosh's field length of each length byte (a byte of 0 reads as 1, as Whoosh's
@@ -52,66 +59,36 @@ _ALIGN = 8
 LENGTHS = np.array([byte_to_length(b) if b else 1 for b in range(256)], dtype=np.float64)
 
 
-class ArrayCodec(W3Codec):
-    """Whoosh's W3 codec, plus the array file of the ``words`` field of each segment."""
-
-    def field_writer(self, storage: Any, segment: Any) -> W3FieldWriter:
-        return _FieldWriter(self, storage, segment)
-
-    def postings_writer(self, dbfile: Any, byteids: bool = False) -> W3PostingsWriter:
-        return _PostingsWriter(
-            dbfile,
-            blocklimit=self._blocklimit,
-            byteids=byteids,
-            compression=self._compression,
-            inlinelimit=self._inlinelimit,
-        )
+def section_value(freq: int, weight: float, sections: Sequence[float] | None) -> bytes:
+    """The Whoosh value of a ``words`` posting of frequency *freq*, weight *weight* and
+    weighted counts per section *sections* (None: the weight is the body's)."""
+    if sections is None:
+        sections = [weight] + [0.0] * (N_SECTIONS - 1)
+    return int(freq).to_bytes(4, "big") + np.asarray(sections, dtype=SECTION_DTYPE).tobytes()
 
 
-class _PostingsWriter(W3PostingsWriter):
-    """Whoosh's writer of posting blocks, which can also be given a whole block at once
-    (:meth:`set_block`) instead of one posting at a time."""
-
-    _deltas: list[int] | None = None
-
-    def set_block(
-        self,
-        ids: bytes,
-        deltas: list[int],
-        weights: bytes,
-        maxweight: float,
-        values: bytes,
-        minlength: int | None,
-        maxlength: int,
-    ) -> None:
-        """Make the buffered block what ``add_posting`` leaves after one call per posting:
-        the documents *ids* (``uint32``, ascending) and their differences *deltas* (the
-        first one's from 0), the *weights* (``float32``) and the largest one as given
-        (*maxweight*), the values joined, and the shortest non-zero and the longest field
-        length of the postings' documents."""
-        block = array("I")
-        block.frombytes(ids)
-        self._ids = block
-        stored = array("f")
-        stored.frombytes(weights)
-        self._weights = stored
-        self._values = [values] if values else []
-        self._maxweight = max(0.0, maxweight)
-        self._minlength = minlength
-        self._maxlength = max(0, maxlength)
-        self._deltas = deltas
-
-    def _mini_ids(self) -> Any:
-        deltas, self._deltas = self._deltas, None
-        return tuple(deltas) if deltas is not None else super()._mini_ids()
+def section_values(freqs: np.ndarray, sections: np.ndarray) -> bytes:
+    """:func:`section_value` of many postings, joined (*sections*: one row a posting)."""
+    out = np.empty((len(freqs), VALUE_SIZE), dtype=np.uint8)
+    out[:, :4] = np.asarray(freqs, dtype=">u4").view(np.uint8).reshape(-1, 4)
+    halves = np.ascontiguousarray(sections, dtype=SECTION_DTYPE)
+    out[:, 4:] = halves.view(np.uint8).reshape(len(freqs), -1)
+    return out.tobytes()
 
 
-#: Postings (a document number and a weight: 8 bytes) the array writer of a segment holds
-#: in memory before it appends them to a temporary file, and at most how many it sorts at
-#: once into the forward index: what bounds its memory whatever the segment's size (a
-#: merge of the whole index included).  The sort's temporaries take ~70 bytes a posting
-#: at their peak: ~36 MB (measured: 71 MB at 1 << 20, for segments of 2 and of 8 million
-#: postings alike; the whole file in memory took 54 bytes a posting, 401 MB at 8 million).
+def value_sections(vbytes: bytes) -> np.ndarray:
+    """The weighted counts per section of a ``words`` posting's Whoosh value."""
+    return np.frombuffer(vbytes, dtype=SECTION_DTYPE, offset=4, count=N_SECTIONS)
+
+
+#: Postings (a document number, a weight and six half-float counts: 20 bytes) the array
+#: writer of a segment holds in memory before it appends them to a temporary file, and at
+#: most how many it sorts at once into the forward index: what bounds its memory whatever
+#: the segment's size (a merge of the whole index included).  The sort's temporaries take
+#: ~70 bytes a posting at their peak: ~36 MB (measured before the counts per section: 71
+#: MB at 1 << 20, for segments of 2 and of 8 million postings alike; the whole file in
+#: memory took 54 bytes a posting, 401 MB at 8 million).  Per document it also holds its
+#: weighted lengths per section (48 bytes) while it writes.
 BUFFER_POSTINGS = 1 << 19
 
 
@@ -171,254 +148,6 @@ class _Column:
         self.buf = array(self.buf.typecode)
 
 
-class _FieldWriter(W3FieldWriter):
-    def __init__(self, codec: Any, storage: Any, segment: Any) -> None:
-        super().__init__(codec, storage, segment)
-        self._in_words = False
-        self._terms: list[bytes] = []
-        self._starts = array("q", [0])
-        folder = getattr(storage, "folder", None)
-        self._docs = _Column("I", np.uint32, folder, BUFFER_POSTINGS)
-        self._tfs = _Column("f", np.float32, folder, BUFFER_POSTINGS)
-        self._lengths = bytearray()
-        self._in_docids = False
-        self._docid = -1
-        self._docids = array("i")
-
-    def start_field(self, fieldname: str, fieldobj: Any) -> None:
-        super().start_field(fieldname, fieldobj)
-        self._in_words = fieldname == FIELD
-        self._in_docids = fieldname == DOCID_FIELD
-
-    def start_term(self, btext: bytes) -> None:
-        super().start_term(btext)
-        if self._in_words:
-            self._terms.append(btext)
-        elif self._in_docids:
-            self._docid = int(btext)
-
-    def add(self, docnum: int, weight: float, vbytes: bytes, length: int) -> None:
-        super().add(docnum, weight, vbytes, length)
-        if self._in_words:
-            docs = self._docs
-            docs.buf.append(docnum)
-            self._tfs.buf.append(weight)
-            if docs.full():
-                docs.spill()
-                self._tfs.spill()
-            lengths = self._lengths
-            if docnum >= len(lengths):
-                lengths.extend(bytes(docnum + 1 - len(lengths)))
-            lengths[docnum] = length_to_byte(length)
-        elif self._in_docids:
-            docids = self._docids
-            if docnum >= len(docids):
-                docids.extend([-1] * (docnum + 1 - len(docids)))
-            docids[docnum] = self._docid
-
-    def finish_term(self) -> None:
-        super().finish_term()
-        if self._in_words:
-            self._starts.append(len(self._docs))
-
-    def set_field_lengths(self, lengths: bytes) -> None:
-        """The ``words`` length byte of each document (0: the document has no posting of
-        the field), for a field whose postings come whole (:meth:`add_terms`)."""
-        self._lengths = bytearray(lengths.rstrip(b"\0"))
-
-    def add_terms(
-        self,
-        texts: list[bytes],
-        cuts: list[int],
-        docs: np.ndarray,
-        weights: np.ndarray,
-        lengths: np.ndarray,
-    ) -> None:
-        """Whole posting lists of consecutive terms of the current field: term
-        ``texts[i]`` has the postings ``cuts[i]:cuts[i + 1]`` of the documents *docs*
-        (ascending within a term), their *weights* (``float64``) and the field length of
-        each one's document.  What :meth:`start_term`, one :meth:`add` per posting and
-        :meth:`finish_term` write, byte for byte, a block at a time.  The value of each
-        posting is its frequency (:class:`whoosh.formats.Frequency`), the rounded weight
-        (:func:`search.index.postings`)."""
-        if not texts:
-            return
-        writer = self._postwriter
-        size = writer._blocklimit
-        first = np.asarray(cuts[:-1], dtype=np.int64)
-        docs64 = docs.astype(np.int64)
-        deltas = np.diff(docs64, prepend=0)
-        deltas[first] = docs64[first]
-        deltas_l = deltas.tolist()
-        weights_l = weights.tolist()
-        lengths_l = lengths.tolist()
-        ids_b = docs.astype(np.uint32).tobytes()
-        weights_b = weights.astype(np.float32).tobytes()
-        values_b = np.maximum(np.rint(weights), 1).astype(">u4").tobytes()
-        in_words = self._in_words
-        if in_words:
-            base = len(self._docs)
-            self._docs.extend(docs)
-            self._tfs.extend(weights)
-            self._terms.extend(texts)
-            self._starts.extend([base + c for c in cuts[1:]])
-        start_term = W3FieldWriter.start_term
-        finish_term = W3FieldWriter.finish_term
-        for i, btext in enumerate(texts):
-            start_term(self, btext)
-            lo, end = cuts[i], cuts[i + 1]
-            while True:
-                hi = min(lo + size, end)
-                chunk = lengths_l[lo:hi]
-                writer.set_block(
-                    ids_b[4 * lo : 4 * hi],
-                    deltas_l[lo:hi],
-                    weights_b[4 * lo : 4 * hi],
-                    max(weights_l[lo:hi]),
-                    values_b[4 * lo : 4 * hi],
-                    min(chunk),
-                    max(chunk),
-                )
-                if hi == end:
-                    break
-                writer._write_block()
-                deltas_l[hi] = docs64[hi].item()  # a block's first id is not a difference
-                lo = hi
-            finish_term(self)
-
-    def close(self) -> None:
-        super().close()
-        f = self._segment.create_file(self._storage, EXT)
-        try:
-            write_arrays(
-                f, self._terms, self._starts, self._docs, self._tfs, self._lengths, self._docids
-            )
-        finally:
-            f.close()
-            self._docs.close()
-            self._tfs.close()
-        # The segment's files are written; the commit's table of contents is not yet.
-        faults.point("index_commit")
-
-
-class TermRuns:
-    """Postings added document after document, given back term after term, in bounded
-    memory: an external sort by (term, document) for a segment written whole.
-
-    Postings are (term id, document number, weight); :attr:`ranks` gives each term id's
-    place in the terms' sort order, and may be replaced by a longer one as new terms come
-    (the order of the terms already seen must stay the same).  At most
-    :data:`BUFFER_POSTINGS` postings are held before they are sorted by term into a *run*
-    on disk (anonymous temporary files in *folder*); the runs cover ascending ranges of
-    documents.  :meth:`terms` then reads the runs back by ranges of terms of at most
-    :attr:`window` postings, so that each term's postings come in document order whatever
-    the segment's size.
-    """
-
-    def __init__(self, folder: str | None, ranks: np.ndarray, buffer: int | None = None) -> None:
-        self.buffer = buffer or BUFFER_POSTINGS
-        #: Postings read back at a time: a quarter of the buffer, as their encoding into
-        #: Whoosh's blocks takes ~150 bytes a posting of Python lists (~20 MB).
-        self.window = max(1, self.buffer // 4)
-        self.folder = folder
-        self.ranks = ranks
-        #: Postings per term id.
-        self.df = np.zeros(len(ranks), dtype=np.int64)
-        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self._held = 0
-        self._files: list[Any] = []
-        #: Each run's first posting and size.
-        self._runs: list[tuple[int, int]] = []
-        self._written = 0
-
-    def __len__(self) -> int:
-        return self._written + self._held
-
-    def add(self, terms: np.ndarray, docs: np.ndarray, weights: np.ndarray) -> None:
-        """Postings of documents after every one added so far."""
-        self._pending.append((terms, docs, weights))
-        self._held += len(terms)
-        if self._held >= self.buffer:
-            self._spill()
-
-    def _spill(self) -> None:
-        if not self._held:
-            return
-        terms = np.concatenate([p[0] for p in self._pending]).astype(np.uint32)
-        docs = np.concatenate([p[1] for p in self._pending]).astype(np.uint32)
-        weights = np.concatenate([p[2] for p in self._pending]).astype(np.float64)
-        self._pending, self._held = [], 0
-        # Documents stay ascending within a term.
-        order = np.argsort(self.ranks[terms], kind="stable")
-        if not self._files:
-            self._files = [
-                tempfile.TemporaryFile(dir=self.folder, prefix="spidersite-", suffix=".tmp")  # noqa: SIM115
-                for _ in range(3)
-            ]
-        columns: tuple[np.ndarray, ...] = (terms, docs, weights)
-        for f, a in zip(self._files, columns, strict=True):
-            a[order].tofile(f)
-        counts = np.bincount(terms, minlength=len(self.df))
-        if len(counts) > len(self.df):
-            counts[: len(self.df)] += self.df
-            self.df = counts.astype(np.int64)
-        else:
-            self.df += counts
-        self._runs.append((self._written, len(terms)))
-        self._written += len(terms)
-
-    def _read(self, column: int, dtype: Any, start: int, count: int) -> np.ndarray:
-        f = self._files[column]
-        f.seek(start * np.dtype(dtype).itemsize)
-        return np.fromfile(f, dtype=dtype, count=count)
-
-    def terms(self) -> Iterator[tuple[list[int], list[int], np.ndarray, np.ndarray]]:
-        """The terms that have postings, in rank order, a range of them at a time: their
-        ranks, where each one's postings start (and where the last one's end), then the
-        postings' documents (ascending within a term) and weights."""
-        self._spill()
-        if not self._runs:
-            return
-        for f in self._files:
-            f.flush()
-        ranks = self.ranks
-        df = np.zeros(len(ranks), dtype=np.int64)
-        df[ranks[: len(self.df)]] = self.df
-        # Ranges of terms of at most *window* postings (or one term).
-        ends = np.cumsum(df)
-        bounds = [0]
-        while bounds[-1] < len(df):
-            lo = bounds[-1]
-            hi = int(np.searchsorted(ends, ends[lo] - df[lo] + self.window, side="right"))
-            bounds.append(min(max(hi, lo + 1), len(df)))
-        edges = np.array(bounds, dtype=np.int64)
-        # Where each range starts in each run (sorted by term, in the same order).
-        offsets = []
-        for start, size in self._runs:
-            of_run = ranks[self._read(0, np.uint32, start, size)]
-            offsets.append(start + np.searchsorted(of_run, edges, side="left"))
-        for k in range(len(bounds) - 1):
-            parts = [
-                (int(off[k]), int(off[k + 1] - off[k])) for off in offsets if off[k + 1] > off[k]
-            ]
-            if not parts:
-                continue
-            got = ranks[np.concatenate([self._read(0, np.uint32, a, n) for a, n in parts])]
-            docs = np.concatenate([self._read(1, np.uint32, a, n) for a, n in parts])
-            weights = np.concatenate([self._read(2, np.float64, a, n) for a, n in parts])
-            # The runs come in document order: a stable sort by term keeps it per term.
-            order = np.argsort(got, kind="stable")
-            got, docs, weights = got[order], docs[order], weights[order]
-            cuts = [0, *(np.flatnonzero(np.diff(got)) + 1).tolist(), len(got)]
-            yield got[cuts[:-1]].tolist(), cuts, docs, weights
-
-    def close(self) -> None:
-        for f in self._files:
-            f.close()
-        self._files = []
-        self._pending, self._held = [], 0
-
-
 def _header(terms: int, docs: int, parts: list[tuple[str, np.dtype[Any], int]]) -> bytes:
     """The magic, the header's size and the header of an array file whose arrays are
     *parts* (name, type, size), each padded to :data:`_ALIGN` bytes."""
@@ -445,14 +174,18 @@ def write_arrays(
     lengths: bytes | bytearray,
     docids: Any = None,
     buffer: int | None = None,
+    sections: _Column | None = None,
 ) -> None:
     """Write an array file (layout: :func:`decode_arrays`) into the open file *f*, holding
     at most *buffer* (:data:`BUFFER_POSTINGS`) postings in memory at a time.
 
     The postings come in term order (*starts* gives each term's slice of *docs* and
-    *tfs*).  The forward index is their stable sort by document, done in ranges of
-    documents of at most *buffer* postings: a first pass appends each posting to the
-    temporary column of its range, then each range is sorted alone.
+    *tfs*, and of *sections*, :data:`N_SECTIONS` weighted counts a posting; without
+    them, each posting's weight is its body's).  Each document's weighted length per
+    section is the sum of its postings'.  The forward index is their stable sort by
+    document, done in ranges of documents of at most *buffer* postings: a first pass
+    appends each posting to the temporary column of its range, then each range is sorted
+    alone.
     """
     buffer = buffer or BUFFER_POSTINGS
     starts_a = np.frombuffer(starts, dtype=np.int64) if len(starts) else np.zeros(1, np.int64)
@@ -463,8 +196,11 @@ def write_arrays(
     if terms:
         np.cumsum([len(t) for t in terms], out=text_starts[1:])
     counts = np.zeros(n_docs, dtype=np.int64)
-    for chunk in docs.chunks(buffer):
+    section_lengths = np.zeros((n_docs, N_SECTIONS), dtype=np.float64)
+    for chunk, sec in _with_sections(docs, tfs, sections, buffer):
         counts += np.bincount(chunk, minlength=n_docs)[:n_docs]
+        for i in range(N_SECTIONS):
+            section_lengths[:, i] += np.bincount(chunk, sec[:, i], minlength=n_docs)[:n_docs]
     fwd_starts = np.zeros(n_docs + 1, dtype=np.int64)
     np.cumsum(counts, out=fwd_starts[1:])
     docids_a = None
@@ -480,6 +216,8 @@ def write_arrays(
         ("docs", u32, n_post),
         ("tfs", f32, n_post),
         ("lengths", u8, n_docs),
+        ("sections", SECTION_DTYPE, n_post * N_SECTIONS),
+        ("section_lengths", f32, n_docs * N_SECTIONS),
         ("fwd_starts", i64, n_docs + 1),
         ("fwd_terms", u32, n_post),
         ("fwd_tfs", f32, n_post),
@@ -503,6 +241,10 @@ def write_arrays(
     column(docs)
     column(tfs)
     whole(lengths_a)
+    for _, sec in _with_sections(docs, tfs, sections, buffer):
+        f.write(sec.tobytes())
+    f.write(_pad(n_post * N_SECTIONS * SECTION_DTYPE.itemsize))
+    whole(section_lengths.astype(np.float32))
     whole(fwd_starts)
     # The ranges of documents: each holds at most *buffer* postings (or one document).
     bounds = [0]
@@ -550,6 +292,21 @@ def write_arrays(
         whole(docids_a)
 
 
+def _with_sections(
+    docs: _Column, tfs: _Column, sections: _Column | None, size: int
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The postings *size* at a time: documents and weighted counts per section (one row
+    a posting; without *sections*, the weight is the body's)."""
+    if sections is None:
+        for d_chunk, t_chunk in zip(docs.chunks(size), tfs.chunks(size), strict=True):
+            sec = np.zeros((len(d_chunk), N_SECTIONS), dtype=SECTION_DTYPE)
+            sec[:, 0] = t_chunk
+            yield d_chunk, sec
+        return
+    for d_chunk, s_chunk in zip(docs.chunks(size), sections.chunks(size * N_SECTIONS), strict=True):
+        yield d_chunk, s_chunk.reshape(-1, N_SECTIONS)
+
+
 def _with_terms(
     docs: _Column, tfs: _Column, starts: np.ndarray, size: int
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -570,6 +327,7 @@ def encode_arrays(
     lengths: bytes | bytearray,
     docids: Any = None,
     buffer: int | None = None,
+    sections: Any = None,
 ) -> bytes:
     """The bytes of an array file (layout: :func:`decode_arrays`) of postings held in
     memory (:func:`write_arrays` writes one of a segment's postings)."""
@@ -577,8 +335,12 @@ def encode_arrays(
     docs_c.buf.frombytes(bytes(docs))
     tfs_c = _Column("f", np.float32, None, 1 << 62)
     tfs_c.buf.frombytes(bytes(tfs))
+    sections_c = None
+    if sections is not None:
+        sections_c = _Column("H", SECTION_DTYPE, None, 1 << 62)
+        sections_c.buf.frombytes(np.asarray(sections, dtype=SECTION_DTYPE).tobytes())
     out = io.BytesIO()
-    write_arrays(out, terms, starts, docs_c, tfs_c, lengths, docids, buffer)
+    write_arrays(out, terms, starts, docs_c, tfs_c, lengths, docids, buffer, sections_c)
     return out.getvalue()
 
 
@@ -611,6 +373,10 @@ class SegmentArrays:
     fwd_starts: np.ndarray
     fwd_terms: np.ndarray
     fwd_tfs: np.ndarray
+    #: Each posting's weighted count per section (one row a posting, SECTIONS order).
+    sections: np.ndarray
+    #: Each document's weighted length per section (one row a document).
+    section_lengths: np.ndarray
     #: Database id of each document number (-1: none); None in files written before it.
     docids: np.ndarray | None = None
 
@@ -648,5 +414,7 @@ class SegmentArrays:
             a["fwd_starts"],
             a["fwd_terms"],
             a["fwd_tfs"],
+            a["sections"].reshape(-1, N_SECTIONS),
+            a["section_lengths"].reshape(-1, N_SECTIONS),
             a.get("docids"),
         )

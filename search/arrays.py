@@ -9,7 +9,8 @@ numpy operations, add it into one accumulator per query, take the best with
 pruning to get wrong) and the number of hits is exact.
 
 The arrays are kept in step with the index by Whoosh's own codec plus one more file per
-segment (:mod:`search.arrayfile`: its layout, its writer, its reader).  A segment without
+segment (:mod:`search.arrayfile`: its layout, its writer, its reader; written through the
+codec of :mod:`search.arraycodec`).  A segment without
 it (an index written before it existed) makes :meth:`ArrayIndex.load` return None, and the
 searcher refuses the index; ``python -m search reindex`` rewrites it with the arrays.
 
@@ -30,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from search import ranking
-from search.arrayfile import DOCID_FIELD, FIELD, LENGTHS, SegmentArrays
+from search.arrayfile import DOCID_FIELD, FIELD, LENGTHS, N_SECTIONS, SegmentArrays
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ class _Leaf:
     """One segment in one index generation: its arrays, where its documents start, its
     deleted documents, and its terms mapped to the generation's term ids."""
 
-    __slots__ = ("arrays", "base", "deleted", "lennorm", "local", "to_global")
+    __slots__ = ("arrays", "base", "deleted", "lennorm", "local", "secnorm", "to_global")
 
     def __init__(self, arrays: SegmentArrays, base: int, deleted: np.ndarray) -> None:
         self.arrays = arrays
@@ -48,6 +49,7 @@ class _Leaf:
         self.to_global = np.empty(0, dtype=np.int64)
         self.local = np.empty(0, dtype=np.int64)
         self.lennorm = np.empty(0, dtype=np.float64)
+        self.secnorm = np.empty((0, 0), dtype=np.float64)
 
 
 _SEGMENTS: OrderedDict[tuple[str, str], SegmentArrays | None] = OrderedDict()
@@ -79,17 +81,35 @@ def index_folder(searcher: Any) -> Path | None:
     return Path(folder) if folder else None
 
 
+def section_norm(lengths: np.ndarray, avg: np.ndarray, bs: np.ndarray) -> np.ndarray:
+    """``1 / (1 − b_f + b_f · len_f / avglen_f)`` of documents of weighted lengths per
+    section *lengths* (one row a document); 0 where that is 1 / 0 (b_f 1 and an empty
+    section: the document has no count there to normalise)."""
+    denominator = (1 - bs) + bs * np.asarray(lengths, dtype=np.float64) / avg
+    out = np.zeros_like(denominator)
+    np.divide(1.0, denominator, out=out, where=denominator > 0)
+    return out
+
+
 class ArrayIndex:
     """The array postings of every segment a Whoosh searcher reads, as one document space
     (Whoosh's document numbers) and one term space (ids valid for this generation)."""
 
     def __init__(
-        self, leaves: list[_Leaf], doc_count: int, avg_length: float, k1: float, b: float
+        self,
+        leaves: list[_Leaf],
+        doc_count: int,
+        avg_length: float,
+        k1: float,
+        b: float,
+        section_b: tuple[float, ...] | None = None,
     ) -> None:
         self.leaves = leaves
         self.n = doc_count
         self.avglen = avg_length or 1.0
         self.k1, self.b = k1, b
+        #: Each section's b (per-field BM25F), or None: the sections merged.
+        self.section_b = section_b
         ids: dict[str, int] = {}
         for leaf in leaves:
             setdefault = ids.setdefault
@@ -112,20 +132,43 @@ class ArrayIndex:
             if leaves
             else np.empty(0, dtype=np.int64)
         )
+        #: Each section's average weighted length over the live documents (per-field).
+        self.section_avglen = np.ones(N_SECTIONS, dtype=np.float64)
+        if section_b is not None:
+            self._section_norms(np.asarray(section_b, dtype=np.float64))
         self._text_rank: np.ndarray | None = None
         #: Values per document number that readers of the database attach to this index
         #: generation (the searcher's linkranks), by name.
         self.per_doc: dict[str, Any] = {}
 
+    def _section_norms(self, bs: np.ndarray) -> None:
+        """Each document's ``1 / (1 − b_f + b_f · len_f / avglen_f)`` per section."""
+        total = np.zeros(N_SECTIONS, dtype=np.float64)
+        live = 0
+        for leaf in self.leaves:
+            lengths = leaf.arrays.section_lengths.astype(np.float64)
+            alive = np.ones(len(lengths), dtype=bool)
+            alive[leaf.deleted[leaf.deleted < len(lengths)]] = False
+            total += lengths[alive].sum(axis=0)
+            live += int(alive.sum())
+        avg = total / max(live, 1)
+        avg[avg <= 0] = 1.0
+        self.section_avglen = avg
+        for leaf in self.leaves:
+            leaf.secnorm = section_norm(leaf.arrays.section_lengths, avg, bs)
+
     @classmethod
-    def load(cls, searcher: Any, k1: float, b: float) -> ArrayIndex | None:
-        """The arrays of the index *searcher* reads; None when a segment has none."""
+    def load(
+        cls, searcher: Any, k1: float, b: float, section_b: tuple[float, ...] | None = None
+    ) -> ArrayIndex | None:
+        """The arrays of the index *searcher* reads (per-field BM25F with each section's
+        b in *section_b*); None when a segment has none."""
         folder = index_folder(searcher)
         if folder is None:
             return None
         reader = searcher.reader()
         leaves_in = reader.leaf_readers()
-        key: list[Any] = [str(folder), k1, b]
+        key: list[Any] = [str(folder), k1, b, section_b]
         for r, base in leaves_in:
             segment = r.segment() if hasattr(r, "segment") else None
             if segment is None:
@@ -151,7 +194,7 @@ class ArrayIndex:
                 else np.empty(0, dtype=np.int64)
             )
             leaves.append(_Leaf(arrays, base, deleted))
-        index = cls(leaves, n, avglen, k1, b)
+        index = cls(leaves, n, avglen, k1, b, section_b)
         with _CACHE_LOCK:
             _INDEXES[cache_key] = index
             while len(_INDEXES) > INDEX_CACHE:
@@ -207,10 +250,17 @@ class ArrayIndex:
             los = a.starts[local[present]].tolist()
             his = a.starts[local[present] + 1].tolist()
             docs = np.concatenate([a.docs[lo:hi] for lo, hi in zip(los, his, strict=True)])
-            tf = np.concatenate([a.tfs[lo:hi] for lo, hi in zip(los, his, strict=True)])
-            tf = tf.astype(np.float64)
             sizes = np.subtract(his, los)
-            part = np.repeat(factors[present], sizes) * tf / (tf + leaf.lennorm[docs])
+            if self.section_b is None:
+                tf = np.concatenate([a.tfs[lo:hi] for lo, hi in zip(los, his, strict=True)])
+                tf = tf.astype(np.float64)
+                part = np.repeat(factors[present], sizes) * tf / (tf + leaf.lennorm[docs])
+            else:
+                sec = np.concatenate(
+                    [a.sections[lo:hi] for lo, hi in zip(los, his, strict=True)]
+                ).astype(np.float64)
+                tf = np.einsum("ij,ij->i", sec, leaf.secnorm[docs])
+                part = np.repeat(factors[present], sizes) * tf / np.maximum(tf + self.k1, 1e-300)
             all_docs.append(docs + leaf.base if leaf.base else docs)
             all_parts.append(part)
         docs = np.concatenate(all_docs) if all_docs else np.empty(0, dtype=np.int64)
@@ -222,6 +272,25 @@ class ArrayIndex:
         if len(self.deleted):
             scores[self.deleted] = 0.0
         return scores, matched
+
+    def field_tf(self, docnum: int, gid: int) -> tuple[float, np.ndarray]:
+        """Per-field BM25F's ``tf~`` of term *gid* in document *docnum* (0 when it does
+        not hold it), and the posting's weighted count per section."""
+        for leaf in reversed(self.leaves):
+            if docnum < leaf.base:
+                continue
+            local, term = docnum - leaf.base, leaf.local[gid]
+            if term < 0:
+                break
+            a = leaf.arrays
+            lo, hi = int(a.starts[term]), int(a.starts[term + 1])
+            at = lo + int(np.searchsorted(a.docs[lo:hi], local))
+            if at >= hi or a.docs[at] != local:
+                break
+            sec = a.sections[at].astype(np.float64)
+            norm = leaf.secnorm[local] if self.section_b is not None else np.ones(N_SECTIONS)
+            return float(sec @ norm), sec
+        return 0.0, np.zeros(N_SECTIONS)
 
     def containing_any(self, stems: Iterable[str]) -> np.ndarray:
         """Which documents hold at least one of *stems* (a boolean per document)."""

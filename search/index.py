@@ -13,9 +13,9 @@ term vector, for query expansion, is kept by the array postings (:mod:`search.ar
 written by the same writer), which the product ranks on.
 
 A full rebuild (:meth:`Index.rebuild`) takes documents as arrays (:class:`DocBatch`) and
-writes the ``words`` postings, nearly all of a segment's, from arrays: sorted by term in
-bounded memory (:class:`search.arrayfile.TermRuns`), encoded a block at a time.  Its files
-are those of :meth:`Index.writer` fed the same documents one by one, byte for byte.
+writes the ``words`` postings from arrays (its writer is :mod:`search.indexrebuild`).  Its
+files are those of :meth:`Index.writer` fed the same documents one by one, byte for byte.
+The merge policy of every incremental commit is :mod:`search.mergepolicy`'s.
 
 The index records its format, :data:`FORMAT`, in a file of its folder (:data:`FORMAT_FILE`),
 written when the index is created and by every full rebuild.  An index of another format
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -36,20 +35,40 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from whoosh import index as whoosh_index
 from whoosh.fields import ID, STORED, FieldType, Schema
 from whoosh.filedb.filestore import FileStorage
 from whoosh.formats import Frequency
 from whoosh.index import LockError
-from whoosh.system import pack_uint
-from whoosh.util.numeric import byte_to_length, length_to_byte
-from whoosh.writing import CLEAR, PostingPool, SegmentWriter
+from whoosh.system import unpack_uint
+from whoosh.writing import CLEAR, SegmentWriter
 
-from search import faults
-from search.analysis import SECTIONS, WordRecord
+from search.analysis import DEFAULT_WEIGHTS, SECTIONS, WordRecord
+from search.arraycodec import ArrayCodec
 from search.arrayfile import FIELD as _ARRAY_FIELD
-from search.arrayfile import ArrayCodec, TermRuns
+from search.arrayfile import N_SECTIONS, VALUE_SIZE, section_value
+from search.indexrebuild import DocBatch, RebuildWriter, _RebuildSegmentWriter
+from search.mergepolicy import MERGE_FACTOR, merge_policy
+from search.ranking import SECTION_B
+
+__all__ = [
+    "FORMAT",
+    "INDEX_NAME",
+    "LIMITMB",
+    "MERGE_FACTOR",
+    "REINDEX",
+    "WORDS_FIELD",
+    "DocBatch",
+    "Index",
+    "IndexDoc",
+    "IndexMissing",
+    "IndexOutdated",
+    "IndexUnavailable",
+    "IndexWriter",
+    "RebuildWriter",
+    "SearchIndexError",
+    "merge_policy",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +82,9 @@ FIELD_OF_SECTION: dict[str, str] = {
     "boilerplate": "boilerplate",
 }
 TEXT_FIELDS: tuple[str, ...] = tuple(FIELD_OF_SECTION[s] for s in SECTIONS)
+# The array postings keep one weighted count per section, in SECTIONS order.
+assert len(SECTIONS) == N_SECTIONS
+assert tuple(SECTION_B) == SECTIONS
 
 #: The one scored field: every section's stems, weighted.
 WORDS_FIELD = _ARRAY_FIELD
@@ -71,8 +93,10 @@ INDEX_NAME = "spidersite"
 
 #: The index format: raise it when what an index holds changes (schema, codec, array
 #: file), so that an index of another format is refused until it is rebuilt.  2: the
-#: ``words`` field without Whoosh term vectors, array postings in every segment.
-FORMAT = 2
+#: ``words`` field without Whoosh term vectors, array postings in every segment.  3: each
+#: posting's weighted count per section (its Whoosh value and the array postings), each
+#: document's weighted length per section, for per-field BM25F.
+FORMAT = 3
 #: The file of the index folder that records its format (a name Whoosh's own clean-up of
 #: unused files leaves alone).
 FORMAT_FILE = "spidersite-format.json"
@@ -93,44 +117,6 @@ LIMITMB = 32
 WRITER_MMAP = False
 
 
-#: Merge policy (Lucene's log merge policy, by live documents): a segment's level is
-#: ⌊log_MERGE_FACTOR(documents)⌋; when MERGE_FACTOR segments share a level, they and every
-#: smaller segment are merged into the segment being written.  An index of N documents then
-#: keeps at most about MERGE_FACTOR · log_MERGE_FACTOR(N) segments (ranking costs a little
-#: per segment), and each document is rewritten about log_MERGE_FACTOR(N) times.  Whoosh's
-#: own default merges only tiny segments: one commit of 5,000 documents at a time left 20
-#: segments for 100,000 documents.
-MERGE_FACTOR = 4
-
-
-def _level(docs: int) -> int:
-    return int(math.log(max(docs, 1), MERGE_FACTOR))
-
-
-def merge_policy(writer: SegmentWriter, segments: list[Any]) -> list[Any]:
-    """Whoosh merge type of :data:`MERGE_FACTOR`: merges into *writer*, returns the
-    segments kept as they are."""
-    from whoosh.reading import SegmentReader
-
-    levels: dict[int, list[Any]] = {}
-    for segment in segments:
-        levels.setdefault(_level(segment.doc_count()), []).append(segment)
-    chosen: list[Any] = []
-    for level in sorted(levels):
-        chosen += levels[level]
-        if len(levels[level]) >= MERGE_FACTOR:
-            break
-    else:
-        return list(segments)
-    for segment in chosen:
-        reader = SegmentReader(writer.storage, writer.schema, segment)
-        writer.add_reader(reader)
-        reader.close()
-    faults.point("merge")
-    merged = {id(s) for s in chosen}
-    return [s for s in segments if id(s) not in merged]
-
-
 class SearchIndexError(Exception):
     """The index cannot be used as asked (the message is one line meant for users)."""
 
@@ -147,20 +133,35 @@ class IndexUnavailable(SearchIndexError):
     """Another process is writing the index."""
 
 
-def _pre_analyzed(value: Any) -> dict[str, tuple[int, float]]:
+def _pre_analyzed(value: Any) -> dict[str, tuple[int, float, Sequence[float] | None]]:
     if isinstance(value, str):  # a plain string: one term per whitespace-separated word
         counts: dict[str, int] = {}
         for word in value.split():
             counts[word] = counts.get(word, 0) + 1
-        return {w: (c, float(c)) for w, c in counts.items()}
-    return dict(value)
+        return {w: (c, float(c), None) for w, c in counts.items()}
+    return {k: (v[0], v[1], v[2] if len(v) > 2 else None) for k, v in value.items()}
+
+
+class SectionFrequency(Frequency):
+    """Whoosh's frequency format, whose value also carries the posting's weighted count
+    per section (:func:`search.arrayfile.section_value`): fixed-size, so that Whoosh
+    keeps it through segment merges."""
+
+    posting_size = VALUE_SIZE
+
+    def decode_frequency(self, valuestring: bytes) -> int:
+        return int(unpack_uint(valuestring[:4])[0])
+
+    def decode_weight(self, valuestring: bytes) -> float:
+        return self.decode_frequency(valuestring) * self.field_boost
 
 
 class PreAnalyzed(FieldType):
-    """A text field fed with ``{stem: (freq, weight)}`` instead of a string."""
+    """A text field fed with ``{stem: (freq, weight, weighted count per section)}``
+    instead of a string (the sections may be left out: the weight counts as body)."""
 
     def __init__(self) -> None:
-        self.format = Frequency()
+        self.format = SectionFrequency()
         self.analyzer = None
         self.scorable = True
         self.stored = False
@@ -169,10 +170,9 @@ class PreAnalyzed(FieldType):
         self.column_type = None
 
     def index(self, value: Any, **kwargs: Any) -> Iterator[tuple[bytes, int, float, bytes]]:
-        for stem, (count, weight) in _pre_analyzed(value).items():
-            # Frequency postings are fixed-size: the value must be pack_uint, as Whoosh
-            # writes it (a varint breaks segment merges).
-            yield stem.encode("utf-8"), count, weight, pack_uint(count)
+        for stem, (count, weight, sections) in _pre_analyzed(value).items():
+            # The value is fixed-size (a varint breaks segment merges).
+            yield stem.encode("utf-8"), count, weight, section_value(count, weight, sections)
 
     def process_text(self, qstring: str, mode: str = "", **kwargs: Any) -> Iterator[str]:
         # Query terms are analyzed by search.analysis before they reach Whoosh.
@@ -192,20 +192,27 @@ def make_schema() -> Schema:
     return Schema(**fields)
 
 
-def postings(weights: Mapping[str, float]) -> dict[str, tuple[int, float]]:
-    """The ``words`` field of a document: per stem, (rounded, exact) weighted count."""
-    return {s: (max(1, round(w)), w) for s, w in weights.items() if w > 0}
+def postings(
+    weights: Mapping[str, float], sections: Mapping[str, Sequence[float]] | None = None
+) -> dict[str, tuple[int, float, Sequence[float] | None]]:
+    """The ``words`` field of a document: per stem, (rounded, exact) weighted count and
+    its weighted count per section (None: not given, the weight counts as body)."""
+    sections = sections or {}
+    return {s: (max(1, round(w)), w, sections.get(s)) for s, w in weights.items() if w > 0}
 
 
 @dataclass(slots=True)
 class IndexDoc:
     """One document as the index sees it: its stems with their weighted counts
-    ``Σ_f w_f · count_f`` (:attr:`search.analysis.WordRecord.weight`)."""
+    ``Σ_f w_f · count_f`` (:attr:`search.analysis.WordRecord.weight`), and per stem its
+    weighted count per section ``w_f · count_f`` in :data:`search.analysis.SECTIONS`
+    order (what per-field BM25F ranks on; a stem without them counts as body)."""
 
     docid: int
     url: str
     host: str
     weights: dict[str, float] = field(default_factory=dict)
+    sections: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
     @classmethod
     def from_records(
@@ -215,8 +222,10 @@ class IndexDoc:
         host: str,
         records: Iterable[WordRecord],
         max_terms: int | None = None,
+        section_weights: Mapping[str, float] | None = None,
     ) -> IndexDoc:
-        """The document of analyzer records, whose weights are already merged.
+        """The document of analyzer records, whose weights are already merged, weighed
+        per section with *section_weights* (the server's; the defaults where not given).
 
         *max_terms* keeps only that many distinct stems (highest weights first), the design
         documents' cap on the words indexed per page.
@@ -225,7 +234,18 @@ class IndexDoc:
         if max_terms is not None and len(recs) > max_terms:
             recs.sort(key=lambda r: r.weight, reverse=True)
             recs = recs[:max_terms]
-        return cls(docid, url, host, {r.stem: r.weight for r in recs})
+        w = {**DEFAULT_WEIGHTS, **(section_weights or {})}
+        by_section = [float(w[s]) for s in SECTIONS]
+        return cls(
+            docid,
+            url,
+            host,
+            {r.stem: r.weight for r in recs},
+            {
+                r.stem: tuple(c * ws for c, ws in zip(r.counts, by_section, strict=True))
+                for r in recs
+            },
+        )
 
 
 class Index:
@@ -395,7 +415,7 @@ class IndexWriter:
 
     def add(self, doc: IndexDoc, update: bool = True) -> None:
         values: dict[str, Any] = {"docid": str(doc.docid), "url": doc.url, "host": doc.host}
-        words = postings(doc.weights)
+        words = postings(doc.weights, doc.sections)
         if words:
             values[WORDS_FIELD] = words
         if update:
@@ -406,143 +426,3 @@ class IndexWriter:
 
     def delete(self, docid: int) -> None:
         self._w.delete_by_term("docid", str(docid))
-
-
-@dataclass(slots=True)
-class DocBatch:
-    """Consecutive documents of a full rebuild (:meth:`Index.rebuild`) as arrays: each
-    document's id, URL, host and number of postings, then every posting, document after
-    document: its term id (an index into the rebuild's vocabulary) and its weighted count
-    ``Σ_f w_f · count_f`` (what :attr:`IndexDoc.weights` holds).  Postings of weight 0
-    are left out, as :func:`postings` leaves them out."""
-
-    docids: Sequence[int]
-    urls: Sequence[str]
-    hosts: Sequence[str]
-    sizes: np.ndarray
-    terms: np.ndarray
-    weights: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.docids)
-
-
-#: Whoosh's field length of each length byte.
-_BYTE_LENGTHS = np.array([byte_to_length(b) for b in range(256)], dtype=np.int64)
-
-
-class _PoolWithoutWords(PostingPool):
-    """Whoosh's posting pool, without the ``words`` field (a rebuild writes it whole)."""
-
-    def add(self, item: Any) -> None:
-        if item[0] != WORDS_FIELD:
-            super().add(item)
-
-
-class _RebuildSegmentWriter(SegmentWriter):
-    """Whoosh's segment writer for a full rebuild: every field but ``words`` goes through
-    Whoosh as usual (two postings a document); the ``words`` postings, nearly all of them,
-    are sorted by term in arrays (:class:`search.arrayfile.TermRuns`, bounded memory) and
-    written when the segment is flushed, a block of 128 at a time, by the codec's field
-    writer (:meth:`search.arrayfile._FieldWriter.add_term`), instead of going one by one
-    through Whoosh's pool, its sorted runs on disk and their merge."""
-
-    def __init__(self, ix: Any, vocabulary: Sequence[str], **kwargs: Any) -> None:
-        super().__init__(ix, **kwargs)
-        self.pool = _PoolWithoutWords(
-            self._tempstorage, self.newsegment, limitmb=kwargs.get("limitmb", LIMITMB)
-        )
-        self._stems: list[str] = []
-        folder = getattr(self.storage, "folder", None)
-        self._runs = TermRuns(folder, self._ranks(vocabulary))
-        self._length_bytes = bytearray()
-
-    def _ranks(self, vocabulary: Sequence[str]) -> np.ndarray:
-        """Each term id's rank in the sorted order of the stems (kept in ``_stems``)."""
-        order = sorted(range(len(vocabulary)), key=vocabulary.__getitem__)
-        ranks = np.empty(len(vocabulary), dtype=np.int64)
-        ranks[order] = np.arange(len(vocabulary))
-        self._stems = [vocabulary[i] for i in order]
-        return ranks
-
-    def grow_vocabulary(self, vocabulary: Sequence[str]) -> None:
-        """Use *vocabulary*, the one given to the writer with more term ids after it (the
-        stems stored since it was read)."""
-        self._runs.ranks = self._ranks(vocabulary)
-
-    def add_batch(self, batch: DocBatch) -> None:
-        n = len(batch)
-        if not n:
-            return
-        sizes = np.asarray(batch.sizes, dtype=np.int64)
-        terms = np.asarray(batch.terms, dtype=np.int64)
-        weights = np.asarray(batch.weights, dtype=np.float64)
-        of_doc = np.repeat(np.arange(n, dtype=np.int64), sizes)
-        keep = weights > 0
-        if not keep.all():
-            terms, weights, of_doc = terms[keep], weights[keep], of_doc[keep]
-        # The field length of a document is the sum of its postings' frequencies.
-        freqs = np.maximum(np.rint(weights), 1)
-        lengths = np.bincount(of_doc, weights=freqs, minlength=n).astype(np.int64).tolist()
-        base = self.docnum
-        for docid, url, host, length in zip(
-            batch.docids, batch.urls, batch.hosts, lengths, strict=True
-        ):
-            fields: dict[str, Any] = {"docid": str(docid), "url": url, "host": host}
-            if length:
-                # One posting whose frequency is the document's length: what Whoosh
-                # records of the field here (its postings are written at the flush).
-                fields[WORDS_FIELD] = {"": (length, 0.0)}
-            self.add_document(**fields)
-            self._length_bytes.append(length_to_byte(length) if length else 0)
-        self._runs.add(terms, of_doc + base, weights)
-
-    def _flush_segment(self) -> None:
-        self.perdocwriter.close()
-        pdr = self.per_document_reader()
-        try:
-            self.fieldwriter.add_postings(self.schema, pdr, self.pool.iter_postings())
-            self._write_words()
-            self.fieldwriter.close()
-        finally:
-            pdr.close()
-            self._runs.close()
-
-    def _write_words(self) -> None:
-        writer = self.fieldwriter
-        lengths = _BYTE_LENGTHS[np.frombuffer(bytes(self._length_bytes), dtype=np.uint8)]
-        started = False
-        for ranks, cuts, docs, weights in self._runs.terms():
-            if not started:
-                writer.start_field(WORDS_FIELD, self.schema[WORDS_FIELD])
-                writer.set_field_lengths(bytes(self._length_bytes))
-                started = True
-            texts = [self._stems[r].encode("utf-8") for r in ranks]
-            writer.add_terms(texts, cuts, docs, weights, lengths[docs])
-        if started:
-            writer.finish_field()
-
-    def cancel(self) -> None:
-        self._runs.close()
-        super().cancel()
-
-
-class RebuildWriter:
-    """Adds documents to a full rebuild (:meth:`Index.rebuild`), batch after batch."""
-
-    def __init__(self, writer: _RebuildSegmentWriter) -> None:
-        self._w = writer
-        self.added = 0
-
-    def add(self, batch: DocBatch) -> None:
-        self._w.add_batch(batch)
-        self.added += len(batch)
-
-    def grow_vocabulary(self, vocabulary: Sequence[str]) -> None:
-        """Batches from now on may use the term ids of *vocabulary*, which is the
-        vocabulary given to :meth:`Index.rebuild` with more ids after it (words stored
-        meanwhile: the stems of the ids already given must not change)."""
-        self._w.grow_vocabulary(vocabulary)
-
-
-# -- scoring and queries ---------------------------------------------------------------

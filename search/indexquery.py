@@ -7,6 +7,7 @@ everything of the project that knows Whoosh.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ from whoosh import query as wq
 from whoosh import scoring
 
 from search import ranking
+from search.arrayfile import value_sections
 from search.index import WORDS_FIELD, Index
 from search.query import ParsedQuery
 
@@ -48,6 +50,61 @@ class BM25(scoring.WeightingModel):
         if not searcher.schema[fieldname].scorable:
             return scoring.WeightScorer.for_(searcher, fieldname, text)
         return _BM25Scorer(searcher, fieldname, text, self.b, self.k1)
+
+
+class _FieldScorer(scoring.BaseScorer):
+    """Per-field BM25F of one stem (formula: :mod:`search.ranking`): the posting's
+    weighted counts per section, read from its Whoosh value, each divided by its
+    document's length normalisation of that section (*norms*, one row a document)."""
+
+    def __init__(self, searcher: Any, fieldname: str, text: bytes, k1: float, norms: Any) -> None:
+        parent = searcher.get_parent()
+        self.idf = ranking.idf(parent.doc_count_all(), parent.doc_frequency(fieldname, text))
+        self.k1 = k1
+        self.norms = norms
+        # Whoosh's matchers run per segment; the norms are by the searcher's numbers.
+        self.base = _segment_base(parent, searcher)
+
+    def supports_block_quality(self) -> bool:
+        return False
+
+    def max_quality(self) -> float:
+        # No bound: Whoosh's matchers then skip no document, and count every match.
+        return math.inf
+
+    def score(self, matcher: Any) -> float:
+        sections = value_sections(matcher.value()).astype(float)
+        norms = self.norms[self.base + matcher.id()]
+        tf = float(sum(c * n for c, n in zip(sections, norms, strict=True)))
+        return ranking.bm25(self.idf, tf, 1.0, 1.0, 0.0, self.k1)
+
+
+def _segment_base(parent: Any, searcher: Any) -> int:
+    if searcher is parent:
+        return 0
+    for sub, base in parent.leaf_searchers():
+        if sub is searcher:
+            return int(base)
+    raise ValueError("not a sub-searcher of its parent")
+
+
+class FieldBM25(scoring.WeightingModel):
+    """Whoosh weighting model of per-field BM25F (:mod:`search.ranking`), given each
+    document's length normalisation per section (``1 / (1 − b_f + b_f · len_f /
+    avglen_f)``, by document number): what Whoosh's matchers score with in
+    :mod:`search.reference`."""
+
+    def __init__(self, k1: float, norms: Any) -> None:
+        self.k1 = k1
+        self.norms = norms
+
+    def supports_block_quality(self) -> bool:
+        return False
+
+    def scorer(self, searcher: Any, fieldname: str, text: bytes, qf: int = 1) -> Any:
+        if not searcher.schema[fieldname].scorable:
+            return scoring.WeightScorer.for_(searcher, fieldname, text)
+        return _FieldScorer(searcher, fieldname, text, self.k1, self.norms)
 
 
 def term_query(stem: str, boost: float = 1.0) -> wq.Query:

@@ -1,22 +1,24 @@
 """Scoring, as pure functions, and the parameters of the ranking (:class:`Params`).
 
-A page is one weighted bag of stems: each section's words count as many times as the
-server's weight for that section (title 4, URL 2, description 2, keywords 2, body 1 by
-default), and so does the page's length.  This is BM25F as Robertson, Zaragoza & Taylor
-("Simple BM25 extension to multiple weighted fields", 2004) define it with one length
-normalisation for the whole page: the fields are merged *before* the term-frequency
-saturation and the length normalisation, so that a word in the title and the body is not
-counted as two independent pieces of evidence.  (Their later form, with a ``b`` and an
-average length per field, needs each field's counts and lengths in the index; the array
-postings keep the merged ones only.)
+A page is six sections of stems (title, URL, description, keywords, body, boilerplate),
+each weighed by the server's weight for that section (title 4, URL 2, description 2,
+keywords 2, body 1, boilerplate 0.2 by default).  The ranking is BM25F in Robertson &
+Zaragoza's per-field form ("The Probabilistic Relevance Framework: BM25 and Beyond", 2009):
+each section's weighted count is length-normalised by that section's length against its
+average, the sections are summed, and the sum saturates once (``bm25f="per-field"``):
 
-    score(d, q)  = Σ_t  qw(t) · idf(t) · (k1 + 1) · tf'(t, d) / (k1 + tf'(t, d))
-    tf'(t, d)    = tf(t, d) / (1 − b + b · len(d) / avglen)
-    tf(t, d)     = Σ_f  w_f · count_f(t, d)            (section weights w_f)
-    len(d)       = Σ_f  w_f · len_f(d)                 avglen: its mean over the index
+    score(d, q)  = Σ_t  qw(t) · idf(t) · (k1 + 1) · tf~(t, d) / (k1 + tf~(t, d))
+    tf~(t, d)    = Σ_f  w_f · count_f(t, d) / (1 − b_f + b_f · len_f(d) / avglen_f)
+    len_f(d)     = w_f · (words of section f of d)       avglen_f: its mean over the pages
     idf(t)       = ln(1 + (N − n_t + 0.5) / (n_t + 0.5))
     qw(t)        = qtf(t) · pw(i_t)
     pw(i)        = 1 / (1 + decay · min(i, POSITION_CAP))
+
+``bm25f="merged"`` is Robertson, Zaragoza & Taylor's earlier form ("Simple BM25 extension
+to multiple weighted fields", 2004), one length normalisation for the whole page:
+``tf'(t, d) = tf(t, d) / (1 − b + b · len(d) / avglen)`` in place of ``tf~``, with
+``tf = Σ_f w_f · count_f`` and ``len(d) = Σ_f len_f(d)``.  Either way a word in the title
+and the body is not counted as two independent pieces of evidence.
 
 ``qtf`` is how many times the word occurs in the query (BM25's query-term frequency: a
 word said twice matters more), ``i_t`` the 0-based position of its first occurrence: with
@@ -60,6 +62,19 @@ POSITION_CAP = 4
 
 #: Expansion methods (:attr:`Params.expansion`).
 EXPANSIONS = ("rm3", "rocchio", "none")
+#: BM25F forms (:attr:`Params.bm25f`): Robertson & Zaragoza's, with a length
+#: normalisation per section, or the sections merged before it.
+BM25F_FORMS = ("per-field", "merged")
+#: The sections of a page, in the order of the index's counts per section
+#: (:data:`search.analysis.SECTIONS`), and the :class:`Params` field of each one's b.
+SECTION_B = {
+    "body": "b_body",
+    "title": "b_title",
+    "url": "b_url",
+    "desc": "b_desc",
+    "keywords": "b_keywords",
+    "boilerplate": "b_boilerplate",
+}
 
 #: Rocchio: the added terms' weight (relative to the heaviest query word) ...
 FEEDBACK_BETA = 0.5
@@ -86,9 +101,10 @@ class Params:
     ``eval``; ``eval --sweep`` varies them).
 
     The defaults are published ones, not fitted to a collection: BM25's k1 1.2 and b 0.75
-    (Robertson's, and Whoosh's), RM3 as Anserini runs it (10 documents, 10 terms, original
-    query weight 0.5).  k1 1.2 rather than Anserini's 0.9: a page's tf is weighted (a title
-    word counts 4), so it saturates later than a plain count.  *decay* 0.25: on CISI's
+    (Robertson's, and Whoosh's; b 0.75 for every section of per-field BM25F), RM3 as
+    Anserini runs it (10 documents, 10 terms, original query weight 0.5).  k1 1.2 rather
+    than Anserini's 0.9: a page's tf is weighted (a title word counts 4), so it saturates
+    later than a plain count.  *decay* 0.25: on CISI's
     natural-language questions anything from 0 to 0.3 measures the same, above it costs
     (benchmarks/README.md); within that range the design documents' rule decides, and
     0.25 keeps it visible on short keyword queries (the first word typed is the topic).
@@ -109,12 +125,27 @@ class Params:
     fb_weight: float = 0.5
     #: Weight of the link-graph prior (0: off), the most it adds to a score.
     linkrank: float = 0.5
+    #: ``per-field``: each section's counts length-normalised by its own length and
+    #: average before they are summed and saturated once; ``merged``: one length.
+    bm25f: str = "per-field"
+    #: Each section's b in the per-field form (below 0: *b*).
+    b_body: float = -1.0
+    b_title: float = -1.0
+    b_url: float = -1.0
+    b_desc: float = -1.0
+    b_keywords: float = -1.0
+    b_boilerplate: float = -1.0
 
     def __post_init__(self) -> None:
         if self.k1 < 0:
             raise ValueError("k1 must be >= 0")
         if not 0 <= self.b <= 1:
             raise ValueError("b must be between 0 and 1")
+        if self.bm25f not in BM25F_FORMS:
+            raise ValueError(f"bm25f must be one of {', '.join(BM25F_FORMS)}")
+        for name in SECTION_B.values():
+            if getattr(self, name) > 1:
+                raise ValueError(f"{name} must be at most 1 (below 0: b)")
         if self.decay < 0:
             raise ValueError("decay must be >= 0")
         if self.expansion not in EXPANSIONS:
@@ -137,6 +168,16 @@ class Params:
             )
         return replace(self, **{k: kinds[k](v) for k, v in values.items()})
 
+    def section_b(self) -> tuple[float, ...] | None:
+        """Each section's b in the per-field form (:data:`SECTION_B` order); None in the
+        merged form."""
+        if self.bm25f == "merged":
+            return None
+        return tuple(
+            getattr(self, name) if getattr(self, name) >= 0 else self.b
+            for name in SECTION_B.values()
+        )
+
     def label(self) -> str:
         return " ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
 
@@ -144,7 +185,7 @@ class Params:
 #: The product's ranking.
 DEFAULT = Params()
 #: Numeric parameters ``eval --sweep`` may vary.
-NUMERIC = tuple(f.name for f in fields(Params) if f.name != "expansion")
+NUMERIC = tuple(f.name for f in fields(Params) if f.name not in ("expansion", "bm25f"))
 #: Kept for callers of the module constants (the defaults of :data:`DEFAULT`).
 K1 = DEFAULT.k1
 B = DEFAULT.b

@@ -54,13 +54,15 @@ def iter_index_docs(
         w = weights.get(doc.server_id) if doc.server_id is not None else None
         w = w or DEFAULT_WEIGHTS
         terms: dict[str, float] = {}
+        sections: dict[str, tuple[float, ...]] = {}
         for stem, counts in doc.postings:
             weight = 0.0  # Σ count × section weight, in section order, as the analyzer sums
             for i, section in enumerate(SECTIONS):
                 if counts[i]:
                     weight += counts[i] * w[section]
             terms[stem] = weight
-        yield IndexDoc(doc.id, doc.url, _host(doc.url), terms)
+            sections[stem] = tuple(counts[i] * float(w[s]) for i, s in enumerate(SECTIONS))
+        yield IndexDoc(doc.id, doc.url, _host(doc.url), terms, sections)
 
 
 #: Documents a full rebuild reads from the database at a time: ~200,000 postings of the
@@ -85,13 +87,14 @@ def iter_doc_batches(engine: Engine, chunk: int = 2000) -> Iterator[DocBatch]:
             dtype=np.float64,
         ).reshape(len(page.ids), len(SECTIONS))
         per_posting = np.repeat(per_doc, page.sizes, axis=0)
-        # Σ count × section weight, in section order, as the analyzer sums (adding a
-        # section's 0 changes nothing).
+        # w_f · count_f per section; their sum in section order, as the analyzer sums
+        # (adding a section's 0 changes nothing).
+        sections = page.counts * per_posting
         total = np.zeros(len(page.word_ids), dtype=np.float64)
         for i in range(len(SECTIONS)):
-            total = total + page.counts[:, i] * per_posting[:, i]
+            total = total + sections[:, i]
         hosts = [_host(url) for url in page.urls]
-        yield DocBatch(page.ids, page.urls, hosts, page.sizes, page.word_ids, total)
+        yield DocBatch(page.ids, page.urls, hosts, page.sizes, page.word_ids, total, sections)
 
 
 def count_indexable(

@@ -9,19 +9,44 @@ product runs imports this module.
 Query expansion here is the pure-Python :func:`search.ranking.rm3_terms` or
 :func:`search.ranking.feedback_terms`, over the feedback documents' term vectors read from
 the arrays' forward index (the index keeps no Whoosh term vectors).  The Whoosh searcher
-must be opened with the weighting of the same parameters, ``BM25(params.b, params.k1)``.
+must be opened with the weighting of the same parameters, ``BM25(params.b, params.k1)``;
+in the per-field form of BM25F the session searches the same reader with
+:class:`search.indexquery.FieldBM25`, each document's lengths per section summed from the
+Whoosh values of every posting of the index (:func:`section_norms`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+from whoosh.searching import Searcher
+
 from search import ranking
+from search.arrayfile import N_SECTIONS, value_sections
 from search.arrays import ArrayIndex
 from search.index import REINDEX, WORDS_FIELD, IndexOutdated
-from search.indexquery import WhooshQuery, build_query, stored, weighted_query
+from search.indexquery import FieldBM25, WhooshQuery, build_query, stored, weighted_query
 from search.query import ParsedQuery
 from search.results import Ranked
+
+
+def section_norms(reader: Any, section_b: tuple[float, ...]) -> np.ndarray:
+    """Each document's ``1 / (1 − b_f + b_f · len_f / avglen_f)`` per section (one row a
+    document number): its weighted lengths per section are the sums of its postings'
+    weighted counts (the Whoosh values), kept as ``float32`` as the array file keeps them;
+    the averages are over the live documents."""
+    lengths = np.zeros((reader.doc_count_all(), N_SECTIONS), dtype=np.float64)
+    for text in reader.lexicon(WORDS_FIELD):
+        for docnum, value in reader.postings(WORDS_FIELD, text).all_items():
+            lengths[docnum] += value_sections(value)
+    lengths = lengths.astype(np.float32).astype(np.float64)
+    avg = lengths.sum(axis=0) / max(reader.doc_count(), 1)
+    avg[avg <= 0] = 1.0
+    bs = np.asarray(section_b, dtype=np.float64)
+    denominator = (1 - bs) + bs * lengths / avg
+    # b_f 1 and an empty section: no count there to normalise.
+    return np.where(denominator > 0, 1.0 / np.where(denominator > 0, denominator, 1.0), 0.0)
 
 
 class ReferenceSession:
@@ -31,10 +56,16 @@ class ReferenceSession:
     def __init__(self, searcher: Any, params: ranking.Params = ranking.DEFAULT) -> None:
         self.s = searcher
         self.params = params
+        section_b = params.section_b()
+        if section_b is not None:
+            norms = section_norms(searcher.reader(), section_b)
+            self.s = Searcher(
+                searcher.reader(), weighting=FieldBM25(params.k1, norms), closereader=False
+            )
         self.n = int(searcher.doc_count_all())
         self.avglen = float(searcher.avg_field_length(WORDS_FIELD) or 1.0)
         self._df: dict[str, int] = {}
-        forward = ArrayIndex.load(searcher, params.k1, params.b)
+        forward = ArrayIndex.load(searcher, params.k1, params.b, section_b)
         if forward is None:
             raise IndexOutdated(f"the search index has no array postings: run `{REINDEX}`")
         self._forward = forward

@@ -55,16 +55,25 @@ class Explanation:
     expanded: bool
     #: The link-graph prior added to the score (0: off).
     prior: float = 0.0
+    #: The BM25F form (:attr:`search.ranking.Params.bm25f`): in the per-field one, each
+    #: term's tf is ``tf~``, its sections' counts each normalised by its section's length.
+    bm25f: str = "merged"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def lines(self) -> list[str]:
-        out = [
-            f"score {self.score:.4f} = Σ qw · idf · (k1+1)·tf' / (k1+tf'),  "
-            f"tf' = tf / (1 − b + b·len/avglen);  len {self.length:.0f}, "
-            f"avglen {self.avg_length:.1f}, k1 {self.k1}, b {self.b}"
-        ]
+        if self.bm25f == "per-field":
+            out = [
+                f"score {self.score:.4f} = Σ qw · idf · (k1+1)·tf~ / (k1+tf~),  "
+                f"tf~ = Σ_f w_f·count_f / (1 − b_f + b_f·len_f/avglen_f);  k1 {self.k1}"
+            ]
+        else:
+            out = [
+                f"score {self.score:.4f} = Σ qw · idf · (k1+1)·tf' / (k1+tf'),  "
+                f"tf' = tf / (1 − b + b·len/avglen);  len {self.length:.0f}, "
+                f"avglen {self.avg_length:.1f}, k1 {self.k1}, b {self.b}"
+            ]
         for t in self.terms:
             where = ", ".join(f"{k} {v}" for k, v in t.counts.items() if v) or "-"
             out.append(

@@ -40,7 +40,7 @@ class SearchSession:
         self.s = searcher
         #: The ranking's parameters (:class:`search.ranking.Params`).
         self.params = params
-        arrays = ArrayIndex.load(searcher, params.k1, params.b)
+        arrays = ArrayIndex.load(searcher, params.k1, params.b, params.section_b())
         if arrays is None:
             raise IndexOutdated(
                 f"the search index has segments without array postings: run `{REINDEX}` "
@@ -236,6 +236,9 @@ class SearchSession:
         postings (the arrays' forward index).
 
         *counts* gives, per stem, the counts per section (from the database) for display.
+        In the per-field form, each term's tf is ``tf~``, its weighted counts per section
+        each length-normalised by its section (the score is then ``qw · idf · (k1 + 1) ·
+        tf~ / (k1 + tf~)``).
         """
         gids, tfs, length = self.arrays.vector(docnum)
         tf_of = dict(zip(gids.tolist(), tfs.tolist(), strict=True))
@@ -247,7 +250,11 @@ class SearchSession:
             if not tf:
                 continue
             idf_value = self.idf(stem)
-            part = qw * ranking.bm25(idf_value, tf, length, self.avglen, p.b, p.k1)
+            if self.arrays.section_b is not None:
+                tf = self.arrays.field_tf(docnum, gid)[0] if gid is not None else 0.0
+                part = qw * ranking.bm25(idf_value, tf, 1.0, 1.0, 0.0, p.k1)
+            else:
+                part = qw * ranking.bm25(idf_value, tf, length, self.avglen, p.b, p.k1)
             terms.append(
                 TermExplanation(stem, qw, idf_value, tf, (counts or {}).get(stem, {}), part)
             )
@@ -262,4 +269,5 @@ class SearchSession:
             terms,
             expanded,
             prior,
+            p.bm25f,
         )

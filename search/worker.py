@@ -314,7 +314,9 @@ def index_batch(result: BatchResult, max_terms: int | None) -> tuple[list[IndexD
             deletes.append(doc.id)
             continue
         host = row.url.split("/")[2]
-        docs.append(IndexDoc.from_records(doc.id, row.url, host, row.words.values(), max_terms))
+        docs.append(
+            IndexDoc.from_records(doc.id, row.url, host, row.words.values(), max_terms, row.weights)
+        )
     return docs, deletes
 
 

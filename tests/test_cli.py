@@ -200,6 +200,8 @@ def test_reindex_rebuilds_the_same_index(crawled: CrawlResult, tmp_path: Path) -
 
 
 def test_status(crawled: CrawlResult) -> None:
+    from search.index import FORMAT
+
     proc = run_search("status", "--json", data_dir=crawled.data_dir)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
@@ -207,7 +209,7 @@ def test_status(crawled: CrawlResult) -> None:
     assert data["in_index"] == 6 == data["marked_indexed"]
     assert data["crawls"] == 1
     # The crawl's indexer wrote an index of the current format (array postings).
-    assert data["index_format"] == "2 (current)"
+    assert data["index_format"] == f"{FORMAT} (current)"
 
 
 def test_older_index_is_refused_until_rebuilt(crawled: CrawlResult, tmp_path: Path) -> None:

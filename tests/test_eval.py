@@ -143,6 +143,28 @@ def test_parse_sweep_grid() -> None:
     assert all(p.fb_docs == DEFAULT.fb_docs for p in grid)
     _, grid = parse_sweep("expansion=rm3/none,fb_docs=5", DEFAULT)
     assert [(p.expansion, p.fb_docs) for p in grid] == [("rm3", 5), ("none", 5)]
+    _, grid = parse_sweep("bm25f=per-field/merged,b_title=0:0.5:0.5", DEFAULT)
+    assert [(p.bm25f, p.b_title) for p in grid] == [
+        ("per-field", 0.0),
+        ("per-field", 0.5),
+        ("merged", 0.0),
+        ("merged", 0.5),
+    ]
+
+
+def test_ranking_options_give_the_bm25f_form_and_each_sections_b() -> None:
+    import argparse
+
+    from search.commands.query import add_ranking_options, ranking_params
+
+    parser = argparse.ArgumentParser()
+    add_ranking_options(parser)
+    params = ranking_params(parser.parse_args(["--b", "0.5", "--b-title", "0.2"]))
+    assert params.bm25f == "per-field"
+    assert params.section_b() == (0.5, 0.2, 0.5, 0.5, 0.5, 0.5)
+    assert ranking_params(parser.parse_args(["--bm25f", "merged"])).section_b() is None
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--bm25f", "fielded"])
 
 
 @pytest.mark.parametrize(

@@ -77,7 +77,14 @@ PARAMS = [
     ranking.DEFAULT,
     ranking.Params(expansion="rocchio", fb_terms=20),
     ranking.Params(k1=2.0, b=0.75, decay=0.25, fb_docs=5, fb_terms=15, fb_weight=0.3),
+    ranking.Params(bm25f="merged"),
+    ranking.Params(bm25f="merged", expansion="rocchio", fb_terms=20),
+    ranking.Params(b_title=0.3, b_body=0.9, b_url=0.0, expansion="rocchio"),
 ]
+
+
+def _id(p: ranking.Params) -> str:
+    return f"{p.expansion}-{p.bm25f}-{p.section_b()}"
 
 
 def _ranking(hits: list) -> list[tuple[float, int]]:
@@ -101,7 +108,7 @@ def test_index_has_several_segments_and_deletions(index: Index) -> None:
         assert any(r.has_deletions() for r, _ in leaves)
 
 
-@pytest.mark.parametrize("params", PARAMS, ids=lambda p: p.expansion)
+@pytest.mark.parametrize("params", PARAMS, ids=_id)
 @pytest.mark.parametrize("expand", [False, True])
 def test_top_ten_and_counts_equal_whoosh(
     index: Index, expand: bool, params: ranking.Params
@@ -122,7 +129,7 @@ def test_new_indexes_keep_no_whoosh_term_vectors(index: Index) -> None:
         assert not s.has_vector(0, WORDS_FIELD)
 
 
-@pytest.mark.parametrize("params", PARAMS, ids=lambda p: p.expansion)
+@pytest.mark.parametrize("params", PARAMS, ids=_id)
 def test_expansion_equals_the_pure_python_feedback(index: Index, params: ranking.Params) -> None:
     """The arrays' feedback (numpy) against the pure-Python feedback of search.ranking."""
     fast, slow = _sessions(index, params)
@@ -246,6 +253,28 @@ def test_older_index_is_refused_then_rebuilt(tmp_path: Path) -> None:
         assert SearchSession(s).rank(parse_query("w1"), 5)
 
 
+def test_per_field_bm25f_normalises_each_section_by_its_own_length(tmp_path: Path) -> None:
+    """Two pages with the same title, one with a long body: a word of the title only
+    scores the same on both in the per-field form (the title's length is the same), and
+    lower on the long page when the sections are merged (one length for the page)."""
+    ix = Index(tmp_path / "ix")
+    filler = " ".join(f"filler{i}" for i in range(300))
+    with ix.writer() as w:
+        for docid, body in ((1, "short page"), (2, filler), (3, "other words")):
+            records = analyze_document({"title": "kestrel nest", "body": body})
+            w.add(IndexDoc.from_records(docid, f"http://h/{docid}", "h", records.values()))
+    q = parse_query("kestrel")
+    # b 1: the sections a page lacks (description, keywords) have a length of 0.
+    for params in (ranking.DEFAULT, ranking.Params(b=1.0), ranking.Params(bm25f="merged")):
+        fast, slow = _sessions(ix, params)
+        hits = {h.docid: h.score for h in fast.rank(q, 10, expand=False)}
+        assert _ranking(fast.rank(q, 10, expand=False)) == _ranking(slow.rank(q, 10, expand=False))
+        if params.bm25f == "per-field":
+            assert hits[1] == pytest.approx(hits[2])
+        else:
+            assert hits[2] < hits[1] * 0.9
+
+
 def test_array_file_round_trip() -> None:
     data = arrayfile.encode_arrays(
         [b"alpha", "\u4e2d\u6587".encode(), b"zeta"],
@@ -261,6 +290,28 @@ def test_array_file_round_trip() -> None:
     assert a["fwd_starts"].tolist() == [0, 2, 3, 4, 5]
     assert a["fwd_terms"].tolist() == [0, 2, 1, 2, 0]
     assert a["fwd_tfs"].tolist() == [1.0, 1.0, 4.0, 3.0, 2.5]
+    # Without counts per section, each weight is the body's; lengths are their sums.
+    assert a["sections"].reshape(-1, 6)[:, 0].tolist() == [1.0, 2.5, 4.0, 1.0, 3.0]
+    assert a["section_lengths"].reshape(-1, 6)[:, 0].tolist() == [2.0, 4.0, 3.0, 2.5]
+    sections = np.zeros((5, 6))
+    sections[:, 1] = [0.5, 1.0, 4.0, 1.0, 3.0]  # the title's
+    sections[:, 0] = [0.5, 1.5, 0.0, 0.0, 0.0]
+    data = arrayfile.encode_arrays(
+        [b"alpha", b"zeta", b"zz"],
+        np.array([0, 2, 3, 5], dtype=np.int64).tobytes(),
+        np.array([0, 3, 1, 0, 2], dtype=np.uint32).tobytes(),
+        np.array([1.0, 2.5, 4.0, 1.0, 3.0], dtype=np.float32).tobytes(),
+        bytes([5, 6, 7, 8]),
+        sections=sections,
+    )
+    a = arrayfile.decode_arrays(np.frombuffer(data, dtype=np.uint8))
+    assert a["sections"].reshape(-1, 6).tolist() == sections.tolist()
+    assert a["section_lengths"].reshape(-1, 6)[:, :2].tolist() == [
+        [0.5, 1.5],  # postings 0 and 3
+        [0.0, 4.0],
+        [0.0, 3.0],
+        [1.5, 1.0],
+    ]
     with pytest.raises(ValueError):
         arrayfile.decode_arrays(np.frombuffer(b"garbage-garbage-", dtype=np.uint8))
 
@@ -347,7 +398,9 @@ def test_a_merge_holds_a_bounded_buffer_of_postings(
     spill = arrayfile._Column.spill
 
     def spying(self: arrayfile._Column) -> None:
-        held.append(len(self.buf))
+        # Postings held: the column of counts per section holds six numbers a posting.
+        per_posting = arrayfile.N_SECTIONS if self.dtype == arrayfile.SECTION_DTYPE else 1
+        held.append(len(self.buf) // per_posting)
         spill(self)
 
     def build(folder: Path) -> list[arrayfile.SegmentArrays]:
@@ -370,7 +423,8 @@ def test_a_merge_holds_a_bounded_buffer_of_postings(
     bounded = build(tmp_path / "bounded")
     assert held and max(held) < 2 * 50  # a full buffer, or one range's postings beyond it
     assert len(whole) == len(bounded) == 1
-    for name in ("starts", "docs", "tfs", "lengths", "fwd_starts", "fwd_terms", "fwd_tfs"):
+    names = ("starts", "docs", "tfs", "lengths", "fwd_starts", "fwd_terms", "fwd_tfs")
+    for name in (*names, "sections", "section_lengths"):
         assert getattr(whole[0], name).tolist() == getattr(bounded[0], name).tolist(), name
     assert whole[0].terms == bounded[0].terms
     assert not [p for p in (tmp_path / "bounded").iterdir() if p.suffix == ".tmp"]

@@ -33,9 +33,15 @@ WEIGHTS = {"body": 1.0, "title": 10.0, "url": 3.0, "desc": 0.5, "keywords": 2.0,
 
 
 def record(
-    stem: str, body: int = 0, title: int = 0, url: int = 0, desc: int = 0, keywords: int = 0
+    stem: str,
+    body: int = 0,
+    title: int = 0,
+    url: int = 0,
+    desc: int = 0,
+    keywords: int = 0,
+    boilerplate: int = 0,
 ) -> WordRecord:
-    counts = [body, title, url, desc, keywords, 0]
+    counts = [body, title, url, desc, keywords, boilerplate]
     weight = sum(c * WEIGHTS[s] for c, s in zip(counts, SECTIONS, strict=True))
     return WordRecord(stem, stem, counts, weight)
 
@@ -56,6 +62,17 @@ def test_from_records_carries_the_merged_weights() -> None:
     assert doc.weights == {"vacuum": 2 * 1 + 1 * 10 + 1 * 3, "tabl": 1 * 1 + 3 * 0.5}
 
 
+def test_from_records_weighs_each_section_with_the_servers_weights() -> None:
+    records = [record("vacuum", body=2, title=1, url=1), record("tabl", body=1, boilerplate=5)]
+    doc = IndexDoc.from_records(5, "u", "h", records, section_weights=WEIGHTS)
+    # body, title, url, desc, keywords, boilerplate: w_f · count_f
+    assert doc.sections == {"vacuum": (2.0, 10.0, 3.0, 0, 0, 0), "tabl": (1.0, 0, 0, 0, 0, 1.0)}
+    # Without the server's weights, the defaults (title 4, boilerplate 0.2).
+    doc = IndexDoc.from_records(5, "u", "h", records)
+    assert doc.sections["vacuum"][1] == 4.0
+    assert doc.sections["tabl"][5] == pytest.approx(1.0)
+
+
 def test_from_records_from_analyze_document() -> None:
     records = analyze_document({"body": "vacuum vacuuming", "title": "Vacuum"}, weights=WEIGHTS)
     doc = IndexDoc.from_records(1, "u", "h", records.values())
@@ -63,10 +80,10 @@ def test_from_records_from_analyze_document() -> None:
 
 
 def test_postings_round_weights_into_freqs() -> None:
-    assert postings({"a": 12.0, "b": 1.5, "c": 0.3, "gone": 0.0}) == {
-        "a": (12, 12.0),
-        "b": (2, 1.5),
-        "c": (1, 0.3),  # at least 1
+    assert postings({"a": 12.0, "b": 1.5, "c": 0.3, "gone": 0.0}, {"a": (2, 10, 0, 0, 0, 0)}) == {
+        "a": (12, 12.0, (2, 10, 0, 0, 0, 0)),
+        "b": (2, 1.5, None),  # no counts per section: the weight is the body's
+        "c": (1, 0.3, None),  # at least 1
     }
 
 
@@ -103,6 +120,7 @@ def docs() -> list[IndexDoc]:
             "http://a.example/1",
             "a.example",
             {"vacuum": 2.0 + 4.0, "tabl": 1.0},
+            {"vacuum": (2.0, 4.0, 0, 0, 0, 0)},  # tabl: no sections, the body's
         ),
         IndexDoc(2, "http://b.example/2", "b.example", {"tabl": 3.0}),
         IndexDoc(3, "http://c.example/3", "c.example", {"vacuum": 4.0}),
@@ -188,6 +206,12 @@ def test_postings_carry_count_and_weight(index: Index) -> None:
             "tabl": 1.0,
             "vacuum": 6.0,
         }
+        # ... and so is each posting's weighted count per section, and each page's weighted
+        # length per section (body, title, url, desc, keywords, boilerplate).
+        segment = forward.leaves[0].arrays
+        vacuum = forward.ids["vacuum"]
+        assert forward.field_tf(0, vacuum)[1].tolist() == [2.0, 4.0, 0, 0, 0, 0]
+        assert segment.section_lengths[0].tolist() == [3.0, 4.0, 0, 0, 0, 0]
 
 
 def test_update_replaces_same_docid(index: Index) -> None:
@@ -256,7 +280,7 @@ def test_index_records_its_format(index: Index) -> None:
     assert index.format() == FORMAT
 
 
-@pytest.mark.parametrize("record", [None, '{"format": 1}', "not json"])
+@pytest.mark.parametrize("record", [None, '{"format": 1}', '{"format": 2}', "not json"])
 def test_index_of_another_format_is_refused(index: Index, record: str | None) -> None:
     if record is None:
         (index.path / FORMAT_FILE).unlink()  # an index written before formats were recorded

@@ -15,11 +15,31 @@ def test_defaults_are_the_published_ones() -> None:
     # design documents' rule decides within that range); the link-graph prior at 0.5 (the
     # navigational test's cross-validated weight).
     assert Params(1.2, 0.75, 0.25, "rm3", 10, 10, 0.5, 0.5) == DEFAULT
+    # BM25F in Robertson & Zaragoza's per-field form, every section's b the same 0.75.
+    assert DEFAULT.bm25f == "per-field"
+    assert DEFAULT.section_b() == (0.75,) * 6
+
+
+def test_section_b_of_each_section_or_b() -> None:
+    p = Params(b=0.5, b_title=0.2, b_boilerplate=0.0)
+    # body, title, url, desc, keywords, boilerplate
+    assert p.section_b() == (0.5, 0.2, 0.5, 0.5, 0.5, 0.0)
+    assert Params(bm25f="merged", b_title=0.2).section_b() is None
+    assert DEFAULT.with_values(bm25f="merged", b_url="0.3").b_url == 0.3
 
 
 @pytest.mark.parametrize(
     "values",
-    [{"k1": -1}, {"b": 1.5}, {"decay": -0.1}, {"expansion": "x"}, {"fb_docs": 0}, {"fb_weight": 0}],
+    [
+        {"k1": -1},
+        {"b": 1.5},
+        {"decay": -0.1},
+        {"expansion": "x"},
+        {"fb_docs": 0},
+        {"fb_weight": 0},
+        {"bm25f": "fielded"},
+        {"b_title": 1.5},
+    ],
 )
 def test_params_out_of_range(values: dict) -> None:
     with pytest.raises(ValueError):

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import select, update
 from whoosh.filedb.filestore import FileStorage
 
-from search import arrayfile, db
+from search import arrayfile, db, termruns
 from search.analysis import analyze_document
 from search.crawldb import CrawlDB
 from search.index import INDEX_NAME, DocBatch, Index, IndexDoc
@@ -38,11 +38,16 @@ def random_docs(n: int, vocabulary: list[str], seed: int = 1) -> list[IndexDoc]:
     docs = []
     for d in range(n):
         k = 0 if d % 17 == 0 else rng.randint(1, min(300, len(vocabulary)))
-        weights = {
-            s: rng.choice([0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 4.0, 7.25])
+        # Counts per section weighed as the default weights do (body, title, url, desc,
+        # keywords, boilerplate); all 0 for some.
+        sections = {
+            s: tuple(rng.choice([0, 0, 0, 1, 2, 7]) * w for w in (1.0, 4.0, 2.0, 2.0, 2.0, 0.2))
             for s in rng.sample(vocabulary, k)
         }
-        docs.append(IndexDoc(1000 + 3 * d, f"http://h{d % 5}.example/p{d}", f"h{d % 5}", weights))
+        weights = {s: sum(c) for s, c in sections.items()}
+        docs.append(
+            IndexDoc(1000 + 3 * d, f"http://h{d % 5}.example/p{d}", f"h{d % 5}", weights, sections)
+        )
     return docs
 
 
@@ -57,6 +62,10 @@ def batches(docs: list[IndexDoc], vocabulary: list[str], size: int) -> Iterator[
             np.array([len(d.weights) for d in part], dtype=np.int64),
             np.array([term_id[s] for d in part for s in d.weights], dtype=np.int64),
             np.array([w for d in part for w in d.weights.values()], dtype=np.float64),
+            np.array(
+                [d.sections.get(s, (w, 0, 0, 0, 0, 0)) for d in part for s, w in d.weights.items()],
+                dtype=np.float64,
+            ).reshape(-1, 6),
         )
 
 
@@ -200,7 +209,7 @@ def test_a_rebuild_killed_in_its_commit_leaves_the_index_as_it_was(tmp_path: Pat
 
 
 def test_term_runs_hold_at_most_their_buffer(tmp_path: Path) -> None:
-    runs = arrayfile.TermRuns(str(tmp_path), np.arange(50)[::-1].copy(), buffer=100)
+    runs = termruns.TermRuns(str(tmp_path), np.arange(50)[::-1].copy(), buffer=100)
     rng = np.random.default_rng(3)
     held = 0
     for doc in range(200):
@@ -209,7 +218,8 @@ def test_term_runs_hold_at_most_their_buffer(tmp_path: Path) -> None:
         held = max(held, runs._held)
     assert held < 100 + 30
     seen: list[tuple[int, int]] = []
-    for terms, cuts, docs, _ in runs.terms():
+    for terms, cuts, docs, _, sections in runs.terms():
+        assert sections.shape == (len(docs), 6)
         assert cuts[-1] <= runs.window or len(terms) == 1  # a range of terms: bounded
         for i, rank in enumerate(terms):
             part = docs[cuts[i] : cuts[i + 1]]
@@ -284,12 +294,15 @@ def test_the_database_is_read_as_the_document_path_reads_it(stored: Any) -> None
         ):
             terms = batch.terms[at : at + size].tolist()
             weights = batch.weights[at : at + size].tolist()
+            assert batch.sections is not None
+            sections = [tuple(row) for row in batch.sections[at : at + size].tolist()]
             got.append(
                 IndexDoc(
                     docid,
                     url,
                     host,
                     {vocabulary[t]: w for t, w in zip(terms, weights, strict=True)},
+                    {vocabulary[t]: c for t, c in zip(terms, sections, strict=True)},
                 )
             )
             at += size
@@ -302,6 +315,7 @@ def test_the_database_is_read_as_the_document_path_reads_it(stored: Any) -> None
     for g, e in zip(got, expected, strict=True):
         assert (g.url, g.host) == (e.url, e.host)
         assert g.weights == e.weights  # the same floats, summed in the same order
+        assert g.sections == e.sections  # w_f · count_f per section
     assert any(d.host == "b.example:8080" for d in got)
     # The URL's words on b.example weigh 0: read, then left out of the index.
     assert any(w == 0.0 for d in got for w in d.weights.values())

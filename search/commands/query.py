@@ -43,12 +43,28 @@ def add_parser(sub: Any, common: Any) -> None:
 def add_ranking_options(p: argparse.ArgumentParser) -> None:
     """Options of how queries are analyzed and ranked (shared with ``eval``); README
     "Ranking" gives the formula, :class:`search.ranking.Params` the defaults."""
-    from search.ranking import DEFAULT, EXPANSIONS
+    from search.ranking import BM25F_FORMS, DEFAULT, EXPANSIONS, SECTION_B
 
     p.add_argument(
         "--k1", type=float, default=DEFAULT.k1, help=f"BM25's k1 (default: {DEFAULT.k1})"
     )
     p.add_argument("--b", type=float, default=DEFAULT.b, help=f"BM25's b (default: {DEFAULT.b})")
+    p.add_argument(
+        "--bm25f",
+        choices=BM25F_FORMS,
+        default=DEFAULT.bm25f,
+        help="per-field: each section length-normalised by its own length, then one "
+        f"saturation; merged: the sections merged, one length (default: {DEFAULT.bm25f})",
+    )
+    for section, name in SECTION_B.items():
+        p.add_argument(
+            f"--{name.replace('_', '-')}",
+            dest=name,
+            type=float,
+            default=getattr(DEFAULT, name),
+            metavar="B",
+            help=f"per-field BM25F: the {section} section's b (default: --b)",
+        )
     p.add_argument(
         "--decay",
         type=float,
@@ -108,12 +124,14 @@ def add_ranking_options(p: argparse.ArgumentParser) -> None:
 def ranking_params(args: argparse.Namespace) -> Any:
     """The :class:`search.ranking.Params` of the ranking options (a usage error if out of
     range)."""
-    from search.ranking import Params
+    from search.ranking import SECTION_B, Params
 
     try:
         return Params(
             k1=args.k1,
             b=args.b,
+            bm25f=args.bm25f,
+            **{name: getattr(args, name) for name in SECTION_B.values()},
             decay=args.decay,
             expansion=args.expansion,
             fb_docs=args.fb_docs,

@@ -1,0 +1,152 @@
+"""The full rebuild's sort of postings by term (:class:`TermRuns`): postings added
+document after document, given back term after term, in bounded memory
+(:data:`search.arrayfile.BUFFER_POSTINGS`), for :mod:`search.indexrebuild`.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from search import arrayfile
+
+
+class TermRuns:
+    """Postings added document after document, given back term after term, in bounded
+    memory: an external sort by (term, document) for a segment written whole.
+
+    Postings are (term id, document number, weight, weighted counts per section);
+    :attr:`ranks` gives each term id's
+    place in the terms' sort order, and may be replaced by a longer one as new terms come
+    (the order of the terms already seen must stay the same).  At most
+    :data:`BUFFER_POSTINGS` postings are held before they are sorted by term into a *run*
+    on disk (anonymous temporary files in *folder*); the runs cover ascending ranges of
+    documents.  :meth:`terms` then reads the runs back by ranges of terms of at most
+    :attr:`window` postings, so that each term's postings come in document order whatever
+    the segment's size.
+    """
+
+    def __init__(self, folder: str | None, ranks: np.ndarray, buffer: int | None = None) -> None:
+        self.buffer = buffer or arrayfile.BUFFER_POSTINGS
+        #: Postings read back at a time: a quarter of the buffer, as their encoding into
+        #: Whoosh's blocks takes ~150 bytes a posting of Python lists (~20 MB).
+        self.window = max(1, self.buffer // 4)
+        self.folder = folder
+        self.ranks = ranks
+        #: Postings per term id.
+        self.df = np.zeros(len(ranks), dtype=np.int64)
+        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._held = 0
+        self._files: list[Any] = []
+        #: Each run's first posting and size.
+        self._runs: list[tuple[int, int]] = []
+        self._written = 0
+
+    def __len__(self) -> int:
+        return self._written + self._held
+
+    def add(
+        self,
+        terms: np.ndarray,
+        docs: np.ndarray,
+        weights: np.ndarray,
+        sections: np.ndarray | None = None,
+    ) -> None:
+        """Postings of documents after every one added so far (*sections*: one row of
+        weighted counts a posting; without them, each weight is its body's)."""
+        if sections is None:
+            sections = np.zeros((len(terms), arrayfile.N_SECTIONS))
+            sections[:, 0] = weights
+        self._pending.append((terms, docs, weights, sections))
+        self._held += len(terms)
+        if self._held >= self.buffer:
+            self._spill()
+
+    def _spill(self) -> None:
+        if not self._held:
+            return
+        terms = np.concatenate([p[0] for p in self._pending]).astype(np.uint32)
+        docs = np.concatenate([p[1] for p in self._pending]).astype(np.uint32)
+        weights = np.concatenate([p[2] for p in self._pending]).astype(np.float64)
+        sections = np.concatenate([p[3] for p in self._pending]).astype(arrayfile.SECTION_DTYPE)
+        self._pending, self._held = [], 0
+        # Documents stay ascending within a term.
+        order = np.argsort(self.ranks[terms], kind="stable")
+        if not self._files:
+            self._files = [
+                tempfile.TemporaryFile(dir=self.folder, prefix="spidersite-", suffix=".tmp")  # noqa: SIM115
+                for _ in range(4)
+            ]
+        columns: tuple[np.ndarray, ...] = (terms, docs, weights, sections)
+        for f, a in zip(self._files, columns, strict=True):
+            a[order].tofile(f)
+        counts = np.bincount(terms, minlength=len(self.df))
+        if len(counts) > len(self.df):
+            counts[: len(self.df)] += self.df
+            self.df = counts.astype(np.int64)
+        else:
+            self.df += counts
+        self._runs.append((self._written, len(terms)))
+        self._written += len(terms)
+
+    def _read(self, column: int, dtype: Any, start: int, count: int, width: int = 1) -> np.ndarray:
+        f = self._files[column]
+        f.seek(start * width * np.dtype(dtype).itemsize)
+        return np.fromfile(f, dtype=dtype, count=count * width)
+
+    def terms(
+        self,
+    ) -> Iterator[tuple[list[int], list[int], np.ndarray, np.ndarray, np.ndarray]]:
+        """The terms that have postings, in rank order, a range of them at a time: their
+        ranks, where each one's postings start (and where the last one's end), then the
+        postings' documents (ascending within a term), weights and weighted counts per
+        section (one row a posting)."""
+        self._spill()
+        if not self._runs:
+            return
+        for f in self._files:
+            f.flush()
+        ranks = self.ranks
+        df = np.zeros(len(ranks), dtype=np.int64)
+        df[ranks[: len(self.df)]] = self.df
+        # Ranges of terms of at most *window* postings (or one term).
+        ends = np.cumsum(df)
+        bounds = [0]
+        while bounds[-1] < len(df):
+            lo = bounds[-1]
+            hi = int(np.searchsorted(ends, ends[lo] - df[lo] + self.window, side="right"))
+            bounds.append(min(max(hi, lo + 1), len(df)))
+        edges = np.array(bounds, dtype=np.int64)
+        # Where each range starts in each run (sorted by term, in the same order).
+        offsets = []
+        for start, size in self._runs:
+            of_run = ranks[self._read(0, np.uint32, start, size)]
+            offsets.append(start + np.searchsorted(of_run, edges, side="left"))
+        for k in range(len(bounds) - 1):
+            parts = [
+                (int(off[k]), int(off[k + 1] - off[k])) for off in offsets if off[k + 1] > off[k]
+            ]
+            if not parts:
+                continue
+            got = ranks[np.concatenate([self._read(0, np.uint32, a, n) for a, n in parts])]
+            docs = np.concatenate([self._read(1, np.uint32, a, n) for a, n in parts])
+            weights = np.concatenate([self._read(2, np.float64, a, n) for a, n in parts])
+            width = arrayfile.N_SECTIONS
+            sections = np.concatenate(
+                [self._read(3, arrayfile.SECTION_DTYPE, a, n, width) for a, n in parts]
+            ).reshape(-1, width)
+            # The runs come in document order: a stable sort by term keeps it per term.
+            order = np.argsort(got, kind="stable")
+            got, docs, weights = got[order], docs[order], weights[order]
+            sections = sections[order]
+            cuts = [0, *(np.flatnonzero(np.diff(got)) + 1).tolist(), len(got)]
+            yield got[cuts[:-1]].tolist(), cuts, docs, weights, sections
+
+    def close(self) -> None:
+        for f in self._files:
+            f.close()
+        self._files = []
+        self._pending, self._held = [], 0
