@@ -16,7 +16,8 @@ searcher refuses the index; ``python -m search reindex`` rewrites it with the ar
 
 Besides scoring, the arrays answer which documents hold a set of stems
 (:meth:`ArrayIndex.containing_all`, :meth:`ArrayIndex.containing_any`): the phrase and
-exclusion filters, evaluated flat, one posting list at a time.
+exclusion filters, evaluated flat, one posting list at a time; and each document's postings
+(:meth:`ArrayIndex.vector`), from which :mod:`search.expansion` expands a query.
 """
 
 from __future__ import annotations
@@ -369,92 +370,3 @@ class ArrayIndex:
             )
             self._text_rank = rank
         return self._text_rank
-
-    def _feedback_vectors(
-        self, docnums: list[int], query: dict[str, float], frequent: float
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The feedback documents' postings, their stems found in more than *frequent*
-        documents left out (but for the query's own): term ids, weighted tf, the length of
-        their document and its position in *docnums*."""
-        parts = [self.vector(d) for d in docnums]
-        gids = np.concatenate([p[0] for p in parts])
-        tf = np.concatenate([p[1] for p in parts])
-        sizes = [len(p[0]) for p in parts]
-        length = np.repeat([p[2] for p in parts], sizes)
-        which = np.repeat(np.arange(len(parts)), sizes)
-        asked = np.array([self.ids[s] for s in query if s in self.ids], dtype=np.int64)
-        keep = (self.df[gids] <= frequent) | np.isin(gids, asked)
-        return gids[keep], tf[keep], length[keep], which[keep]
-
-    def _add_terms(
-        self, query: dict[str, float], gids: np.ndarray, weights: np.ndarray, scale: float
-    ) -> dict[str, float]:
-        expanded = dict(query)
-        for gid, w in zip(gids.tolist(), weights.tolist(), strict=True):
-            stem = self.texts[gid]
-            expanded[stem] = expanded.get(stem, 0.0) + scale * w
-        return expanded
-
-    def _heaviest(self, gids: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
-        """Positions of the *n* heaviest of *weights*: weight descending, then stem
-        ascending (:func:`search.ranking._heaviest`)."""
-        return np.lexsort((self.text_rank()[gids], -weights))[:n]
-
-    def rocchio(
-        self, docnums: list[int], query: dict[str, float], frequent: float, terms: int
-    ) -> dict[str, float]:
-        """:func:`search.ranking.feedback_terms` over the feedback documents *docnums*,
-        vectorised, their stems found in more than *frequent* documents left out (but for
-        the query's own)."""
-        if not docnums or not query:
-            return dict(query)
-        gids, tf, length, _ = self._feedback_vectors(docnums, query, frequent)
-        if not len(gids):
-            return dict(query)
-        weights = self.bm25(gids, tf, length) / len(docnums)
-        unique, inverse = np.unique(gids, return_inverse=True)
-        mean = np.bincount(inverse, weights=weights)
-        seen = np.bincount(inverse)
-        chosen = np.flatnonzero(seen >= min(ranking.FEEDBACK_MIN_SHARED, len(docnums)))
-        if not len(chosen):
-            return dict(query)
-        best = chosen[self._heaviest(unique[chosen], mean[chosen], terms)]
-        heaviest = float(mean[best[0]])
-        if heaviest <= 0:
-            return dict(query)
-        scale = ranking.FEEDBACK_BETA * max(query.values()) / heaviest
-        return self._add_terms(query, unique[best], mean[best], scale)
-
-    def rm3(
-        self,
-        docnums: list[int],
-        scores: list[float],
-        query: dict[str, float],
-        frequent: float,
-        terms: int,
-        weight: float,
-    ) -> dict[str, float]:
-        """:func:`search.ranking.rm3_terms` over the feedback documents *docnums* (first
-        scores *scores*), vectorised, their stems found in more than *frequent* documents
-        left out (but for the query's own)."""
-        if not docnums or not query or weight >= 1:
-            return dict(query)
-        gids, tf, _, which = self._feedback_vectors(docnums, query, frequent)
-        model_gids, model = [], []
-        for i, score in enumerate(scores):
-            mine = np.flatnonzero(which == i)
-            top = mine[self._heaviest(gids[mine], tf[mine], terms)]
-            norm = tf[top].sum()
-            if norm > 0:
-                model_gids.append(gids[top])
-                model.append(tf[top] / norm * score)
-        if not model_gids:
-            return dict(query)
-        unique, inverse = np.unique(np.concatenate(model_gids), return_inverse=True)
-        p = np.bincount(inverse, weights=np.concatenate(model))
-        best = self._heaviest(unique, p, terms)
-        total = float(p[best].sum())
-        if total <= 0:
-            return dict(query)
-        scale = (1 - weight) / weight * sum(query.values()) / total
-        return self._add_terms(query, unique[best], p[best], scale)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from search import ranking
+from search import expansion, ranking
 from search.arrays import ArrayIndex
 from search.index import REINDEX, IndexOutdated
 from search.indexquery import WhooshQuery, build_query, matching_docs, stored
@@ -144,10 +144,12 @@ class SearchSession:
         if p.expansion == "rm3":
             frequent = ranking.RM3_MAX_DF_SHARE * self.n
             scores = [score for score, _ in feedback]
-            return self.arrays.rm3(docnums, scores, weights, frequent, p.fb_terms, p.fb_weight)
+            return expansion.rm3(
+                self.arrays, docnums, scores, weights, frequent, p.fb_terms, p.fb_weight
+            )
         if p.expansion == "rocchio":
             frequent = ranking.ROCCHIO_MAX_DF_SHARE * self.n
-            return self.arrays.rocchio(docnums, weights, frequent, p.fb_terms)
+            return expansion.rocchio(self.arrays, docnums, weights, frequent, p.fb_terms)
         return dict(weights)
 
     def top(self, weights: dict[str, float], limit: int, wquery: WhooshQuery) -> list[Ranked]:

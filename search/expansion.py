@@ -1,0 +1,106 @@
+"""Query expansion over the array postings (pseudo-relevance feedback): the feedback
+documents' postings read by document from the arrays' forward index, and the stems added to
+the query, vectorised.  The formulas are :mod:`search.ranking`'s (:func:`search.ranking.rm3_terms`,
+:func:`search.ranking.feedback_terms`), which the tests hold these against.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from search import ranking
+from search.arrays import ArrayIndex
+
+
+def _feedback_vectors(
+    arrays: ArrayIndex, docnums: list[int], query: dict[str, float], frequent: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The feedback documents' postings, their stems found in more than *frequent*
+    documents left out (but for the query's own): term ids, weighted tf, the length of
+    their document and its position in *docnums*."""
+    parts = [arrays.vector(d) for d in docnums]
+    gids = np.concatenate([p[0] for p in parts])
+    tf = np.concatenate([p[1] for p in parts])
+    sizes = [len(p[0]) for p in parts]
+    length = np.repeat([p[2] for p in parts], sizes)
+    which = np.repeat(np.arange(len(parts)), sizes)
+    asked = np.array([arrays.ids[s] for s in query if s in arrays.ids], dtype=np.int64)
+    keep = (arrays.df[gids] <= frequent) | np.isin(gids, asked)
+    return gids[keep], tf[keep], length[keep], which[keep]
+
+
+def _add_terms(
+    arrays: ArrayIndex, query: dict[str, float], gids: np.ndarray, weights: np.ndarray, scale: float
+) -> dict[str, float]:
+    expanded = dict(query)
+    for gid, w in zip(gids.tolist(), weights.tolist(), strict=True):
+        stem = arrays.texts[gid]
+        expanded[stem] = expanded.get(stem, 0.0) + scale * w
+    return expanded
+
+
+def _heaviest(arrays: ArrayIndex, gids: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
+    """Positions of the *n* heaviest of *weights*: weight descending, then stem
+    ascending (:func:`search.ranking._heaviest`)."""
+    return np.lexsort((arrays.text_rank()[gids], -weights))[:n]
+
+
+def rocchio(
+    arrays: ArrayIndex, docnums: list[int], query: dict[str, float], frequent: float, terms: int
+) -> dict[str, float]:
+    """:func:`search.ranking.feedback_terms` over the feedback documents *docnums*,
+    vectorised, their stems found in more than *frequent* documents left out (but for
+    the query's own)."""
+    if not docnums or not query:
+        return dict(query)
+    gids, tf, length, _ = _feedback_vectors(arrays, docnums, query, frequent)
+    if not len(gids):
+        return dict(query)
+    weights = arrays.bm25(gids, tf, length) / len(docnums)
+    unique, inverse = np.unique(gids, return_inverse=True)
+    mean = np.bincount(inverse, weights=weights)
+    seen = np.bincount(inverse)
+    chosen = np.flatnonzero(seen >= min(ranking.FEEDBACK_MIN_SHARED, len(docnums)))
+    if not len(chosen):
+        return dict(query)
+    best = chosen[_heaviest(arrays, unique[chosen], mean[chosen], terms)]
+    heaviest = float(mean[best[0]])
+    if heaviest <= 0:
+        return dict(query)
+    scale = ranking.FEEDBACK_BETA * max(query.values()) / heaviest
+    return _add_terms(arrays, query, unique[best], mean[best], scale)
+
+
+def rm3(
+    arrays: ArrayIndex,
+    docnums: list[int],
+    scores: list[float],
+    query: dict[str, float],
+    frequent: float,
+    terms: int,
+    weight: float,
+) -> dict[str, float]:
+    """:func:`search.ranking.rm3_terms` over the feedback documents *docnums* (first
+    scores *scores*), vectorised, their stems found in more than *frequent* documents
+    left out (but for the query's own)."""
+    if not docnums or not query or weight >= 1:
+        return dict(query)
+    gids, tf, _, which = _feedback_vectors(arrays, docnums, query, frequent)
+    model_gids, model = [], []
+    for i, score in enumerate(scores):
+        mine = np.flatnonzero(which == i)
+        top = mine[_heaviest(arrays, gids[mine], tf[mine], terms)]
+        norm = tf[top].sum()
+        if norm > 0:
+            model_gids.append(gids[top])
+            model.append(tf[top] / norm * score)
+    if not model_gids:
+        return dict(query)
+    unique, inverse = np.unique(np.concatenate(model_gids), return_inverse=True)
+    p = np.bincount(inverse, weights=np.concatenate(model))
+    best = _heaviest(arrays, unique, p, terms)
+    total = float(p[best].sum())
+    if total <= 0:
+        return dict(query)
+    scale = (1 - weight) / weight * sum(query.values()) / total
+    return _add_terms(arrays, query, unique[best], p[best], scale)
