@@ -2,7 +2,8 @@
 
 Everything that knows Whoosh lives here, behind :class:`IndexDoc`, :class:`Index` and
 :class:`IndexWriter`, and in :mod:`search.indexquery` (the weighting model and the queries
-of a parsed query), so the rest of the project could move to another engine.
+of a parsed query), so the rest of the project could move to another engine; the schema
+is :mod:`search.indexschema`'s.
 
 Documents arrive already analyzed: the crawler has counted every stem per section, so the
 index does not tokenize again.  The sections are merged into one field, ``words``, as BM25F
@@ -36,18 +37,15 @@ from pathlib import Path
 from typing import Any
 
 from whoosh import index as whoosh_index
-from whoosh.fields import ID, STORED, FieldType, Schema
 from whoosh.filedb.filestore import FileStorage
-from whoosh.formats import Frequency
 from whoosh.index import LockError
-from whoosh.system import unpack_uint
 from whoosh.writing import CLEAR, SegmentWriter
 
 from search.analysis import DEFAULT_WEIGHTS, SECTIONS, WordRecord
 from search.arraycodec import ArrayCodec
-from search.arrayfile import FIELD as _ARRAY_FIELD
-from search.arrayfile import N_SECTIONS, VALUE_SIZE, section_value
+from search.arrayfile import N_SECTIONS
 from search.indexrebuild import DocBatch, RebuildWriter, _RebuildSegmentWriter
+from search.indexschema import WORDS_FIELD, PreAnalyzed, make_schema, postings
 from search.mergepolicy import MERGE_FACTOR, merge_policy
 from search.ranking import SECTION_B
 
@@ -65,29 +63,19 @@ __all__ = [
     "IndexOutdated",
     "IndexUnavailable",
     "IndexWriter",
+    "PreAnalyzed",
     "RebuildWriter",
     "SearchIndexError",
+    "make_schema",
     "merge_policy",
+    "postings",
 ]
 
 logger = logging.getLogger(__name__)
 
-#: Index field of each analyzer section (``url`` is taken by the stored URL).
-FIELD_OF_SECTION: dict[str, str] = {
-    "body": "body",
-    "title": "title",
-    "url": "urlwords",
-    "desc": "desc",
-    "keywords": "keywords",
-    "boilerplate": "boilerplate",
-}
-TEXT_FIELDS: tuple[str, ...] = tuple(FIELD_OF_SECTION[s] for s in SECTIONS)
 # The array postings keep one weighted count per section, in SECTIONS order.
 assert len(SECTIONS) == N_SECTIONS
 assert tuple(SECTION_B) == SECTIONS
-
-#: The one scored field: every section's stems, weighted.
-WORDS_FIELD = _ARRAY_FIELD
 
 INDEX_NAME = "spidersite"
 
@@ -131,74 +119,6 @@ class IndexOutdated(SearchIndexError):
 
 class IndexUnavailable(SearchIndexError):
     """Another process is writing the index."""
-
-
-def _pre_analyzed(value: Any) -> dict[str, tuple[int, float, Sequence[float] | None]]:
-    if isinstance(value, str):  # a plain string: one term per whitespace-separated word
-        counts: dict[str, int] = {}
-        for word in value.split():
-            counts[word] = counts.get(word, 0) + 1
-        return {w: (c, float(c), None) for w, c in counts.items()}
-    return {k: (v[0], v[1], v[2] if len(v) > 2 else None) for k, v in value.items()}
-
-
-class SectionFrequency(Frequency):
-    """Whoosh's frequency format, whose value also carries the posting's weighted count
-    per section (:func:`search.arrayfile.section_value`): fixed-size, so that Whoosh
-    keeps it through segment merges."""
-
-    posting_size = VALUE_SIZE
-
-    def decode_frequency(self, valuestring: bytes) -> int:
-        return int(unpack_uint(valuestring[:4])[0])
-
-    def decode_weight(self, valuestring: bytes) -> float:
-        return self.decode_frequency(valuestring) * self.field_boost
-
-
-class PreAnalyzed(FieldType):
-    """A text field fed with ``{stem: (freq, weight, weighted count per section)}``
-    instead of a string (the sections may be left out: the weight counts as body)."""
-
-    def __init__(self) -> None:
-        self.format = SectionFrequency()
-        self.analyzer = None
-        self.scorable = True
-        self.stored = False
-        self.unique = False
-        self.vector = None
-        self.column_type = None
-
-    def index(self, value: Any, **kwargs: Any) -> Iterator[tuple[bytes, int, float, bytes]]:
-        for stem, (count, weight, sections) in _pre_analyzed(value).items():
-            # The value is fixed-size (a varint breaks segment merges).
-            yield stem.encode("utf-8"), count, weight, section_value(count, weight, sections)
-
-    def process_text(self, qstring: str, mode: str = "", **kwargs: Any) -> Iterator[str]:
-        # Query terms are analyzed by search.analysis before they reach Whoosh.
-        return iter(qstring.split())
-
-    def self_parsing(self) -> bool:
-        return False
-
-
-def make_schema() -> Schema:
-    fields: dict[str, Any] = {
-        "docid": ID(stored=True, unique=True),
-        "url": STORED(),
-        "host": ID(),
-    }
-    fields[WORDS_FIELD] = PreAnalyzed()
-    return Schema(**fields)
-
-
-def postings(
-    weights: Mapping[str, float], sections: Mapping[str, Sequence[float]] | None = None
-) -> dict[str, tuple[int, float, Sequence[float] | None]]:
-    """The ``words`` field of a document: per stem, (rounded, exact) weighted count and
-    its weighted count per section (None: not given, the weight counts as body)."""
-    sections = sections or {}
-    return {s: (max(1, round(w)), w, sections.get(s)) for s, w in weights.items() if w > 0}
 
 
 @dataclass(slots=True)

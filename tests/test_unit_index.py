@@ -13,10 +13,8 @@ from search import ranking
 from search.analysis import SECTIONS, WordRecord, analyze_document
 from search.arrays import ArrayIndex
 from search.index import (
-    FIELD_OF_SECTION,
     FORMAT,
     FORMAT_FILE,
-    TEXT_FIELDS,
     WORDS_FIELD,
     Index,
     IndexDoc,
@@ -46,9 +44,7 @@ def record(
     return WordRecord(stem, stem, counts, weight)
 
 
-def test_text_fields_follow_sections() -> None:
-    assert TEXT_FIELDS == ("body", "title", "urlwords", "desc", "keywords", "boilerplate")
-    assert FIELD_OF_SECTION["url"] == "urlwords"
+def test_the_sections_are_one_field() -> None:
     schema = make_schema()
     # The sections are merged into one scored field (BM25F, see search.ranking).
     assert set(schema.names()) == {"docid", "url", "host", WORDS_FIELD}
