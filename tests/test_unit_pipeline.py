@@ -347,3 +347,41 @@ def test_the_indexer_inbox_holds_batches_pickled() -> None:
     writer = Writer()
     assert _apply(writer, message) == [0, 1, 2]
     assert writer.added == docs and writer.deleted == [7]
+
+
+def test_the_crawler_does_not_import_what_only_other_processes_or_options_use() -> None:
+    """The crawler's memory is mostly imports: the worker's modules (the extractor, the
+    store's writes, link rank) load in the worker only; Playwright only with render_js
+    servers; Redis's client only with a shared frontier."""
+    import subprocess
+    import sys
+
+    modules = [
+        "spidersite.spiders.site",
+        "spidersite.pipelines",
+        "spidersite.extensions",
+        "spidersite.handlers",
+        "spidersite.render",
+        "spidersite.scaleout",
+        "spidersite.frontier",
+        "spidersite.errors",
+    ]
+    unwanted = [
+        "trafilatura",
+        "search.content",
+        "search.analysispool",
+        "search.workerprocess",
+        "search.linkrank",
+        "playwright",
+        "scrapy_playwright",
+        "redis",
+        "scrapy_redis",
+    ]
+    code = (
+        f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
+        f"print([m for m in {unwanted!r} if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
