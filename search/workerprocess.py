@@ -17,8 +17,9 @@ from typing import Any
 from search import db
 from search.analysispool import AnalysisPool
 from search.index import IndexDoc
-from search.indexer import Batch, IndexerProcess, freeze_startup, release_memory
+from search.indexer import Batch, IndexerProcess
 from search.linkrank import update_linkrank
+from search.process import freeze_startup, release_memory
 from search.rows import BatchResult
 from search.store import DocumentStore
 from search.worker import Report, WorkBatch, WorkerConfig
