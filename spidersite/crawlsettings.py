@@ -52,6 +52,16 @@ def _server_defaults(settings: Any, name: str) -> dict[str, Any]:
     return values
 
 
+def analysis_processes_default() -> int:
+    """``ANALYZE_PROCESSES`` by default: the cores this process may run on, at most 4 (each
+    analysis process costs ~50 MB; past 4 the worker's own storing is the limit)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(4, cores))
+
+
 def _setting(default: Any, parse: Parser) -> Any:
     """A field of :class:`CrawlSettings`: its default and how the setting is read."""
     return field(default=default, metadata={"parse": parse})
@@ -155,6 +165,9 @@ class CrawlSettings:
     analyze_enabled: bool = _setting(True, flag)
     #: Words read from a page's body (the design documents' per-page cap); None: all.
     analyze_max_words: int | None = _setting(50_000, whole(0, zero_means_none=True))
+    #: Processes that analyze each batch's pages: the worker and this many - 1 analysis
+    #: processes of its own (search.analysispool); 1: the worker alone.
+    analyze_processes: int = _setting(analysis_processes_default(), whole(1))
     store_enabled: bool = _setting(True, flag)
     #: Documents, errors, re-visits and gone pages per batch (one transaction).
     store_batch_size: int = _setting(100, whole(1))

@@ -62,7 +62,8 @@ class StorePipeline:
     after this long, 2.0; 0 = only when full), ``STORE_RETRY_TIMES`` (retries of a batch
     while the database is unreachable, 10), ``STORE_WORD_CACHE`` (bytes of the worker's
     cache of stem ids, 16 MB); ``ANALYZE_ENABLED`` (True) and
-    ``ANALYZE_MAX_WORDS`` (50000) for the worker's analysis; the ``INDEX_`` settings of
+    ``ANALYZE_MAX_WORDS`` (50000) and ``ANALYZE_PROCESSES`` (the cores, at most 4) for the
+    worker's analysis; the ``INDEX_`` settings of
     the indexer it feeds (:func:`index_config`; the index's checks and failures are
     :class:`spidersite.extensions.IndexExtension`'s).
     Failures also go, one line each, to ``<data dir>/logs/crawl-<id>.log``.
@@ -94,6 +95,7 @@ class StorePipeline:
             database_url=config.store_database_url,
             analyze=config.analyze_enabled,
             max_words=config.analyze_max_words,
+            analyze_processes=config.analyze_processes,
             retry_times=config.store_retry_times,
             word_cache_bytes=config.store_word_cache,
             # Scale-out nodes (INDEX_ENABLED off) leave it to `reindex --follow`.
