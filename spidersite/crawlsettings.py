@@ -53,13 +53,16 @@ def _server_defaults(settings: Any, name: str) -> dict[str, Any]:
 
 
 def analysis_processes_default() -> int:
-    """``ANALYZE_PROCESSES`` by default: the cores this process may run on, at most 4 (each
-    analysis process costs ~50 MB; past 4 the worker's own storing is the limit)."""
+    """``ANALYZE_PROCESSES`` by default: one fewer than the cores this process may run on
+    (the crawler and the indexer keep a core busy between them), at least 1 and at most 4
+    (each analysis process costs 55-70 MB).  On 2 cores that is the worker alone: measured
+    there, a second analyzing process took none of the crawl's time off (benchmarks/README.md,
+    "Analysis on both cores")."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
-    return max(1, min(4, cores))
+    return max(1, min(4, cores - 1))
 
 
 def _setting(default: Any, parse: Parser) -> Any:
