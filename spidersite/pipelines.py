@@ -68,7 +68,8 @@ class StorePipeline:
     :class:`spidersite.extensions.IndexExtension`'s).
     Failures also go, one line each, to ``<data dir>/logs/crawl-<id>.log``.
     Stats (counted by the worker, applied here): ``analyze/pages``, ``analyze/words``,
-    ``analyze/skipped_noindex``, ``store/documents``, ``store/pages``, ``store/files``,
+    ``analyze/skipped_noindex``, ``analyze/pool_pages`` (analyzed in analysis processes),
+    ``store/documents``, ``store/pages``, ``store/files``,
     ``store/errors``, ``store/revisits``, ``store/gone``, ``store/clones``,
     ``store/near_duplicates``, ``store/batches``, ``store/retries``,
     ``store/failed_batches``, ``store/flushed_at_last`` (unix time of the last commit),
