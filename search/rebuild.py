@@ -25,11 +25,7 @@ from search.index import LIMITMB, DocBatch, Index, IndexDoc
 from search.models import Document
 from search.servers import WEIGHT_FIELDS
 from search.store import DocumentStore
-
-
-def _host(url: str) -> str:
-    """The index's ``host`` of a stored URL (its network location)."""
-    return url.split("/")[2] if "://" in url else ""
+from search.urls import netloc
 
 
 def server_weights(crawldb: CrawlDB) -> dict[int, dict[str, float]]:
@@ -62,7 +58,7 @@ def iter_index_docs(
                     weight += counts[i] * w[section]
             terms[stem] = weight
             sections[stem] = tuple(counts[i] * float(w[s]) for i, s in enumerate(SECTIONS))
-        yield IndexDoc(doc.id, doc.url, _host(doc.url), terms, sections)
+        yield IndexDoc(doc.id, doc.url, netloc(doc.url), terms, sections)
 
 
 #: Documents a full rebuild reads from the database at a time: ~200,000 postings of the
@@ -93,7 +89,7 @@ def iter_doc_batches(engine: Engine, chunk: int = 2000) -> Iterator[DocBatch]:
         total = np.zeros(len(page.word_ids), dtype=np.float64)
         for i in range(len(SECTIONS)):
             total = total + sections[:, i]
-        hosts = [_host(url) for url in page.urls]
+        hosts = [netloc(url) for url in page.urls]
         yield DocBatch(page.ids, page.urls, hosts, page.sizes, page.word_ids, total, sections)
 
 

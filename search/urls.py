@@ -30,6 +30,12 @@ def origin(url: str) -> str:
     return f"{scheme}://{netloc}/"
 
 
+def netloc(url: str) -> str:
+    """A stored URL's network location as written (``host`` or ``host:port``): what the
+    index keeps as a page's ``host``, for ``site:``; empty for a URL without one."""
+    return url.split("/")[2] if "://" in url else ""
+
+
 #: The schemes a crawl may fetch (news and nntp: spidersite.nntp): a seed, a server or a
 #: sites-file URL of any other scheme (``file:``, ``data:``, ``s3:``, ``javascript:`` …)
 #: is refused, so no sites file and no admin form can point the crawler at the machine it

@@ -6,8 +6,8 @@ failures are classified by their exception's type, never by its message.
 
 from __future__ import annotations
 
-from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+import sys
+
 from scrapy.exceptions import (
     CannotResolveHostError,
     DownloadCancelledError,
@@ -83,7 +83,7 @@ _KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
         "refused",
     ),
     (
-        (DownloadTimeoutError, twisted_errors.TimeoutError, TimeoutError, PlaywrightTimeoutError),
+        (DownloadTimeoutError, twisted_errors.TimeoutError, TimeoutError),
         "timeout",
     ),
     ((DownloadCancelledError,), "too_large"),
@@ -100,11 +100,18 @@ _KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
         "reset",
     ),
     ((twisted_errors.ConnectError, ConnectionError), "refused"),
-    # A page of a render_js server the browser could not load or render (its navigation
-    # failed: net::ERR_…, the page crashed, the browser went away); a navigation past the
-    # server's read_timeout is a Playwright TimeoutError, a "timeout" above.
-    ((PlaywrightError,), "render"),
 )
+
+
+def _playwright_errors() -> tuple[type[BaseException], type[BaseException]] | None:
+    """Playwright's ``Error`` and ``TimeoutError``, when Playwright is loaded (a crawl with
+    ``render_js`` servers); None otherwise: then no failure can be Playwright's, and a crawl
+    without rendering never imports it (~10 MB)."""
+    if "playwright.async_api" not in sys.modules:
+        return None
+    from playwright.async_api import Error, TimeoutError
+
+    return Error, TimeoutError
 
 
 def is_network_error(exc: BaseException) -> bool:
@@ -114,20 +121,29 @@ def is_network_error(exc: BaseException) -> bool:
     page the browser reached but could not render is not the server's failure."""
     if isinstance(exc, NETWORK_ERRORS):
         return True
-    return isinstance(exc, PlaywrightTimeoutError) or (
-        isinstance(exc, PlaywrightError) and "net::ERR_" in str(exc)
-    )
+    playwright = _playwright_errors()
+    if playwright is None:
+        return False
+    error, timeout = playwright
+    return isinstance(exc, timeout) or (isinstance(exc, error) and "net::ERR_" in str(exc))
 
 
 def classify_exception(exc: BaseException) -> str:
     name = type(exc).__name__.lower()
     if "ssl" in name or "tls" in name or "certificate" in name:
         return "tls"
+    playwright = _playwright_errors()
+    if playwright is not None and isinstance(exc, playwright[1]):
+        return "timeout"  # a navigation past the server's read_timeout
     for types, kind in _KINDS:
         if isinstance(exc, types):
             if kind == "reset" and "ssl" in str(exc).lower():
                 return "tls"
             return kind
+    if playwright is not None and isinstance(exc, playwright[0]):
+        # A page of a render_js server the browser could not load or render (its
+        # navigation failed: net::ERR_…, the page crashed, the browser went away).
+        return "render"
     if isinstance(exc, IgnoreRequest):
         return "ignored"
     return "other"

@@ -22,15 +22,14 @@ that trickles a byte now and then never reaches; a :class:`SocketGuard` shuts th
 sockets down at the same bound, so the thread ends too (the crawl's process waits for its
 threads when it stops).
 
-:class:`PlaywrightDownloadHandler` is scrapy-playwright's handler (pages of ``render_js``
-servers fetched by a headless browser, the others by Scrapy's HTTP/1.1 handler) with the
-same watchdog as :class:`HTTPDownloadHandler`; it closes every browser page it opened once
-the download ends, however it ends (the watchdog's cancellation included), and counts the
-browser requests it aborted.
+:class:`spidersite.renderhandler.PlaywrightDownloadHandler` is scrapy-playwright's handler
+(pages of ``render_js`` servers fetched by a headless browser, the others by Scrapy's
+HTTP/1.1 handler) with the same watchdog as :class:`HTTPDownloadHandler`; it is a module of
+its own, so that a crawl without ``render_js`` never imports Playwright.
 
 A failed download raises Scrapy's ``DownloadTimeoutError``: the spider logs it as a
 ``timeout`` in ``crawl_errors`` and the crawl goes on.  All are registered in
-``DOWNLOAD_HANDLERS`` (``spidersite/settings.py``), but :class:`PlaywrightDownloadHandler`,
+``DOWNLOAD_HANDLERS`` (``spidersite/settings.py``), but ``PlaywrightDownloadHandler``,
 which :mod:`spidersite.render` puts in place of :class:`HTTPDownloadHandler` for http(s)
 when some server of the crawl has ``render_js``.
 
@@ -49,12 +48,10 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from playwright.async_api import Error as PlaywrightError
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.exceptions import DownloadTimeoutError
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
-from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 from twisted.internet.defer import CancelledError
 
 from spidersite.crawlsettings import crawl_settings
@@ -168,50 +165,3 @@ def _shut(item: socket.socket | Callable[[], Any]) -> None:
     if isinstance(sock, socket.socket):
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
-
-
-class PlaywrightDownloadHandler(BoundedDownload, ScrapyPlaywrightDownloadHandler):
-    """scrapy-playwright's handler with the watchdog, pages always closed, aborts counted.
-
-    A request with ``meta["playwright"]`` is rendered by the browser; any other goes to
-    Scrapy's HTTP/1.1 handler (scrapy-playwright's base class), as with
-    :class:`HTTPDownloadHandler`.
-    """
-
-    def __init__(self, crawler: Crawler) -> None:
-        super().__init__(crawler)
-        config = crawl_settings(crawler)
-        self.grace = config.watchdog_grace if config.watchdog_enabled else None
-        aborts: Any = getattr(self, "abort_request", None)
-        if aborts is not None:
-            stats = crawler.stats
-
-            async def counted(request: Any) -> bool:
-                verdict = aborts(request)
-                if asyncio.iscoroutine(verdict):
-                    verdict = await verdict
-                if verdict and stats is not None:
-                    stats.inc_value("render/aborted_requests")
-                return bool(verdict)
-
-            self.abort_request = counted
-
-    async def download_request(self, request: Request) -> Response:
-        if not request.meta.get("playwright"):
-            return await super().download_request(request)
-        # scrapy-playwright leaves a page open when its download is cancelled (by the
-        # watchdog, or at shutdown): it hands every page over in the request's meta, and
-        # this closes it, whatever happened.
-        request.meta["playwright_include_page"] = True
-        try:
-            return await super().download_request(request)
-        finally:
-            page = request.meta.pop("playwright_page", None)
-            if page is not None:
-                if not page.is_closed():
-                    with contextlib.suppress(PlaywrightError):
-                        await page.close()
-                # scrapy-playwright counts only the pages it closes itself, not those it
-                # hands over: count these under its name, to compare with page_count.
-                if page.is_closed() and self.crawler.stats is not None:
-                    self.crawler.stats.inc_value("playwright/page_count/closed")

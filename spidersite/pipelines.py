@@ -62,12 +62,14 @@ class StorePipeline:
     after this long, 2.0; 0 = only when full), ``STORE_RETRY_TIMES`` (retries of a batch
     while the database is unreachable, 10), ``STORE_WORD_CACHE`` (bytes of the worker's
     cache of stem ids, 16 MB); ``ANALYZE_ENABLED`` (True) and
-    ``ANALYZE_MAX_WORDS`` (50000) for the worker's analysis; the ``INDEX_`` settings of
+    ``ANALYZE_MAX_WORDS`` (50000) and ``ANALYZE_PROCESSES`` (the cores less one, 1 to 4) for the
+    worker's analysis; the ``INDEX_`` settings of
     the indexer it feeds (:func:`index_config`; the index's checks and failures are
     :class:`spidersite.extensions.IndexExtension`'s).
     Failures also go, one line each, to ``<data dir>/logs/crawl-<id>.log``.
     Stats (counted by the worker, applied here): ``analyze/pages``, ``analyze/words``,
-    ``analyze/skipped_noindex``, ``store/documents``, ``store/pages``, ``store/files``,
+    ``analyze/skipped_noindex``, ``analyze/pool_pages`` (analyzed in analysis processes),
+    ``store/documents``, ``store/pages``, ``store/files``,
     ``store/errors``, ``store/revisits``, ``store/gone``, ``store/clones``,
     ``store/near_duplicates``, ``store/batches``, ``store/retries``,
     ``store/failed_batches``, ``store/flushed_at_last`` (unix time of the last commit),
@@ -94,6 +96,7 @@ class StorePipeline:
             database_url=config.store_database_url,
             analyze=config.analyze_enabled,
             max_words=config.analyze_max_words,
+            analyze_processes=config.analyze_processes,
             retry_times=config.store_retry_times,
             word_cache_bytes=config.store_word_cache,
             # Scale-out nodes (INDEX_ENABLED off) leave it to `reindex --follow`.

@@ -12,7 +12,7 @@ Three pieces, each small:
 
 - :class:`RenderAddon` (in ``ADDONS``): when some server of the crawl has ``render_js``
   (its registry is built by the spider before the add-ons run), registers
-  :class:`spidersite.handlers.PlaywrightDownloadHandler` for http and https and puts
+  :class:`spidersite.renderhandler.PlaywrightDownloadHandler` for http and https and puts
   :class:`RenderMemoryUsage` in place of Scrapy's ``MemoryUsage`` (``memusage/max`` then
   counts the browser's processes).  A crawl without ``render_js`` never starts the
   browser, nor Playwright's driver.
@@ -46,7 +46,6 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import playwright
 import psutil
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
@@ -70,7 +69,7 @@ logger = logging.getLogger(__name__)
 #: Playwright resource types the browser does not fetch (:func:`abort_request`).
 ABORTED_RESOURCE_TYPES = frozenset({"image", "media", "font"})
 
-HANDLER = "spidersite.handlers.PlaywrightDownloadHandler"
+HANDLER = "spidersite.renderhandler.PlaywrightDownloadHandler"
 MEMUSAGE = "scrapy.extensions.memusage.MemoryUsage"
 RENDER_MEMUSAGE = "spidersite.render.RenderMemoryUsage"
 #: The browser context of the servers with neither a proxy nor basic auth.
@@ -203,6 +202,8 @@ class RenderMemoryUsage(MemoryUsage):
 
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
+        import playwright  # only with rendering on: other crawls never import Playwright
+
         self.driver = str(Path(playwright.__file__).parent / "driver")
 
     def browser_memory(self) -> int:

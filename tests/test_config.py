@@ -43,6 +43,19 @@ def test_defaults_are_the_fields_defaults() -> None:
         assert not hasattr(project, f.name.upper()), f.name.upper()
 
 
+def test_analysis_processes_default_to_one_fewer_than_the_cores_at_most_four(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    from spidersite.crawlsettings import analysis_processes_default
+
+    for cores, expected in ((1, 1), (2, 1), (3, 2), (5, 4), (16, 4)):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid, n=cores: set(range(n)))
+        assert analysis_processes_default() == expected
+    assert CrawlSettings.from_settings(Settings({"ANALYZE_PROCESSES": "1"})).analyze_processes == 1
+
+
 def test_values_are_typed_and_zero_means_no_limit() -> None:
     config = CrawlSettings.from_settings(
         Settings(
@@ -68,6 +81,8 @@ BAD_VALUES = [
     ("INDEX_BATCH_SIZE", "-5", "INDEX_BATCH_SIZE: must be a whole number ≥ 1, not '-5'"),
     ("SITE_CANONICAL_CACHE", "lots", "SITE_CANONICAL_CACHE: must be a size in bytes ≥ 1"),
     ("ANALYZE_MAX_WORDS", "1.5", "ANALYZE_MAX_WORDS: must be a whole number ≥ 0"),
+    ("ANALYZE_PROCESSES", "0", "ANALYZE_PROCESSES: must be a whole number ≥ 1, not '0'"),
+    ("ANALYZE_PROCESSES", "all", "ANALYZE_PROCESSES: must be a whole number ≥ 1, not 'all'"),
     ("STORE_ENABLED", "maybe", "STORE_ENABLED: must be true or false"),
     ("CRAWLDELAY_MAX", "nan", "CRAWLDELAY_MAX: must be a number of seconds ≥ 0, not 'nan'"),
     ("WATCHDOG_GRACE", "-1", "WATCHDOG_GRACE: must be a number of seconds ≥ 0"),

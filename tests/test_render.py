@@ -436,7 +436,7 @@ def test_a_rendered_download_the_watchdog_ends_closes_its_page(
     from scrapy.utils.test import get_crawler
     from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 
-    from spidersite.handlers import PlaywrightDownloadHandler
+    from spidersite.renderhandler import PlaywrightDownloadHandler
 
     class Page:
         closed = False

@@ -25,7 +25,8 @@ from search.rows import DocumentRow
 from search.searcher import Searcher
 from search.servers import ServerConfig
 from search.snippets import make_snippet, word_stems
-from search.worker import WorkBatch, Worker, WorkerConfig
+from search.worker import WorkBatch, WorkerConfig
+from search.workerprocess import Worker
 from spidersite.extract import extract_html
 from tests.conftest import CORPUS
 

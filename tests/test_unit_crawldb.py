@@ -202,7 +202,8 @@ def test_the_indexer_first_indexes_every_page_left_unindexed(
     engine: Any, store: DocumentStore, db_url: str, tmp_path: Any
 ) -> None:
     from search.index import Index
-    from search.worker import IndexConfig, Worker, WorkerConfig
+    from search.worker import IndexConfig, WorkerConfig
+    from search.workerprocess import Worker
 
     later = datetime.now(UTC) + timedelta(hours=1)
     store.write_batch(

@@ -223,6 +223,60 @@ def test_a_dead_worker_is_reported_not_swallowed(
     assert "The store worker failed" in caplog.text
 
 
+def test_pages_are_analyzed_in_the_analysis_processes_too(tmp_path: Path) -> None:
+    crawler = _crawler(tmp_path, STORE_BATCH_SIZE=6, ANALYZE_PROCESSES=3, INDEX_ENABLED=False)
+    pipeline = StorePipeline.from_crawler(crawler)
+    pages = [_page(n, text=f"marker{n} vacuum") for n in range(12)]
+    asyncio.run(_run(pipeline, pages))
+    stats = crawler.stats.get_stats()
+    assert stats["analyze/pages"] == 12
+    # Two runs of each batch's three (of about the same size) go to the analysis processes.
+    assert 6 <= stats["analyze/pool_pages"] <= 10
+    stems = _rows(
+        tmp_path,
+        "SELECT d.url, w.stem FROM postings p JOIN words w ON w.id = p.word_id "
+        "JOIN documents d ON d.id = p.document_id WHERE w.stem LIKE 'marker%'",
+    )
+    assert sorted((r["url"], r["stem"]) for r in stems) == sorted(
+        (f"http://example.org/p{n}.html", f"marker{n}") for n in range(12)
+    )
+
+
+def test_a_dead_analysis_process_stops_the_crawl(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import psutil
+
+    crawler = _crawler(tmp_path, STORE_BATCH_SIZE=2, ANALYZE_PROCESSES=2, INDEX_ENABLED=False)
+    pipeline = StorePipeline.from_crawler(crawler)
+
+    async def scenario() -> None:
+        await pipeline.open_spider()
+        assert pipeline.worker is not None
+        await pipeline.process_item(_page(1))
+        await pipeline.process_item(_page(2))
+        await pipeline.worker.drain()
+        assert crawler.stats.get_value("analyze/pool_pages") == 1
+        (worker,) = pipeline.worker.executor._processes.values()
+        analysis = psutil.Process(worker.pid).children()
+        assert len(analysis) == 1
+        analysis[0].kill()
+        analysis[0].wait(10)
+        await pipeline.process_item(_page(3))
+        await pipeline.process_item(_page(4))
+        await pipeline.close_spider()
+        await pipeline.finish("finished")
+
+    with caplog.at_level(logging.ERROR, logger="spidersite.pipelines"):
+        asyncio.run(scenario())
+    assert crawler.stats.get_value("store/documents") == 2
+    error = crawler.stats.get_value("store/worker_error")
+    assert error.startswith("AnalysisError: an analysis process died")
+    assert "The store worker failed" in caplog.text
+    urls = {r["url"] for r in _rows(tmp_path, "SELECT url FROM documents")}
+    assert urls == {"http://example.org/p1.html", "http://example.org/p2.html"}
+
+
 def test_stored_pages_are_made_searchable(tmp_path: Path) -> None:
     crawler = _crawler(
         tmp_path,
@@ -347,3 +401,41 @@ def test_the_indexer_inbox_holds_batches_pickled() -> None:
     writer = Writer()
     assert _apply(writer, message) == [0, 1, 2]
     assert writer.added == docs and writer.deleted == [7]
+
+
+def test_the_crawler_does_not_import_what_only_other_processes_or_options_use() -> None:
+    """The crawler's memory is mostly imports: the worker's modules (the extractor, the
+    store's writes, link rank) load in the worker only; Playwright only with render_js
+    servers; Redis's client only with a shared frontier."""
+    import subprocess
+    import sys
+
+    modules = [
+        "spidersite.spiders.site",
+        "spidersite.pipelines",
+        "spidersite.extensions",
+        "spidersite.handlers",
+        "spidersite.render",
+        "spidersite.scaleout",
+        "spidersite.frontier",
+        "spidersite.errors",
+    ]
+    unwanted = [
+        "trafilatura",
+        "search.content",
+        "search.analysispool",
+        "search.workerprocess",
+        "search.linkrank",
+        "playwright",
+        "scrapy_playwright",
+        "redis",
+        "scrapy_redis",
+    ]
+    code = (
+        f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
+        f"print([m for m in {unwanted!r} if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"

@@ -1,0 +1,213 @@
+"""The crawl's worker process itself: analysis, storage and the hand-off to the indexer.
+
+The crawler's handle on it, and what the two exchange (configuration, batches, reports),
+are :mod:`search.worker`, which the crawler imports; this module, with the store, the
+index and the extractor, is imported only in the worker process (spawned by
+:class:`search.worker.CrawlWorker`, whose calls run :func:`open_worker` and :func:`call`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from search import db
+from search.analysispool import AnalysisPool
+from search.index import IndexDoc
+from search.indexer import Batch, IndexerProcess
+from search.linkrank import update_linkrank
+from search.process import freeze_startup, release_memory
+from search.rows import BatchResult
+from search.store import DocumentStore
+from search.urls import netloc
+from search.worker import Report, WorkBatch, WorkerConfig
+
+logger = logging.getLogger(__name__)
+
+
+class Worker:
+    """The worker's state: the store (its engine and caches) and the indexer handle."""
+
+    def __init__(self, config: WorkerConfig) -> None:
+        self.config = config
+        #: Retries of the batch being written (the store retries while the database is
+        #: unreachable), for its report.
+        self.retries = 0
+        self.store = DocumentStore(
+            db.connect(config.database_url),
+            config.retry_times,
+            self._retry,
+            word_cache_bytes=config.word_cache_bytes,
+        )
+        self.analysis = AnalysisPool(config.analyze_processes, config.analyze, config.max_words)
+        self.indexer: IndexerProcess | None = None
+        if config.index is not None:
+            self.indexer = IndexerProcess(
+                config.index.index_dir,
+                config.database_url,
+                config.index.batch_size,
+                config.index.limitmb,
+                max_pending=max(1, config.index.queue_batches),
+                # Before this crawl stores anything: what earlier crawls left unindexed.
+                catch_up=IndexerProcess.left_unindexed(self.store.engine),
+            )
+            self.indexer.start()
+
+    def open_crawl(
+        self,
+        spider: str,
+        args: dict[str, Any],
+        servers: list[tuple[str, dict[str, Any]]],
+        logs_dir: str,
+    ) -> tuple[int, str, str]:
+        """Start the ``crawls`` row; returns its id, the crawl's log file and the database
+        URL to show (without its password)."""
+        now = datetime.now(UTC)
+        crawl_id = self.store.start_crawl(spider, args, now)
+        path = Path(logs_dir) / f"crawl-{crawl_id}.log"
+        self.store.set_log_file(str(path))
+        if servers:
+            self.store.upsert_servers(servers, now)
+        shown = self.store.engine.url.render_as_string(hide_password=True)
+        return crawl_id, str(path), shown
+
+    def write(self, batch: WorkBatch) -> Report:
+        report = Report()
+        # Every page of the batch is analyzed before anything of it is stored.
+        self.analysis.run(batch.docs, report.inc)
+
+        self.retries = 0
+        try:
+            result = self.store.write_batch(batch.docs, batch.errors, batch.revisits, batch.gone)
+        except Exception as exc:
+            logger.exception("A batch could not be stored")
+            report.inc["store/failed_batches"] += 1
+            report.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            return report
+        finally:
+            if self.retries:
+                report.inc["store/retries"] += self.retries
+        report.inc["store/batches"] += 1
+        report.inc["store/documents"] += len(result.documents)
+        report.inc["store/errors"] += len(batch.errors)
+        report.inc["store/revisits"] += len(batch.revisits)
+        report.inc["store/gone"] += len(batch.gone)
+        for doc in result.documents:
+            report.inc[f"store/{doc.row.values['kind']}s"] += 1
+            if doc.clone_of is not None:
+                report.inc["store/clones"] += 1
+            if doc.near_duplicate_of is not None:
+                report.inc["store/near_duplicates"] += 1
+        report.values["store/flushed_at_last"] = time.time()
+        self._index(result, report)
+        # What the batches before this one left (the caller still holds this one): the
+        # analysis of 100 pages and their rows are ~15 MB of small objects.
+        release_memory()
+        return report
+
+    def _index(self, result: BatchResult, report: Report) -> None:
+        if self.indexer is None or self.config.index is None:
+            return
+        docs, deletes = index_batch(result, self.config.index.max_terms)
+        sent, deleted = len(docs), len(deletes)
+        if sent or deleted:
+            try:
+                # Waits while the indexer's inbox is full (the back-pressure).
+                self.indexer.send(Batch(docs, deletes))
+            except RuntimeError as exc:
+                # Stored, not searchable: `python -m search reindex` catches up.
+                logger.error("%s; the index is no longer fed", exc)
+                report.values["index/error"] = self.indexer.error
+                self.indexer = None
+                return
+            report.inc["index/sent"] += sent
+            report.inc["index/deleted"] += deleted
+        self._index_progress(report)
+
+    def _index_progress(self, report: Report) -> None:
+        assert self.indexer is not None
+        report.values["index/documents"] = self.indexer.indexed
+        if self.indexer.searchable_at:
+            report.values["index/searchable_at"] = self.indexer.searchable_at
+
+    def _retry(self, exc: Exception) -> None:
+        self.retries += 1
+
+    def disable_server(self, url: str, errors: int, reason: str) -> None:
+        self.store.disable_server(url, errors, reason, datetime.now(UTC))
+
+    def close_index(self) -> Report:
+        """Let the indexer commit what it has and stop; report its final figures."""
+        report = Report()
+        if self.indexer is None:
+            return report
+        logger.info("Waiting for the indexer to make the last pages searchable")
+        self.indexer.close()
+        self._index_progress(report)
+        if self.indexer.error:
+            report.values["index/error"] = self.indexer.error
+        self.indexer = None
+        return report
+
+    def update_linkrank(self) -> Report:
+        """Recompute every document's linkrank over the stored links (the crawl's last
+        pages are stored and indexed by now); a failure is logged, never fatal."""
+        report = Report()
+        if not self.config.linkrank:
+            return report
+        try:
+            result = update_linkrank(self.store.engine)
+        except Exception as exc:
+            logger.exception("The link-graph prior could not be computed")
+            report.values["linkrank/error"] = f"{type(exc).__name__}: {exc}"
+            return report
+        report.values["linkrank/documents"] = result.documents
+        report.values["linkrank/links"] = result.links
+        report.values["linkrank/seconds"] = round(result.seconds, 3)
+        return report
+
+    def finish_crawl(self, reason: str, stats: dict[str, Any]) -> None:
+        self.analysis.close()
+        self.store.finish_crawl(reason, stats, datetime.now(UTC))
+        self.store.engine.dispose()
+
+
+def index_batch(result: BatchResult, max_terms: int | None) -> tuple[list[IndexDoc], list[int]]:
+    """What a stored batch changes in the index: pages to add or replace, ids to delete
+    (pages gone, noindex, unanalyzed, and exact duplicates, which are indexed once)."""
+    docs: list[IndexDoc] = []
+    deletes: list[int] = list(result.deleted)
+    for doc in result.documents:
+        row = doc.row
+        if row.values["kind"] != "page":
+            continue
+        if doc.clone_of is not None or row.words is None:
+            deletes.append(doc.id)
+            continue
+        docs.append(
+            IndexDoc.from_records(
+                doc.id, row.url, netloc(row.url), row.words.values(), max_terms, row.weights
+            )
+        )
+    return docs, deletes
+
+
+_worker: Worker | None = None
+
+
+def open_worker(config: WorkerConfig, *args: Any) -> tuple[int, str, str]:
+    """Open the worker of this process and its crawl (:meth:`Worker.open_crawl`)."""
+    global _worker
+    _worker = Worker(config)
+    opened = _worker.open_crawl(*args)
+    freeze_startup()
+    return opened
+
+
+def call(method: str, *args: Any) -> Any:
+    """Run a method of this process's worker."""
+    assert _worker is not None, "the worker was not opened"
+    return getattr(_worker, method)(*args)
