@@ -393,3 +393,14 @@ def test_analyze_document_chinese() -> None:
     records = analyze_document({"body": "数据库管理系统", "title": "数据库"})
     assert records["数据库"].counts[:2] == [1, 1]
     assert records["数据库"].weight == pytest.approx(1.0 + 4.0)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Lions and ZEBRAS, at night.", "İstanbul groß", "PostgreSQL是一个数据库管理系统 ok", ""],
+)
+def test_offsets_are_the_spans_offsets(text: str) -> None:
+    analyzer = get_analyzer(None)
+    spans = [(s, e) for s, e, _ in analyzer.spans(text)]
+    assert analyzer.offsets(text) == spans
+    assert analyzer.offsets(text, 2) == spans[:2]
