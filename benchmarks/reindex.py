@@ -52,6 +52,12 @@ def replicate(db: Path, docs: int) -> dict[str, int]:
         (top,) = cur.execute("SELECT max(id) FROM documents").fetchone()
         columns = [row[1] for row in cur.execute("PRAGMA table_info(documents)")]
         shifted = {"id", "clone_of_id", "near_duplicate_of_id"}
+        # Every column of postings, whatever the schema's version (boilerplate_count ...).
+        posting_columns = [row[1] for row in cur.execute("PRAGMA table_info(postings)")]
+        posting_names = ", ".join(f'"{c}"' for c in posting_columns)
+        posting_select = ", ".join(
+            "document_id + ?" if c == "document_id" else f'"{c}"' for c in posting_columns
+        )
         # The indexes that serve no copy are made again at the end (faster than kept).
         indexes = cur.execute(
             "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
@@ -78,8 +84,7 @@ def replicate(db: Path, docs: int) -> dict[str, int]:
             )
             (last,) = cur.execute("SELECT max(id) FROM documents WHERE id > ?", (off,)).fetchone()
             cur.execute(
-                "INSERT INTO postings SELECT document_id + ?, word_id, surface, body_count, "
-                "title_count, url_count, desc_count, keywords_count, weight FROM postings "
+                f"INSERT INTO postings ({posting_names}) SELECT {posting_select} FROM postings "
                 "WHERE document_id <= ?",
                 (off, last - off),
             )

@@ -192,6 +192,13 @@ class Analyzer:
             else:
                 yield match.start(), match.end(), run.lower()
 
+    def offsets(self, text: str, limit: int | None = None) -> list[tuple[int, int]]:
+        """The ``(start, end)`` of the words of :meth:`spans`, without the words."""
+        if _CJK_RE.search(text) is None:
+            # As in words(): each run is one word, read by the regular expression alone.
+            return [m.span() for m in islice(_TOKEN_RE.finditer(text), limit)]
+        return [(s, e) for s, e, _ in self.spans(text, limit)]
+
     def words(self, text: str, limit: int | None = None) -> list[str]:
         """The words of :meth:`spans`, without their positions."""
         if _CJK_RE.search(text) is None:

@@ -112,7 +112,7 @@ class Document(Base):
     warc_offset: Mapped[int | None] = mapped_column(BigInteger)
     #: PageRank over the stored links, scaled to a mean of 1 over the documents
     #: (:mod:`search.linkrank`); None until it is first computed.
-    linkrank: Mapped[float | None] = mapped_column(Float)
+    linkrank: Mapped[float | None] = mapped_column(Float, index=True)
 
 
 class Word(Base):

@@ -17,6 +17,7 @@ query or per hit.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -30,12 +31,12 @@ from search.arrays import ArrayIndex
 from search.crawldb import CrawlDB
 from search.index import Index
 from search.indexquery import build_query, open_searcher
-from search.query import ParsedQuery, check_window
+from search.query import ParsedQuery, QueryError, check_window
 from search.results import Explanation, Hit, ResultPage
 from search.searchsession import SearchSession
 from search.snippets import contains_phrase, make_snippet, word_stems
 
-__all__ = ["LINKRANK_MAX_AGE", "Searcher"]
+__all__ = ["LINKRANK_MAX_AGE", "Searcher", "SearcherPool"]
 
 #: Seconds a process keeps the linkranks it read (``update_linkrank`` after a crawl, or a
 #: ``reindex``, is seen within this time by a long-lived searcher such as the web's).
@@ -76,6 +77,14 @@ class Searcher:
         params = params or self.params
         linkranks = self._linkranks if params.linkrank > 0 and self.db is not None else None
         yield SearchSession(self._searcher, params, linkranks)
+
+    def warm(self) -> None:
+        """Do now what the first query would: open the index, read its array postings and
+        the linkranks, prepare the database's read of the hits (a long-lived process calls
+        this before it answers, so that its first query costs what the others do)."""
+        with self.session():
+            pass
+        self._documents([0], with_text=True)
 
     def _linkranks(self, arrays: ArrayIndex, searcher: Any) -> np.ndarray:
         """Each document number's linkrank (0 without one), read from the database at
@@ -184,3 +193,48 @@ class Searcher:
         self, ids: Sequence[int], stems: Sequence[str]
     ) -> dict[int, dict[str, dict[str, int]]]:
         return self.db.section_counts(ids, stems) if self.db is not None else {}
+
+
+class SearcherPool:
+    """Searchers of one index kept open between uses, for a process that answers many
+    queries from several threads (the web application): each use takes a free one (a new
+    one when none is free, so there are at most as many as queries at once) and gives it
+    back, open.  A Whoosh reader is used by one thread at a time; the array postings and
+    linkranks they rank on are read once per process and shared."""
+
+    def __init__(self, engine: Engine | None, index: Index) -> None:
+        self.engine = engine
+        self.index = index
+        self._free: list[Searcher] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def searcher(self) -> Iterator[Searcher]:
+        with self._lock:
+            searcher = self._free.pop() if self._free else None
+        if searcher is None:
+            searcher = Searcher(self.engine, self.index)
+        try:
+            yield searcher
+        except QueryError:
+            self._give_back(searcher)
+            raise
+        except BaseException:
+            searcher.close()  # an index replaced or broken under it: the next use reopens
+            raise
+        self._give_back(searcher)
+
+    def _give_back(self, searcher: Searcher) -> None:
+        with self._lock:
+            self._free.append(searcher)
+
+    def warm(self) -> None:
+        """A searcher opened and warmed (:meth:`Searcher.warm`), ready for the first query."""
+        with self.searcher() as searcher:
+            searcher.warm()
+
+    def close(self) -> None:
+        with self._lock:
+            free, self._free = self._free, []
+        for searcher in free:
+            searcher.close()

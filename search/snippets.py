@@ -60,28 +60,83 @@ def make_snippet(
     distinct query words between them than the one window does, those two, in text order,
     joined by "…".  When the page's *description* holds more distinct query words than the
     passage, the description instead (cut to *size* words).
+
+    *words*, when given, are *text*'s :func:`word_stems`; otherwise only the words are read
+    and each distinct word stemmed once (:class:`TextWords`), not every word of the text.
     """
     if not text and not description:
         return []
-    words = words if words is not None else word_stems(text, language) if text else []
-    chosen, found = _passage(words, stems, size)
+    body = (
+        TextWords.of_stems(words, stems)
+        if words is not None
+        else TextWords(text, stems, language)
+        if text
+        else TextWords.of_stems([], stems)
+    )
+    chosen, found = _passage(body, size)
     if description:
-        desc_words = word_stems(description, language)
-        desc_chosen, desc_found = _passage(desc_words, stems, size)
-        if desc_found > found or not words:
-            return _render(description, desc_words, desc_chosen, stems)
-    if not words:
+        desc = TextWords(description, stems, language)
+        desc_chosen, desc_found = _passage(desc, size)
+        if desc_found > found or not body.n:
+            return _render(description, desc, desc_chosen)
+    if not body.n:
         return [Segment(text[:200], False)] if text else []
-    return _render(text, words, chosen, stems)
+    return _render(text, body, chosen)
 
 
-def _passage(words: Words, stems: set[str], size: int) -> tuple[list[tuple[int, int]], int]:
+class TextWords:
+    """The words of a text as a snippet needs them: how many, which of them are query words
+    (with their stems), and the character offsets of any of them.
+
+    Read from the text, the words are lowercased at C speed (:meth:`Analyzer.words`), each
+    distinct word is looked up once (stop word, stem), and the offsets are read only as far
+    as the snippet's last word: the same words, stems and offsets as :func:`word_stems`,
+    without a tuple and a stem lookup for every word of the page.
+    """
+
+    __slots__ = ("_language", "_spans", "_text", "matches", "n")
+
+    def __init__(
+        self, text: str, stems: set[str], language: str | None, limit: int = SCAN_LIMIT
+    ) -> None:
+        analyzer = get_analyzer(language)
+        lowered = analyzer.words(text, limit)
+        found: dict[str, str] = {}
+        is_stop_word, stem_of = analyzer.is_stop_word, analyzer.stem
+        for word in set(lowered):
+            stem = "" if is_stop_word(word) else stem_of(word)
+            if stem in stems:
+                found[word] = stem
+        self._text, self._language = text, language
+        self._spans: list[tuple[int, int]] | None = None
+        self.n = len(lowered)
+        #: ``(position, stem)`` of every word whose stem is a query stem, in text order.
+        self.matches = [(i, found[w]) for i, w in enumerate(lowered) if w in found] if found else []
+
+    @classmethod
+    def of_stems(cls, words: Words, stems: set[str]) -> TextWords:
+        """The same, from a text's :func:`word_stems` already read."""
+        self = cls.__new__(cls)
+        self._text, self._language = "", None
+        self._spans = [(s, e) for s, e, _ in words]
+        self.n = len(words)
+        self.matches = [(i, w[2]) for i, w in enumerate(words) if w[2] in stems]
+        return self
+
+    def spans(self, end: int) -> list[tuple[int, int]]:
+        """``(start, end)`` offsets of the words at positions ``0 … end - 1`` (at least)."""
+        if self._spans is None or len(self._spans) < min(end, self.n):
+            self._spans = get_analyzer(self._language).offsets(self._text, end)
+        return self._spans
+
+
+def _passage(words: TextWords, size: int) -> tuple[list[tuple[int, int]], int]:
     """The fragments ``(start, end)`` (word positions) of the best passage of *words*, and
     how many distinct query words they hold."""
-    n = len(words)
+    n = words.n
     if not n:
         return [], 0
-    matches = [(i, w[2]) for i, w in enumerate(words) if w[2] in stems]
+    matches = words.matches
     present = {stem for _, stem in matches}
     one = _window(matches, 0, n, size, present)
     if one is None:
@@ -132,22 +187,23 @@ def _window(
     return first, min(hi, first + size), count
 
 
-def _render(
-    text: str, words: Words, fragments: list[tuple[int, int]], stems: set[str]
-) -> list[Segment]:
+def _render(text: str, words: TextWords, fragments: list[tuple[int, int]]) -> list[Segment]:
     """*fragments* of *text* as segments, query words marked, joined and ended by "…"
     where text is left out."""
     segments: list[Segment] = []
     previous_end = 0
+    marked = {i for i, _ in words.matches}
+    spans = words.spans(max((hi for _, hi in fragments), default=0))
     for lo, hi in fragments:
-        window = words[lo:hi]
+        window = range(lo, min(hi, len(spans)))
         if not window:
             continue
         if lo > previous_end or (lo > 0 and not segments):
             segments.append(Segment(" … " if segments else "… ", False))
-        pos, end = window[0][0], window[-1][1]
-        for s, e, stem in window:
-            if stem in stems:
+        pos, end = spans[window[0]][0], spans[window[-1]][1]
+        for i in window:
+            if i in marked:
+                s, e = spans[i]
                 if s > pos:
                     segments.append(Segment(text[pos:s], False))
                 segments.append(Segment(text[s:e], True))
@@ -155,6 +211,6 @@ def _render(
         if end > pos:
             segments.append(Segment(text[pos:end], False))
         previous_end = hi
-    if fragments and fragments[-1][1] < len(words):
+    if fragments and fragments[-1][1] < words.n:
         segments.append(Segment(" …", False))
     return segments

@@ -393,3 +393,30 @@ def test_analyze_document_chinese() -> None:
     records = analyze_document({"body": "数据库管理系统", "title": "数据库"})
     assert records["数据库"].counts[:2] == [1, 1]
     assert records["数据库"].weight == pytest.approx(1.0 + 4.0)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Lions and ZEBRAS, at night.", "İstanbul groß", "PostgreSQL是一个数据库管理系统 ok", ""],
+)
+def test_offsets_are_the_spans_offsets(text: str) -> None:
+    analyzer = get_analyzer(None)
+    spans = [(s, e) for s, e, _ in analyzer.spans(text)]
+    assert analyzer.offsets(text) == spans
+    assert analyzer.offsets(text, 2) == spans[:2]
+
+
+@pytest.mark.parametrize("language", ["english", "german", "french"])
+def test_stems_are_snowballs_whichever_stemmer_runs(language: str) -> None:
+    """The analyzer's stemmer (Snowball's C stemmers through PyStemmer when installed)
+    gives the stems of snowballstemmer's own Python implementation."""
+    import importlib
+
+    module = importlib.import_module(f"snowballstemmer.{language}_stemmer")
+    reference = getattr(module, f"{language.capitalize()}Stemmer")()
+    analyzer = get_analyzer(language)
+    words = [
+        "running", "generously", "dying", "skies", "häuser", "straße", "nationalité",
+        "connections", "ugly", "early", "happily", "über", "relational", "agreed",
+    ]  # fmt: skip
+    assert [analyzer.stem(w) for w in words] == [reference.stemWord(w) for w in words]

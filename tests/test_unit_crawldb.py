@@ -253,3 +253,27 @@ def test_stem_cache_is_bounded_in_bytes(engine: Any) -> None:
         by_page.setdefault(url, set()).add(stem)
     for n in range(10):
         assert set(words[300 * n : 300 * n + 300]) <= by_page[f"http://a.example/{n}"]
+
+
+def test_linkranks_are_read_without_the_documents_text(engine: Any, store: DocumentStore) -> None:
+    """The searcher's read of every linkrank uses the linkrank index: on SQLite the index
+    alone (its entries hold the id), never the rows that hold the pages' text."""
+    store.write_batch([page("http://a.example/1"), page("http://a.example/2")])
+    ids = ids_by_url(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            update(Document).where(Document.id == ids["http://a.example/1"]).values(linkrank=2.5)
+        )
+    assert CrawlDB(engine).linkranks() == ([ids["http://a.example/1"]], [2.5])
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as conn:
+            plan = " ".join(
+                str(row[-1])
+                for row in conn.execute(
+                    text_sql(
+                        "EXPLAIN QUERY PLAN SELECT id, linkrank FROM documents "
+                        "WHERE linkrank IS NOT NULL"
+                    )
+                )
+            )
+        assert "COVERING INDEX ix_documents_linkrank" in plan

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from search.analysis import get_analyzer
 from search.query import parse_query
 from search.results import Hit, Segment
-from search.snippets import contains_phrase, make_snippet, word_stems
+from search.snippets import TextWords, contains_phrase, make_snippet, word_stems
 
 
 def hit(snippet: list[Segment]) -> Hit:
@@ -164,6 +166,49 @@ def test_snippet_language() -> None:
     segments = make_snippet("Die Häuser sind alt", {"haus"}, language="de")
     assert marked(segments) == ["Häuser"]
     assert get_analyzer("de").stem("häuser") == "haus"
+
+
+TEXTS = [
+    "The lion hunts zebras at night. Lions sleep all day; the zebra runs.",
+    "İstanbul ist groß: ISTANBUL, istanbul and the Straße of it",
+    "PostgreSQL是一个数据库管理系统 and PostgreSQL runs it",
+    "the a of and to " * 30 + "vacuum full lock " + "filler words here " * 40 + "vacuuming",
+    "",
+    "no query word at all in this text",
+]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+@pytest.mark.parametrize(
+    "stems", [{"lion", "zebra"}, {"istanbul"}, {"数据库"}, {"vacuum", "lock"}, {"nothing"}, {""}]
+)
+def test_text_words_read_from_the_text_are_word_stems(text: str, stems: set[str]) -> None:
+    """Reading only the words (each distinct one stemmed once) finds the same words, query
+    matches and offsets as word_stems, so the snippet is the same."""
+    fast = TextWords(text, stems, None)
+    full = TextWords.of_stems(word_stems(text, None), stems)
+    assert fast.n == full.n
+    assert fast.matches == full.matches
+    assert fast.spans(fast.n) == full.spans(full.n)
+    assert make_snippet(text, stems, description="a zebra description") == make_snippet(
+        text, stems, words=word_stems(text, None), description="a zebra description"
+    )
+
+
+def test_snippet_stems_each_distinct_word_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    analyzer = get_analyzer(None)
+    stemmed: list[str] = []
+    real = analyzer.stem
+
+    def counting(word: str) -> str:
+        stemmed.append(word)
+        return real(word)
+
+    monkeypatch.setattr(analyzer, "stem", counting)
+    text = "zebras graze while lions watch. " * 200
+    segments = make_snippet(text, {"lion"})
+    assert set(marked(segments)) == {"lions"}
+    assert sorted(stemmed) == sorted({"zebras", "graze", "lions", "watch"})
 
 
 # --- Hit -------------------------------------------------------------------------------------

@@ -114,6 +114,42 @@ def test_json_endpoint(client: Any, crawled: CrawlResult) -> None:
     assert "/api/search" in spec["paths"]
 
 
+def test_api_search_keeps_the_index_open_between_requests(
+    crawled: CrawlResult, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index is opened once, by the serve command's warm-up before it listens, and
+    each request reuses it, with the same answer as a searcher opened for it alone."""
+    import search.searcher
+    from search.commands.serve import warm_up
+    from search.index import Index
+    from search.query import parse_query
+
+    opened: list[Any] = []
+    real = search.searcher.open_searcher
+
+    def counting(index: Any) -> Any:
+        opened.append(index)
+        return real(index)
+
+    monkeypatch.setattr(search.searcher, "open_searcher", counting)
+    app = make_app(crawled.data_dir, crawled.database_url)
+    warm_up(app)
+    assert len(opened) == 1
+    c = app.test_client()
+    answers = [c.get(f"/api/search?q={q}").get_json() for q in ("zebras", "lion", "zebras")]
+    assert len(opened) == 1
+    assert c.get("/api/search?q=the").status_code == 400  # a query error keeps it open too
+    assert c.get("/api/search?q=stripes").status_code == 200
+    assert len(opened) == 1
+    alone = search.searcher.Searcher(
+        app.extensions["spidersite.engine"], Index(app.extensions["spidersite.index"].path)
+    ).search(parse_query("zebras"))
+    assert [(h["url"], h["snippet_html"]) for h in answers[0]["hits"]] == [
+        (h.url, h.snippet_html()) for h in alone.hits
+    ]
+    assert answers[2]["hits"] == answers[0]["hits"]
+
+
 def test_search_page_errors_are_shown(client: Any) -> None:
     resp = client.get("/?q=the+and")
     assert resp.status_code == 200

@@ -4,6 +4,7 @@ served by waitress, a production WSGI server (Werkzeug's own server is for devel
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import logging
 from typing import Any, TextIO
@@ -58,6 +59,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     except (SettingsError, db.DatabaseError) as exc:
         raise CLIError(str(exc)) from None
     app = create_app(settings, engine)
+    warm_up(app)
     from waitress.server import create_server
 
     # Logins, refused logins and waitress's own warnings go to standard error.
@@ -80,3 +82,15 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     finally:
         server.close()
     return 0
+
+
+def warm_up(app: Any) -> None:
+    """Open the index and read what every query needs (array postings, linkranks) before
+    listening, so that the first query costs what the next ones do; an index that is
+    missing or outdated is left to the searches to report."""
+    from search.index import SearchIndexError
+
+    if not app.extensions["spidersite.index"].exists():
+        return
+    with contextlib.suppress(SearchIndexError):
+        app.extensions["spidersite.searchers"].warm()

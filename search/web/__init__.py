@@ -16,6 +16,7 @@ from flask import Flask, render_template
 
 from search import db
 from search.index import Index
+from search.searcher import SearcherPool
 from search.urls import has_scheme
 from search.web import security
 from search.web.settings import WebSettings
@@ -36,6 +37,9 @@ def create_app(settings: WebSettings, engine: Any = None) -> Flask:
     )
     app.extensions["spidersite.engine"] = engine or db.connect(settings.database_url)
     app.extensions["spidersite.index"] = Index(settings.index_dir)
+    app.extensions["spidersite.searchers"] = SearcherPool(
+        app.extensions["spidersite.engine"], app.extensions["spidersite.index"]
+    )
 
     from search.web import admin, runners, views
 

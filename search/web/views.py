@@ -24,7 +24,7 @@ from search.index import Index, IndexMissing, SearchIndexError
 from search.models import Crawl, Document, Link, Posting, Server, Word
 from search.query import QueryError, parse_query
 from search.results import ResultPage
-from search.searcher import Searcher
+from search.searcher import SearcherPool
 from search.web.security import CSP
 
 bp = Blueprint("search", __name__)
@@ -39,6 +39,11 @@ def engine() -> Engine:
 
 def index() -> Index:
     return current_app.extensions["spidersite.index"]
+
+
+def searchers() -> SearcherPool:
+    """The application's searchers, kept open between requests."""
+    return current_app.extensions["spidersite.searchers"]
 
 
 def format_time(value: datetime | None) -> str:
@@ -95,7 +100,8 @@ class SearchRequest:
                 "there is no search index yet: crawl a site first, or rebuild it "
                 "(python -m search reindex)"
             )
-        return Searcher(engine(), idx).search(parsed, page=self.page, per_page=self.n)
+        with searchers().searcher() as searcher:
+            return searcher.search(parsed, page=self.page, per_page=self.n)
 
     def url(self, page: int, q: str | None = None) -> str:
         """This search's URL at *page* (with query *q* instead of this one's)."""
