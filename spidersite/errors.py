@@ -6,8 +6,9 @@ failures are classified by their exception's type, never by its message.
 
 from __future__ import annotations
 
-from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+import sys
+from typing import Any
+
 from scrapy.exceptions import (
     CannotResolveHostError,
     DownloadCancelledError,
@@ -21,6 +22,31 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.internet import error as twisted_errors
 from twisted.python.failure import Failure
 from twisted.web.client import ResponseFailed, ResponseNeverReceived
+
+
+class _Playwright(type):
+    """The type of :class:`PlaywrightError` and :class:`PlaywrightTimeoutError`, which stand
+    for Playwright's ``Error`` and ``TimeoutError`` in ``isinstance``: an exception is one
+    of them when Playwright is loaded and it is one of its.  A crawl that renders nothing
+    then never loads Playwright (half a second of start-up) to classify its failures."""
+
+    name: str
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        module = sys.modules.get("playwright._impl._errors")
+        return module is not None and isinstance(obj, getattr(module, cls.name))
+
+
+class PlaywrightError(metaclass=_Playwright):
+    """Playwright's ``Error`` (``playwright.async_api.Error``), in ``isinstance``."""
+
+    name = "Error"
+
+
+class PlaywrightTimeoutError(metaclass=_Playwright):
+    """Playwright's ``TimeoutError`` (a subclass of its ``Error``), in ``isinstance``."""
+
+    name = "TimeoutError"
 
 
 class ServerCutOff(IgnoreRequest):
@@ -66,7 +92,7 @@ NETWORK_ERRORS: tuple[type[BaseException], ...] = (
     ConnectionError,
 )
 
-_KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
+_KINDS: tuple[tuple[tuple[type, ...], str], ...] = (
     ((ServerCutOff,), "cut_off"),
     ((PageCapReached,), "page_cap"),
     ((RobotsDenied,), "robots"),

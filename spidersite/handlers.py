@@ -26,7 +26,9 @@ threads when it stops).
 servers fetched by a headless browser, the others by Scrapy's HTTP/1.1 handler) with the
 same watchdog as :class:`HTTPDownloadHandler`; it closes every browser page it opened once
 the download ends, however it ends (the watchdog's cancellation included), and counts the
-browser requests it aborted.
+browser requests it aborted.  It lives in :mod:`spidersite.playwrighthandler`, loaded (with
+Playwright and scrapy-playwright, half a second of start-up) only when a crawl renders;
+``spidersite.handlers.PlaywrightDownloadHandler`` names it too.
 
 A failed download raises Scrapy's ``DownloadTimeoutError``: the spider logs it as a
 ``timeout`` in ``crawl_errors`` and the crawl goes on.  All are registered in
@@ -49,12 +51,10 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from playwright.async_api import Error as PlaywrightError
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.exceptions import DownloadTimeoutError
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
-from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 from twisted.internet.defer import CancelledError
 
 from spidersite.crawlsettings import crawl_settings
@@ -170,48 +170,10 @@ def _shut(item: socket.socket | Callable[[], Any]) -> None:
             sock.shutdown(socket.SHUT_RDWR)
 
 
-class PlaywrightDownloadHandler(BoundedDownload, ScrapyPlaywrightDownloadHandler):
-    """scrapy-playwright's handler with the watchdog, pages always closed, aborts counted.
+def __getattr__(name: str) -> Any:
+    """``PlaywrightDownloadHandler``, imported on first use (see the module's docstring)."""
+    if name == "PlaywrightDownloadHandler":
+        from spidersite.playwrighthandler import PlaywrightDownloadHandler
 
-    A request with ``meta["playwright"]`` is rendered by the browser; any other goes to
-    Scrapy's HTTP/1.1 handler (scrapy-playwright's base class), as with
-    :class:`HTTPDownloadHandler`.
-    """
-
-    def __init__(self, crawler: Crawler) -> None:
-        super().__init__(crawler)
-        config = crawl_settings(crawler)
-        self.grace = config.watchdog_grace if config.watchdog_enabled else None
-        aborts: Any = getattr(self, "abort_request", None)
-        if aborts is not None:
-            stats = crawler.stats
-
-            async def counted(request: Any) -> bool:
-                verdict = aborts(request)
-                if asyncio.iscoroutine(verdict):
-                    verdict = await verdict
-                if verdict and stats is not None:
-                    stats.inc_value("render/aborted_requests")
-                return bool(verdict)
-
-            self.abort_request = counted
-
-    async def download_request(self, request: Request) -> Response:
-        if not request.meta.get("playwright"):
-            return await super().download_request(request)
-        # scrapy-playwright leaves a page open when its download is cancelled (by the
-        # watchdog, or at shutdown): it hands every page over in the request's meta, and
-        # this closes it, whatever happened.
-        request.meta["playwright_include_page"] = True
-        try:
-            return await super().download_request(request)
-        finally:
-            page = request.meta.pop("playwright_page", None)
-            if page is not None:
-                if not page.is_closed():
-                    with contextlib.suppress(PlaywrightError):
-                        await page.close()
-                # scrapy-playwright counts only the pages it closes itself, not those it
-                # hands over: count these under its name, to compare with page_count.
-                if page.is_closed() and self.crawler.stats is not None:
-                    self.crawler.stats.inc_value("playwright/page_count/closed")
+        return PlaywrightDownloadHandler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -46,7 +46,6 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import playwright
 import psutil
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
@@ -203,6 +202,8 @@ class RenderMemoryUsage(MemoryUsage):
 
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
+        import playwright  # here: a crawl that renders nothing does not load Playwright
+
         self.driver = str(Path(playwright.__file__).parent / "driver")
 
     def browser_memory(self) -> int:

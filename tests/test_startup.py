@@ -11,8 +11,17 @@ from tests.conftest import ROOT, Site, _env, count_documents, crawl_command
 
 #: Packages the crawler process does not use on an ordinary crawl: Scrapy's telnet console
 #: (Twisted's conch) and remote control (aiohttp), both off; Alembic (the worker creates or
-#: migrates the schema); scipy (no longer used); trafilatura (the worker extracts content).
-NOT_IN_THE_CRAWLER = ("twisted.conch", "aiohttp", "alembic", "scipy", "trafilatura")
+#: migrates the schema); scipy (no longer used); trafilatura (the worker extracts content);
+#: Playwright and scrapy-playwright (only for servers with render_js).
+NOT_IN_THE_CRAWLER = (
+    "twisted.conch",
+    "aiohttp",
+    "alembic",
+    "scipy",
+    "trafilatura",
+    "playwright",
+    "scrapy_playwright",
+)
 
 #: Runs ``scrapy crawl`` as ``python -m scrapy`` does, and writes the names of the modules
 #: the process loaded, when it exits, to the file argv[1].
