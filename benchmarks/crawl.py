@@ -39,9 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import _corpus
-
-STORED_TARGET = 5.0
-SEARCHABLE_TARGET = 3.0
+import _measure
+from _crawlreport import fmt, print_ratios, print_table, ratios
 
 
 @dataclass
@@ -137,7 +136,7 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
 
 
-def apply_memory(result: RunResult, measured: _corpus.Measured) -> None:
+def apply_memory(result: RunResult, measured: _measure.Measured) -> None:
     result.returncode = measured.returncode
     result.wall_s = measured.wall_s
     result.peak_rss_mb = measured.peak_rss_mb
@@ -157,7 +156,7 @@ def run_baseline(seeds: list[str], work: Path, timeout: float, interval: float =
     folder.mkdir()
     stdout, stderr = folder / "stdout.txt", folder / "crawl.log"
     script = _corpus.BENCH_DIR / "_plain_spider.py"
-    measured = _corpus.run_measured(
+    measured = _measure.run_measured(
         [sys.executable, str(script), *seeds],
         cwd=folder,
         env=clean_env(),
@@ -237,7 +236,7 @@ def run_product(
         cmd += ["-s", setting]
     stdout, stderr = work / "product-stdout.txt", work / "product-stderr.txt"
     try:
-        measured = _corpus.run_measured(
+        measured = _measure.run_measured(
             cmd,
             cwd=_corpus.REPO_ROOT,
             env=clean_env(),
@@ -297,66 +296,6 @@ def run_product(
         result.message += "stats lack " + ", ".join(missing)
     result.ok = not missing and result.stored_per_s is not None
     return result
-
-
-# -- report ----------------------------------------------------------------------------
-
-COLUMNS = (
-    ("run", "run", "{}"),
-    ("responses", "responses", "{:,}"),
-    ("documents", "documents", "{:,}"),
-    ("elapsed_s", "elapsed s", "{:.1f}"),
-    ("pages_per_s", "pages/s", "{:.1f}"),
-    ("stored_per_s", "stored pages/s", "{:.1f}"),
-    ("searchable_per_s", "searchable pages/s", "{:.1f}"),
-    ("peak_rss_mb", "peak RSS MB", "{:.0f}"),
-)
-
-
-def fmt(value: Any, pattern: str) -> str:
-    return "-" if value is None else pattern.format(value)
-
-
-def print_table(results: list[RunResult]) -> None:
-    rows = [[header for _, header, _ in COLUMNS]]
-    rows += [[fmt(getattr(r, key), pattern) for key, _, pattern in COLUMNS] for r in results]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
-    for n, row in enumerate(rows):
-        cells = [row[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
-        ]
-        print("  ".join(cells))
-        if n == 0:
-            print("  ".join("-" * w for w in widths))
-
-
-def ratios(baseline: RunResult | None, product: RunResult | None) -> dict[str, Any]:
-    """The product's stored and searchable rates over the baseline's pages/s."""
-    out: dict[str, Any] = {}
-    base = baseline.pages_per_s if baseline else None
-    for name, attr, target in (
-        ("stored", "stored_per_s", STORED_TARGET),
-        ("searchable", "searchable_per_s", SEARCHABLE_TARGET),
-    ):
-        value = getattr(product, attr) if product else None
-        ratio = value / base if value is not None and base else None
-        out[name] = {
-            "ratio": ratio,
-            "target": target,
-            "met": None if ratio is None else ratio >= target,
-        }
-    return out
-
-
-def print_ratios(found: dict[str, Any]) -> None:
-    print()
-    for name, entry in found.items():
-        ratio, target = entry["ratio"], entry["target"]
-        if ratio is None:
-            verdict = "n/a (needs both runs)"
-        else:
-            verdict = f"{ratio:.2f}x  ({'meets' if entry['met'] else 'below'} the target)"
-        print(f"{name} pages/s vs baseline pages/s: {verdict}; target {target:g}x")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -431,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         report = {
             "benchmark": "crawl",
             "measured_at": datetime.now(tz=UTC).isoformat(timespec="seconds"),
-            "machine": _corpus.machine(),
+            "machine": _measure.machine(),
             "server": kind,
             "sites": args.sites,
             "runs": [asdict(r) for r in results],

@@ -6,7 +6,7 @@
 Feeds :class:`search.index.Index`'s one writer the way the indexer child of a crawl does
 (:func:`search.indexer._worker`): a writer per batch of ``--batch`` documents (a crawl's
 ``INDEX_BATCH_SIZE``), each committed with the index's merge policy, with a writer buffer of
-``--limitmb`` (``INDEX_LIMITMB``), then :func:`search.indexer.release_memory` unless
+``--limitmb`` (``INDEX_LIMITMB``), then :func:`search.process.release_memory` unless
 ``--no-release``; ``--mmap`` lets the writer map the segments it reads.  The documents are
 those of ``benchmarks/scale.py``'s site, already analyzed: a title (3–9 words), a
 description (12–25), keywords (3–6) and a body of ~600 words (log-normal, σ 0.25) drawn from
@@ -42,7 +42,7 @@ import scale  # noqa: E402
 import search.index  # noqa: E402
 from search.analysis import DEFAULT_WEIGHTS  # noqa: E402
 from search.index import Index, IndexDoc  # noqa: E402
-from search.indexer import release_memory  # noqa: E402
+from search.process import release_memory  # noqa: E402
 
 
 def status_mb() -> dict[str, float]:

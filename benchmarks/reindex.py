@@ -12,7 +12,7 @@ URL with ``?copy=…`` added, the same postings and links (to the copies of the 
 pages), and one more stem of its own (a marker, as every page of the synthetic site has),
 so that the dictionary grows with the documents as a crawl's does.  Then it runs
 ``python -m search reindex --quiet`` on the copy in a subprocess, sampling the RSS of the
-process tree (``_corpus.run_measured``), and prints documents/s: of the whole command (what
+process tree (``_measure.run_measured``), and prints documents/s: of the whole command (what
 ``scale.py`` reports), and of the rebuild alone (the command's time less the linkrank's,
 which the command prints).
 """
@@ -36,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import _corpus  # noqa: E402
+import _measure  # noqa: E402
 
 TARGET = 1000.0
 
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "PYTHONPATH": str(args.code)}
     load = os.getloadavg()
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
-    measured = _corpus.run_measured(
+    measured = _measure.run_measured(
         cmd,
         cwd=args.code,
         stdout_path=work / "reindex-stdout.txt",

@@ -17,7 +17,7 @@ JavaScript, crawled with ``render_js``, against the same site in plain HTML craw
    ``js/`` with ``SERVER_DEFAULTS={"render_js": true}``, ``plain/`` as it is.  The RSS of
    the crawl's whole process tree (the crawl, its store and index workers, and for the
    rendered crawl Playwright's driver and every chromium process) is sampled every second
-   (``_corpus.run_measured``): peak, RSS at 25/50/75/100 % of the run, and the growth over
+   (``_measure.run_measured``): peak, RSS at 25/50/75/100 % of the run, and the growth over
    its second half, with pages/s downloaded and searchable (as ``benchmarks/scale.py``);
    and the same figures for the tree's PSS (proportional set size, sampled every second
    by a thread here: chromium's processes share most of their pages, which a sum of RSS
@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import _corpus
+import _measure
 import crawl
 import scale
 
@@ -167,7 +168,7 @@ def check_markers(db: Path, base_url: str, pages: int, seed: int) -> dict[str, A
 class PssSampler(threading.Thread):
     """Every second, the PSS of the crawl's whole process tree (found by its data folder
     on its command line): chromium's processes share most of their pages, which the RSS
-    sum of ``_corpus.run_measured`` counts once per process."""
+    sum of ``_measure.run_measured`` counts once per process."""
 
     def __init__(self, marker: str) -> None:
         super().__init__(daemon=True)
@@ -313,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         report = {
             "benchmark": "render",
             "measured_at": datetime.now(tz=UTC).isoformat(timespec="seconds"),
-            "machine": _corpus.machine(),
+            "machine": _measure.machine(),
             "pages": args.pages,
             "server": server,
             "load": [load_start, load_end],

@@ -1,5 +1,9 @@
 """The relational record of everything the crawler learned (SQLAlchemy 2 declarative models).
 
+In the design documents' terms: :class:`Document` is a stored CNetDocument (one URL),
+:class:`Posting` with :class:`Word` the WORD records, :class:`Link` an HREF, and
+:class:`Server` the state of a CServer (its configuration is :mod:`search.servers`).
+
 The Whoosh index is derived from these tables and can be rebuilt from them at any time.
 Schema changes go through Alembic migrations under ``search/migrations/``.
 """

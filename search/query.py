@@ -1,4 +1,5 @@
-"""Parsing a user's query into words, phrases, exclusions and site restrictions.
+"""Parsing a user's query into words, phrases, exclusions and site restrictions (the
+design documents' CUserQuery).
 
 Syntax: ``word word "a phrase" -excluded -"excluded phrase" site:host``.  Words go through
 the same analyzer as page words (tokenize, lowercase, stop words, stem); their order is

@@ -1,4 +1,4 @@
-"""The URLs a crawl may fetch, and what identifies a server.
+"""The URLs a crawl may fetch (the design documents' URL), and what identifies a server.
 
 :func:`check_url` is the one check of a seed, a sites-file or admin URL, a link and a
 redirect: absolute, of a scheme the crawler has a download handler for

@@ -43,8 +43,9 @@ from search import db
 from search.analysis import analyze_document, page_sections
 from search.content import split_content
 from search.index import IndexDoc
-from search.indexer import Batch, IndexerProcess, freeze_startup, release_memory
+from search.indexer import Batch, IndexerProcess
 from search.linkrank import update_linkrank
+from search.process import freeze_startup, release_memory
 from search.rows import BatchResult, DocumentRow, ErrorRow, GoneRow, RevisitRow
 from search.store import WORD_CACHE_BYTES, DocumentStore
 

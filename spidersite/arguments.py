@@ -27,7 +27,8 @@ from search.crawlargs import (
 from search.servers import ConfigError
 from search.sitesfile import ServerRegistry, parse_seeds, read_seeds_file
 from spidersite import render, scaleout
-from spidersite.crawlsettings import CrawlSettings, check_library_settings
+from spidersite.crawlsettings import CrawlSettings
+from spidersite.librarysettings import check_library_settings
 
 __all__ = [
     "DEFAULT_TOPIC_THRESHOLD",

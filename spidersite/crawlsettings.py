@@ -17,92 +17,27 @@ read :func:`crawl_settings` (built once per crawler, after Scrapy froze its sett
 The storage locations (``SPIDERSITE_DATA_DIR``, ``STORE_DATABASE_URL``, ``INDEX_DIR``) and
 ``SCALEOUT_REDIS_URL`` are resolved here too, with their environment variables, by the
 functions the command line uses (:mod:`search.config`).
+
+How one setting is read and checked is :mod:`spidersite.settingparsers`; Scrapy's own
+settings are checked by :mod:`spidersite.librarysettings`.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from search import config, db
-from search.servers import ConfigError, parse_size
+from search.servers import ConfigError
 from search.sitesfile import ServerRegistry
 from search.urls import MAX_URL_LENGTH
-
-#: A parser gets (settings, name) and returns the typed value, or raises ValueError saying
-#: what the value must be (the caller adds the setting's name and the value given).
-Parser = Callable[[Any, str], Any]
-
-
-def _flag(settings: Any, name: str) -> bool:
-    try:
-        return bool(settings.getbool(name))
-    except ValueError:
-        raise ValueError("must be true or false (True, False, 1 or 0)") from None
-
-
-def _whole(minimum: int, zero_means_none: bool = False) -> Parser:
-    what = f"a whole number ≥ {minimum}" + (" (0: no limit)" if zero_means_none else "")
-
-    def parse(settings: Any, name: str) -> int | None:
-        raw = settings.get(name)
-        try:
-            value = settings.getint(name)
-        except (TypeError, ValueError):
-            raise ValueError(f"must be {what}") from None
-        if isinstance(raw, float) and not raw.is_integer():
-            raise ValueError(f"must be {what}")
-        if value < minimum:
-            raise ValueError(f"must be {what}")
-        return None if zero_means_none and value == 0 else value
-
-    return parse
-
-
-def _number(minimum: float) -> Parser:
-    def parse(settings: Any, name: str) -> float:
-        try:
-            value = settings.getfloat(name)
-        except (TypeError, ValueError):
-            value = math.nan
-        if not math.isfinite(value) or value < minimum:
-            raise ValueError(f"must be a number of seconds ≥ {minimum:g}")
-        return value
-
-    return parse
-
-
-def _size(settings: Any, name: str) -> int:
-    try:
-        return parse_size(settings.get(name))
-    except ValueError:
-        raise ValueError('must be a size in bytes ≥ 1, such as 1048576 or "10MB"') from None
-
-
-def _text(settings: Any, name: str) -> str | None:
-    value = settings.get(name)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str | os.PathLike):
-        raise ValueError("must be a path or a name")
-    return str(value)
-
-
-def _choice(*choices: str) -> Parser:
-    def parse(settings: Any, name: str) -> str:
-        value = str(settings.get(name)).strip().lower()
-        if value not in choices:
-            raise ValueError(f"must be one of {', '.join(choices)}")
-        return value
-
-    return parse
+from spidersite.settingparsers import Parser, choice, flag, number, problem, size, text, whole
 
 
 def _server_defaults(settings: Any, name: str) -> dict[str, Any]:
@@ -138,14 +73,14 @@ class CrawlSettings:
     # -- where the data goes (defaults: environment, else under the data folder) ---------
     #: Folder of the embedded database, the index, the logs and the WARC files.
     spidersite_data_dir: Path = field(
-        metadata=_resolved(lambda s, n: Path(config.data_dir(_text(s, n))))
+        metadata=_resolved(lambda s, n: Path(config.data_dir(text(s, n))))
     )
     #: SQLAlchemy URL of the database (``$DATABASE_URL``, else SQLite in the data folder).
     store_database_url: str = field(metadata=_resolved(lambda s, n: _database_url(s)))
     #: The Whoosh index folder (``$SPIDERSITE_INDEX_DIR``, else ``<data dir>/index``).
     index_dir: Path = field(
         metadata=_resolved(
-            lambda s, n: config.index_dir(_text(s, n), _text(s, "SPIDERSITE_DATA_DIR"))
+            lambda s, n: config.index_dir(text(s, n), text(s, "SPIDERSITE_DATA_DIR"))
         )
     )
     #: Redis of a shared frontier (``$SPIDERSITE_REDIS_URL``), None: the crawl runs alone.
@@ -153,110 +88,110 @@ class CrawlSettings:
 
     # -- servers and the spider -----------------------------------------------------------
     #: Sites file used when the spider has no ``sites`` argument.
-    sites_file: str | None = _setting(None, _text)
+    sites_file: str | None = _setting(None, text)
     #: Field -> value for every server, below the sites file's ``[defaults]``.
     server_defaults: Mapping[str, Any] = field(
         default_factory=dict, metadata={"parse": _server_defaults}
     )
     #: Bytes of the spider's cache of canonical URLs (canonicalisation is costly).
-    site_canonical_cache: int = _setting(32 * 1024 * 1024, _size)
+    site_canonical_cache: int = _setting(32 * 1024 * 1024, size)
     #: Distinct links kept (stored and followed) per page; None: all.
-    site_max_links: int | None = _setting(5000, _whole(0, zero_means_none=True))
+    site_max_links: int | None = _setting(5000, whole(0, zero_means_none=True))
     #: Resume the last crawl with the same arguments when it never finished.
-    site_resume: bool = _setting(True, _flag)
+    site_resume: bool = _setting(True, flag)
     #: Requests waiting to be downloaded are kept on disk (spidersite.frontier).
-    frontier_disk: bool = _setting(True, _flag)
+    frontier_disk: bool = _setting(True, flag)
     #: Folder of the crawls' disk frontiers; None: ``<data dir>/frontier``.
-    frontier_dir: str | None = _setting(None, _text)
+    frontier_dir: str | None = _setting(None, text)
     #: Longest URL fetched (Scrapy's own setting, read by the spider); None: any.
-    urllength_limit: int | None = _setting(MAX_URL_LENGTH, _whole(0, zero_means_none=True))
+    urllength_limit: int | None = _setting(MAX_URL_LENGTH, whole(0, zero_means_none=True))
 
     # -- sitemaps (spidersite.sitemaps) ---------------------------------------------------
     #: Read the servers' sitemaps (per server: the ``sitemaps`` field).
-    sitemap_enabled: bool = _setting(True, _flag)
+    sitemap_enabled: bool = _setting(True, flag)
     #: Bytes of one sitemap, as downloaded and once decompressed (the protocol's 50 MB).
-    sitemap_max_bytes: int = _setting(50 * 1024 * 1024, _size)
+    sitemap_max_bytes: int = _setting(50 * 1024 * 1024, size)
     #: Entries read from one sitemap or sitemap index (the protocol's 50,000).
-    sitemap_max_urls: int = _setting(50_000, _whole(1))
+    sitemap_max_urls: int = _setting(50_000, whole(1))
     #: Sitemaps (indexes included) read per server and crawl.
-    sitemap_max_sitemaps: int = _setting(1000, _whole(1))
+    sitemap_max_sitemaps: int = _setting(1000, whole(1))
 
     # -- downloader middlewares -----------------------------------------------------------
-    servers_enabled: bool = _setting(True, _flag)
-    crawldelay_enabled: bool = _setting(True, _flag)
+    servers_enabled: bool = _setting(True, flag)
+    crawldelay_enabled: bool = _setting(True, flag)
     #: Longest robots.txt Crawl-delay honoured, in seconds.
-    crawldelay_max: float = _setting(60.0, _number(0))
-    neterrors_enabled: bool = _setting(True, _flag)
-    conditional_enabled: bool = _setting(True, _flag)
-    redirectloop_enabled: bool = _setting(True, _flag)
-    concurrency_enabled: bool = _setting(True, _flag)
-    charset_enabled: bool = _setting(True, _flag)
+    crawldelay_max: float = _setting(60.0, number(0))
+    neterrors_enabled: bool = _setting(True, flag)
+    conditional_enabled: bool = _setting(True, flag)
+    redirectloop_enabled: bool = _setting(True, flag)
+    concurrency_enabled: bool = _setting(True, flag)
+    charset_enabled: bool = _setting(True, flag)
     #: Bytes of a body the charset detector reads.
-    charset_detect_max_bytes: int = _setting(262_144, _size)
+    charset_detect_max_bytes: int = _setting(262_144, size)
     #: Bound http(s) downloads at their timeout + the grace (see spidersite.handlers).
-    watchdog_enabled: bool = _setting(True, _flag)
+    watchdog_enabled: bool = _setting(True, flag)
     #: Seconds past a request's download_timeout before the watchdog fails it.
-    watchdog_grace: float = _setting(10.0, _number(0))
+    watchdog_grace: float = _setting(10.0, number(0))
     #: Entries of an FTP directory listing followed (spidersite.ftp); None: all.
-    ftp_max_entries: int | None = _setting(5000, _whole(0, zero_means_none=True))
+    ftp_max_entries: int | None = _setting(5000, whole(0, zero_means_none=True))
     #: Newest articles of a news group listed per crawl (spidersite.nntp); None: all.
-    nntp_max_articles: int | None = _setting(1000, _whole(0, zero_means_none=True))
+    nntp_max_articles: int | None = _setting(1000, whole(0, zero_means_none=True))
 
     #: Browser rendering of the pages of ``render_js`` servers (spidersite.render).
-    render_enabled: bool = _setting(True, _flag)
+    render_enabled: bool = _setting(True, flag)
     #: When a rendered page counts as loaded (Playwright's ``wait_until`` of ``page.goto``).
     render_wait_until: str = _setting(
-        "load", _choice("load", "domcontentloaded", "networkidle", "commit")
+        "load", choice("load", "domcontentloaded", "networkidle", "commit")
     )
 
     # -- spider middlewares ---------------------------------------------------------------
-    maxhops_enabled: bool = _setting(True, _flag)
+    maxhops_enabled: bool = _setting(True, flag)
     #: The topic gate; it acts only when the spider has a topic (``-a topic``).
-    topic_enabled: bool = _setting(True, _flag)
+    topic_enabled: bool = _setting(True, flag)
     #: Links of pages this close to a seed are followed even off topic.
-    topic_follow_hops: int = _setting(0, _whole(0))
+    topic_follow_hops: int = _setting(0, whole(0))
 
     # -- pipelines and extensions ---------------------------------------------------------
-    analyze_enabled: bool = _setting(True, _flag)
+    analyze_enabled: bool = _setting(True, flag)
     #: Words read from a page's body (the design documents' per-page cap); None: all.
-    analyze_max_words: int | None = _setting(50_000, _whole(0, zero_means_none=True))
-    store_enabled: bool = _setting(True, _flag)
+    analyze_max_words: int | None = _setting(50_000, whole(0, zero_means_none=True))
+    store_enabled: bool = _setting(True, flag)
     #: Documents, errors, re-visits and gone pages per batch (one transaction).
-    store_batch_size: int = _setting(100, _whole(1))
+    store_batch_size: int = _setting(100, whole(1))
     #: Page text per batch, in characters (a batch of big pages goes before it is full).
-    store_batch_bytes: int = _setting(4_000_000, _whole(1))
+    store_batch_bytes: int = _setting(4_000_000, whole(1))
     #: Batches in flight to the store's worker process; then the downloader waits.
-    store_queue_batches: int = _setting(4, _whole(1))
+    store_queue_batches: int = _setting(4, whole(1))
     #: Seconds after which a batch that has not filled up is handed on (0: when full).
-    store_flush_seconds: float = _setting(2.0, _number(0))
+    store_flush_seconds: float = _setting(2.0, number(0))
     #: Retries of a batch while the database is unreachable (back-off up to 30 s).
-    store_retry_times: int = _setting(10, _whole(0))
+    store_retry_times: int = _setting(10, whole(0))
     #: Bytes of the worker's cache of stem ids (the words table); then it starts again.
-    store_word_cache: int = _setting(16 * 1024 * 1024, _size)
+    store_word_cache: int = _setting(16 * 1024 * 1024, size)
     #: Recompute the link-graph prior (PageRank over the stored links) when the crawl ends.
-    linkrank_enabled: bool = _setting(True, _flag)
+    linkrank_enabled: bool = _setting(True, flag)
     #: Feed the Whoosh index (needs store_enabled: the index is fed from stored documents).
-    index_enabled: bool = _setting(True, _flag)
+    index_enabled: bool = _setting(True, flag)
     #: Documents per Whoosh commit.
-    index_batch_size: int = _setting(1000, _whole(1))
+    index_batch_size: int = _setting(1000, whole(1))
     #: Distinct stems indexed per page, highest weights first; None: all.
-    index_max_terms: int | None = _setting(20_000, _whole(0, zero_means_none=True))
+    index_max_terms: int | None = _setting(20_000, whole(0, zero_means_none=True))
     #: Megabytes of postings the Whoosh writer buffers (commits and merges alike).
-    index_limitmb: int = _setting(32, _whole(1))
+    index_limitmb: int = _setting(32, whole(1))
     #: Stored batches waiting for the indexer process; then the worker waits.
-    index_queue_batches: int = _setting(8, _whole(1))
+    index_queue_batches: int = _setting(8, whole(1))
     #: Write every fetched HTML/text page to WARC files.
-    pagestore_enabled: bool = _setting(False, _flag)
+    pagestore_enabled: bool = _setting(False, flag)
     #: Folder of the WARC files; None: ``<data dir>/warc``.
-    pagestore_dir: str | None = _setting(None, _text)
+    pagestore_dir: str | None = _setting(None, text)
     #: A new WARC file past this size, in bytes.
-    pagestore_max_bytes: int = _setting(1024**3, _size)
+    pagestore_max_bytes: int = _setting(1024**3, size)
 
     # -- scale-out ------------------------------------------------------------------------
     #: Redis keys of a crawl are ``<prefix>:<crawl key>:…``.
     scaleout_key_prefix: str = _setting("spidersite", lambda s, n: _key(s.get(n)))
     #: Seconds the shared frontier stays empty, no process busy, before the processes stop.
-    scaleout_idle_timeout: float = _setting(30.0, _number(0))
+    scaleout_idle_timeout: float = _setting(30.0, number(0))
 
     @classmethod
     def from_settings(cls, settings: Any) -> CrawlSettings:
@@ -272,7 +207,7 @@ class CrawlSettings:
             try:
                 values[f.name] = parse(settings, name)
             except ValueError as exc:
-                problems.append(_problem(settings, name, exc))
+                problems.append(problem(settings, name, exc))
         if problems:
             raise ConfigError("\n".join(problems))
         return cls(**values)
@@ -299,29 +234,12 @@ def _default(f: Any) -> Any:
     return f.default_factory() if f.default is MISSING else f.default
 
 
-def _problem(settings: Any, name: str, exc: ValueError) -> str:
-    """The line that names the setting (and the value given, unless the message says
-    what was wrong itself: URLs are not repeated, they may hold a password)."""
-    message = str(exc)
-    if name in _FROM_ENV and not settings.get(name):
-        name = f"{name} (from ${_FROM_ENV[name]})"
-    elif message.startswith("must be"):
-        message = f"{message}, not {settings.get(name)!r}"
-    return f"{name}: {message}"
-
-
-#: The environment variable a setting falls back to.
-_FROM_ENV = {
-    "STORE_DATABASE_URL": "DATABASE_URL",
-    "SCALEOUT_REDIS_URL": "SPIDERSITE_REDIS_URL",
-}
-
 #: Schemes of a Redis URL (redis-py's ``from_url``).
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 
 def _database_url(settings: Any) -> str:
-    url = config.database_url(_text(settings, "STORE_DATABASE_URL"), _data_dir_text(settings))
+    url = config.database_url(text(settings, "STORE_DATABASE_URL"), _data_dir_text(settings))
     try:
         db.check_url(url)
     except db.DatabaseError as exc:
@@ -330,11 +248,11 @@ def _database_url(settings: Any) -> str:
 
 
 def _data_dir_text(settings: Any) -> str | None:
-    return _text(settings, "SPIDERSITE_DATA_DIR")
+    return text(settings, "SPIDERSITE_DATA_DIR")
 
 
 def _redis_url(settings: Any) -> str | None:
-    url = _text(settings, "SCALEOUT_REDIS_URL") or os.environ.get("SPIDERSITE_REDIS_URL") or None
+    url = text(settings, "SCALEOUT_REDIS_URL") or os.environ.get("SPIDERSITE_REDIS_URL") or None
     if url is None:
         return None
     try:
@@ -388,83 +306,3 @@ def crawl_settings(crawler: Any) -> CrawlSettings:
         if getattr(crawler.settings, "frozen", False):
             _cache[crawler] = parsed
     return parsed
-
-
-def check_library_settings(settings: Any, rendering: bool = False) -> None:
-    """Check Scrapy's own settings the project sets or reads (README, "Scrapy settings the
-    project changes") and, when the crawl renders pages, scrapy-playwright's, as the
-    project's own are checked: ConfigError with one line per bad value, naming it."""
-    from scrapy.utils.misc import load_object
-
-    def integer(settings: Any, name: str) -> int:
-        try:
-            return int(settings.getint(name))
-        except (TypeError, ValueError):
-            raise ValueError("must be a whole number") from None
-
-    def positive(settings: Any, name: str) -> float:
-        try:
-            value = float(_number(0)(settings, name))
-        except ValueError:
-            value = 0.0
-        if value == 0:
-            raise ValueError("must be a number of seconds > 0")
-        return value
-
-    def json_object(settings: Any, name: str) -> dict[str, Any]:
-        try:
-            return dict(settings.getdict(name))
-        except (TypeError, ValueError):
-            raise ValueError("must be a JSON object") from None
-
-    def imported(settings: Any, name: str, value: Any = None) -> Any:
-        value = settings.get(name) if value is None else value
-        try:
-            found = load_object(value)
-        except Exception:  # ImportError, NameError, ValueError, or the module's own
-            raise ValueError("must be the import path of an object (package.module.name)") from None
-        if not callable(found):
-            raise ValueError("must be the import path of a function or class")
-        return found
-
-    def handlers(settings: Any, name: str) -> None:
-        for scheme, path in json_object(settings, name).items():
-            if path is not None:
-                try:
-                    imported(settings, name, path)
-                except ValueError:
-                    raise ValueError(f"{scheme!r}: {path!r} cannot be imported") from None
-
-    parsers: dict[str, Parser] = {
-        "ROBOTSTXT_OBEY": _flag,
-        "COOKIES_ENABLED": _flag,
-        "TELNETCONSOLE_ENABLED": _flag,
-        "REMOTE_CONTROL_ENABLED": _flag,
-        "WARN_ON_GENERATOR_RETURN_VALUE": _flag,
-        "CONCURRENT_REQUESTS": _whole(1),
-        "CONCURRENT_REQUESTS_PER_DOMAIN": _whole(1),
-        "DOWNLOAD_MAXSIZE": _whole(0, zero_means_none=True),
-        "DOWNLOAD_WARNSIZE": _whole(0, zero_means_none=True),
-        "DOWNLOAD_TIMEOUT": positive,
-        "RETRY_TIMES": _whole(0),
-        "DEPTH_LIMIT": _whole(0, zero_means_none=True),
-        "DEPTH_PRIORITY": integer,
-        "SCHEDULER_DISK_QUEUE": imported,
-        "SCHEDULER_MEMORY_QUEUE": imported,
-        "DOWNLOAD_HANDLERS": handlers,
-    }
-    if rendering:
-        parsers["PLAYWRIGHT_LAUNCH_OPTIONS"] = json_object
-        parsers["PLAYWRIGHT_MAX_CONTEXTS"] = _whole(0, zero_means_none=True)
-        parsers["PLAYWRIGHT_MAX_PAGES_PER_CONTEXT"] = _whole(1)
-        parsers["PLAYWRIGHT_ABORT_REQUEST"] = imported
-    problems: list[str] = []
-    for name, parse in parsers.items():
-        if settings.get(name) in (None, ""):
-            continue
-        try:
-            parse(settings, name)
-        except ValueError as exc:
-            problems.append(_problem(settings, name, exc))
-    if problems:
-        raise ConfigError("\n".join(problems))

@@ -1,4 +1,10 @@
-"""Items the spider yields: a fetched document, or a failure for the crawl log."""
+"""Items the spider yields: a fetched document, or a failure for the crawl log.
+
+:class:`PageItem` is a fetched URL on its way to the store (the design documents'
+CNetDocument; stored, it is a row of ``documents``, :class:`search.models.Document`), and
+its :class:`LinkRecord` are the links it holds (their HREF records; stored, rows of
+``links``).
+"""
 
 from __future__ import annotations
 

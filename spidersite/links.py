@@ -1,5 +1,5 @@
-"""The links a crawl follows: URLs in canonical form, the URLs scheduled, and the filters
-a link passes before it becomes a request.
+"""The links a crawl follows (the design documents' HREFs): URLs in canonical form, the URLs
+scheduled, and the filters a link passes before it becomes a request.
 
 The site spider owns one :class:`LinkFollower`.  A link of a page (or a URL of a sitemap,
 :mod:`spidersite.sitemaps`) is followed when its URL can be fetched

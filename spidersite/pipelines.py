@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import CloseSpider, NotConfigured
 
 from search import db
-from search.indexer import freeze_startup
+from search.process import freeze_startup
 from search.rows import DocumentRow, ErrorRow, GoneRow, RevisitRow
 from search.servers import DEFAULTS
 from search.worker import CrawlWorker, IndexConfig, Report, WorkBatch, WorkerConfig

@@ -12,7 +12,8 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from search.servers import ConfigError
-from spidersite.crawlsettings import CrawlSettings, check_library_settings, crawl_settings
+from spidersite.crawlsettings import CrawlSettings, crawl_settings
+from spidersite.librarysettings import check_library_settings
 from tests.conftest import PG_ADMIN_URL, CrawlResult, free_port
 
 SEED = "http://127.0.0.1:1/"

@@ -19,8 +19,8 @@ from search.analysis import (
 )
 from search.content import MAX_HTML_BYTES, main_text, split_content
 from search.index import Index
-from search.indexer import reindex
 from search.query import parse_query
+from search.rebuild import reindex
 from search.rows import DocumentRow
 from search.searcher import Searcher
 from search.servers import ServerConfig

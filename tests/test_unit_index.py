@@ -341,7 +341,7 @@ def test_release_memory_collects_what_a_commit_left_in_cycles() -> None:
     import gc
     import weakref
 
-    from search.indexer import release_memory
+    from search.process import release_memory
 
     class Node:
         pass

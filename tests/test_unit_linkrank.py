@@ -17,10 +17,10 @@ from search import db, ranking
 from search import searcher as searcher_module
 from search.analysis import analyze_document
 from search.index import Index
-from search.indexer import reindex
 from search.linkrank import pagerank, update_linkrank
 from search.models import Document
 from search.query import parse_query
+from search.rebuild import reindex
 from search.rows import DocumentRow
 from search.searcher import Searcher
 from search.store import DocumentStore

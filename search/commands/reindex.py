@@ -62,7 +62,7 @@ def add_parser(sub: Any, common: Any) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from tqdm import tqdm
 
-    from search.indexer import count_indexable, reindex
+    from search.rebuild import count_indexable, reindex
 
     if args.batch_size < 1:
         raise CLIError("--batch-size must be at least 1", 2)
@@ -99,7 +99,8 @@ def follow(args: argparse.Namespace, out: TextIO) -> int:
     process (Whoosh has one writer) keeps the index in step with it."""
     import time
 
-    from search.indexer import LOCK_WAIT, check, reindex
+    from search.indexer import LOCK_WAIT
+    from search.rebuild import check, reindex
 
     if args.interval <= 0:
         raise CLIError("--interval must be greater than 0", 2)

@@ -1,0 +1,43 @@
+"""Memory helpers of the long-lived processes (the crawler, its worker, the indexer).
+
+:func:`freeze_startup` hides what a process made during its start-up from the garbage
+collector, once start-up is over; :func:`release_memory` gives a finished batch's or
+commit's memory back to the system.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+from collections.abc import Callable
+
+
+def _libc_trim() -> Callable[[int], int] | None:
+    name = ctypes.util.find_library("c")
+    try:
+        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    except OSError:
+        return None
+
+
+_malloc_trim = _libc_trim()
+
+
+def release_memory() -> None:
+    """Give the memory of a finished commit back to the system: a full collection (the
+    writer's pool, readers and segment objects form cycles), then glibc's ``malloc_trim``
+    (freed blocks stay in the C heap otherwise; a no-op elsewhere)."""
+    gc.collect()
+    if _malloc_trim is not None:
+        _malloc_trim(0)
+
+
+def freeze_startup() -> None:
+    """Move what the process holds after its start-up (modules, classes, settings) out of
+    the garbage collector's sight: a full collection then walks only what was made
+    since.  (Measured on the loaded machine: a full collection of the worker's 82,000
+    start-up objects took 154 ms, the crawler's 160,000 300 ms; the worker collects
+    after every batch.)  Call it once, when start-up is over."""
+    gc.collect()
+    gc.freeze()

@@ -1,0 +1,223 @@
+"""The index rebuilt or repaired from the database, which is the record (with
+:mod:`search.indexer`, the design documents' CIndexer).
+
+:func:`reindex` rebuilds the whole index, or adds the documents not indexed yet: a full
+rebuild reads the stored postings as arrays (:func:`iter_doc_batches`) and writes them
+whole (:meth:`search.index.Index.rebuild`); the rest adds :class:`search.index.IndexDoc`
+one by one (:func:`iter_index_docs`).  :func:`check` compares the index with the database
+and, with *repair*, makes it agree.  Each posting's weight is the sum of its counts per
+section times its server's section weights, as the analyzer sums them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+from sqlalchemy import Engine, not_, update
+
+from search.analysis import DEFAULT_WEIGHTS, SECTIONS
+from search.crawldb import INDEXABLE, CrawlDB
+from search.db import chunks
+from search.index import LIMITMB, DocBatch, Index, IndexDoc
+from search.models import Document
+from search.servers import WEIGHT_FIELDS
+from search.store import DocumentStore
+
+
+def _host(url: str) -> str:
+    """The index's ``host`` of a stored URL (its network location)."""
+    return url.split("/")[2] if "://" in url else ""
+
+
+def server_weights(crawldb: CrawlDB) -> dict[int, dict[str, float]]:
+    """Section weights of every stored server (defaults where a weight is not stored)."""
+    return {
+        sid: {s: float(settings.get(k, DEFAULT_WEIGHTS[s])) for s, k in WEIGHT_FIELDS.items()}
+        for sid, settings in crawldb.server_settings().items()
+    }
+
+
+def iter_index_docs(
+    engine: Engine,
+    only_unindexed: bool = False,
+    chunk: int = 200,
+    before: datetime | None = None,
+    ids: Sequence[int] | None = None,
+) -> Iterator[IndexDoc]:
+    """Rebuild IndexDocs from the stored postings, *chunk* documents per query."""
+    crawldb = CrawlDB(engine)
+    weights = server_weights(crawldb)
+    for doc in crawldb.indexable_documents(only_unindexed, before, ids, chunk):
+        w = weights.get(doc.server_id) if doc.server_id is not None else None
+        w = w or DEFAULT_WEIGHTS
+        terms: dict[str, float] = {}
+        for stem, counts in doc.postings:
+            weight = 0.0  # Σ count × section weight, in section order, as the analyzer sums
+            for i, section in enumerate(SECTIONS):
+                if counts[i]:
+                    weight += counts[i] * w[section]
+            terms[stem] = weight
+        yield IndexDoc(doc.id, doc.url, _host(doc.url), terms)
+
+
+#: Documents a full rebuild reads from the database at a time: ~200,000 postings of the
+#: synthetic site, ~25 MB while their page is parsed.
+READ_PAGE = 500
+
+
+def iter_doc_batches(engine: Engine, chunk: int = 2000) -> Iterator[DocBatch]:
+    """Every document that belongs in the index, as :class:`search.index.DocBatch` of
+    *chunk* documents (term ids are word ids): what :func:`iter_index_docs` gives, as
+    arrays, with the same weights, summed in the same order."""
+    crawldb = CrawlDB(engine)
+    weights = server_weights(crawldb)
+    default = [DEFAULT_WEIGHTS[s] for s in SECTIONS]
+    by_server = {sid: [w[s] for s in SECTIONS] for sid, w in weights.items()}
+    for page in crawldb.indexable_postings(chunk):
+        per_doc = np.array(
+            [
+                by_server.get(sid, default) if sid is not None else default
+                for sid in page.server_ids
+            ],
+            dtype=np.float64,
+        ).reshape(len(page.ids), len(SECTIONS))
+        per_posting = np.repeat(per_doc, page.sizes, axis=0)
+        # Σ count × section weight, in section order, as the analyzer sums (adding a
+        # section's 0 changes nothing).
+        total = np.zeros(len(page.word_ids), dtype=np.float64)
+        for i in range(len(SECTIONS)):
+            total = total + page.counts[:, i] * per_posting[:, i]
+        hosts = [_host(url) for url in page.urls]
+        yield DocBatch(page.ids, page.urls, hosts, page.sizes, page.word_ids, total)
+
+
+def count_indexable(
+    engine: Engine, only_unindexed: bool = False, before: datetime | None = None
+) -> int:
+    return CrawlDB(engine).count_indexable(only_unindexed, before)
+
+
+def reindex(
+    engine: Engine,
+    index: Index,
+    *,
+    full: bool = True,
+    batch_size: int = 2000,
+    limitmb: int = LIMITMB,
+    progress: Callable[[int], None] | None = None,
+    before: datetime | None = None,
+    ids: Sequence[int] | None = None,
+    wait: float = 0.0,
+) -> int:
+    """Rebuild the index from the database (``full``) or add the documents not indexed yet
+    (stored *before* a time, or among *ids*).
+
+    A full rebuild goes through one writer and replaces the old index in its single
+    commit, so searches keep answering from the old index until the new one is complete.
+    Returns the number of documents indexed.
+    """
+    if ids is not None and not ids:
+        return 0
+    if not full and count_indexable(engine, only_unindexed=True, before=before) == 0:
+        return 0
+    store = DocumentStore(engine)
+    done: list[int] = []
+    if full and ids is None and before is None:
+        crawldb = CrawlDB(engine)
+        vocabulary = crawldb.vocabulary()
+        with index.rebuild(vocabulary, limitmb=limitmb, wait=wait) as rebuild:
+            for batch in iter_doc_batches(engine, min(batch_size, READ_PAGE)):
+                if len(batch.terms) and int(batch.terms.max()) >= len(vocabulary):
+                    # A crawl stored new words since the vocabulary was read.
+                    vocabulary = crawldb.vocabulary()
+                    rebuild.grow_vocabulary(vocabulary)
+                rebuild.add(batch)
+                done.extend(batch.docids)
+                if progress:
+                    progress(len(batch))
+        store.mark_indexed(done)
+        return len(done)
+
+    def docs() -> Iterator[IndexDoc]:
+        if ids is None:
+            yield from iter_index_docs(engine, only_unindexed=not full, before=before)
+            return
+        for part in chunks(ids, 500):
+            yield from iter_index_docs(engine, only_unindexed=not full, before=before, ids=part)
+
+    with index.writer(limitmb=limitmb, clear=full, wait=wait) as writer:
+        for doc in docs():
+            writer.add(doc, update=not full)
+            done.append(doc.docid)
+            if progress and len(done) % batch_size == 0:
+                progress(batch_size)
+        if progress and len(done) % batch_size:
+            progress(len(done) % batch_size)
+    # Mark after the commit: a document is "indexed" only once it is searchable.
+    store.mark_indexed(done)
+    return len(done)
+
+
+def searchable_ids(index: Index) -> set[int]:
+    return index.docids() if index.exists() else set()
+
+
+@dataclass(slots=True)
+class CheckResult:
+    """How the index compares with the database."""
+
+    in_database: int
+    in_index: int
+    missing: list[int]  # indexable in the database, not in the index
+    extra: list[int]  # in the index, not (or no longer) indexable in the database
+    #: In the index and indexable, not marked indexed in the database (a crawl killed
+    #: between a commit and its marking; the index may hold an older version).
+    unmarked: list[int] = field(default_factory=list)
+    repaired: bool = False
+
+    @property
+    def consistent(self) -> bool:
+        return not self.missing and not self.extra and not self.unmarked
+
+
+def check(engine: Engine, index: Index, repair: bool = True, limitmb: int = LIMITMB) -> CheckResult:
+    """Compare the index with the database; with *repair*, make the index agree.
+
+    Missing documents are (re)indexed from their stored postings, extra ones deleted,
+    unmarked ones indexed again (the database's version) and marked, and the ``indexed``
+    flags of documents that no longer belong in the index cleared.
+    """
+    crawldb = CrawlDB(engine)
+    unmarked = set(crawldb.indexable_ids(only_unindexed=True))
+    wanted = set(crawldb.indexable_ids())
+    present = searchable_ids(index)
+    result = CheckResult(
+        len(wanted),
+        len(present),
+        sorted(wanted - present),
+        sorted(present - wanted),
+        sorted(unmarked & present),
+    )
+    if not repair:
+        return result
+    store = DocumentStore(engine)
+    again = sorted(set(result.missing) | set(result.unmarked))
+    if not result.consistent:
+        with index.writer(limitmb=limitmb) as writer:
+            for docid in result.extra:
+                writer.delete(docid)
+            for part in chunks(again, 500):
+                for doc in iter_index_docs(engine, ids=part):
+                    writer.add(doc)
+        result.repaired = True
+    store.mark_indexed(again)
+    with engine.begin() as conn:
+        conn.execute(
+            update(Document)
+            .where(Document.indexed.is_(True), not_(INDEXABLE))
+            .values(indexed=False)
+        )
+    return result
