@@ -12,7 +12,8 @@ from tests.conftest import ROOT, Site, _env, count_documents, crawl_command
 #: Packages the crawler process does not use on an ordinary crawl: Scrapy's telnet console
 #: (Twisted's conch) and remote control (aiohttp), both off; Alembic (the worker creates or
 #: migrates the schema); scipy (no longer used); trafilatura (the worker extracts content);
-#: Playwright and scrapy-playwright (only for servers with render_js).
+#: Playwright and scrapy-playwright (only for servers with render_js); scrapy-redis and redis
+#: (only with a shared frontier, SCALEOUT_REDIS_URL).
 NOT_IN_THE_CRAWLER = (
     "twisted.conch",
     "aiohttp",
@@ -21,6 +22,8 @@ NOT_IN_THE_CRAWLER = (
     "trafilatura",
     "playwright",
     "scrapy_playwright",
+    "scrapy_redis",
+    "redis",
 )
 
 #: Runs ``scrapy crawl`` as ``python -m scrapy`` does, and writes the names of the modules
