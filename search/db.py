@@ -1,7 +1,10 @@
 """The one module that owns the database: engine and schema migrations.
 
 SQLite (the embedded default) and PostgreSQL (``postgresql+psycopg://``) share one schema,
-created and upgraded by Alembic (:func:`migrate`).
+that of :mod:`search.models`.  :func:`migrate` creates it in a new database at once, from
+the models, and stamps it with the last Alembic migration (:data:`SCHEMA_REVISION`); a
+database made by an earlier version is upgraded by the Alembic migrations it lacks
+(``search/migrations/``); one that is up to date is only read (Alembic is not loaded).
 """
 
 from __future__ import annotations
@@ -13,9 +16,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import URL, Engine, create_engine, event, text
+from sqlalchemy import (
+    URL,
+    Column,
+    Engine,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    create_engine,
+    event,
+    inspect,
+    text,
+)
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
 from search import config
 
@@ -159,8 +174,67 @@ def create(url: str | None = None, **kwargs: Any) -> Engine:
     return engine
 
 
+#: The last Alembic migration (``search/migrations/versions/``), whose schema is that of
+#: :mod:`search.models`: a new database is created from the models and stamped with it,
+#: and a database already there is up to date when Alembic's version table holds it.  A new
+#: migration sets it to its revision (tests/test_unit_schema.py checks both).
+SCHEMA_REVISION = "0007"
+
+#: Alembic's version table, as Alembic creates it (``alembic_version``, one row).
+_VERSION_TABLE = Table(
+    "alembic_version",
+    MetaData(),
+    Column("version_num", String(32), nullable=False),
+    PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
+)
+
+
 def migrate(engine: Engine) -> None:
-    """Bring the schema up to date with the Alembic migrations (idempotent)."""
+    """Bring the schema up to date (idempotent): a new database gets the schema of
+    :mod:`search.models` in one step, stamped at :data:`SCHEMA_REVISION`; an older one
+    runs the Alembic migrations it lacks; an up-to-date one is left as it is."""
+    try:
+        with _migration_lock(engine):
+            revision = schema_revision(engine)
+            if revision == SCHEMA_REVISION:
+                return
+            if revision is None:
+                try:
+                    _create_schema(engine)
+                except DBAPIError:
+                    # Another process created it meanwhile (SQLite takes no lock for this).
+                    if schema_revision(engine) != SCHEMA_REVISION:
+                        raise
+            else:
+                run_migrations(engine)
+    except OperationalError as exc:
+        raise DatabaseError(f"cannot open database {engine.url!r}: {exc.orig}") from None
+
+
+def schema_revision(engine: Engine) -> str | None:
+    """The Alembic revision the database is at (None: it has no version table, a new
+    database)."""
+    with engine.connect() as conn:
+        if not inspect(conn).has_table(_VERSION_TABLE.name):
+            return None
+        return conn.execute(_VERSION_TABLE.select()).scalar()
+
+
+def _create_schema(engine: Engine) -> None:
+    """Create the models' tables (those missing: a creation cut short is completed) and
+    stamp the database at :data:`SCHEMA_REVISION`, as the migrations would leave it."""
+    from search.models import Base
+
+    with engine.begin() as conn:
+        Base.metadata.create_all(conn)
+        _VERSION_TABLE.create(conn, checkfirst=True)
+        conn.execute(_VERSION_TABLE.insert().values(version_num=SCHEMA_REVISION))
+    logger.info("Created the database schema (revision %s)", SCHEMA_REVISION)
+
+
+def run_migrations(engine: Engine, revision: str = "head") -> None:
+    """Run the Alembic migrations from the database's revision up to *revision* (what
+    :func:`migrate` does for a database made by an earlier version)."""
     from alembic import command
     from alembic.config import Config
 
@@ -168,11 +242,7 @@ def migrate(engine: Engine) -> None:
     cfg.attributes["engine"] = engine
     with _migrations_folder() as folder:
         cfg.set_main_option("script_location", folder)
-        try:
-            with _migration_lock(engine):
-                command.upgrade(cfg, "head")
-        except OperationalError as exc:
-            raise DatabaseError(f"cannot open database {engine.url!r}: {exc.orig}") from None
+        command.upgrade(cfg, revision)
 
 
 #: PostgreSQL advisory lock taken while the schema is migrated (any constant number).

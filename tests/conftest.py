@@ -24,6 +24,20 @@ from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parents[1]
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Byte-compile the project once, before the first test (in the controller only, under
+    xdist).  The suite starts hundreds of crawls and searches, each in new interpreters
+    that import ~100 of its modules: where ``PYTHONDONTWRITEBYTECODE`` is set (as on this
+    project's machines and CI) nothing writes ``__pycache__``, and every one of them would
+    compile the sources again (0.2 to 0.3 s of CPU per process)."""
+    if hasattr(session.config, "workerinput"):
+        return
+    import compileall
+
+    for package in ("spidersite", "search"):
+        compileall.compile_dir(ROOT / package, quiet=1)
+
+
 #: Admin connection to the local PostgreSQL, where each test gets its own database.
 PG_ADMIN_URL = os.environ.get(
     "SPIDERSITE_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"

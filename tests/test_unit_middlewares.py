@@ -212,6 +212,21 @@ def test_failures_are_classified_by_type() -> None:
     assert errors.classify_exception(IgnoreRequest("Forbidden by robots.txt")) == "ignored"
 
 
+def test_playwright_failures_are_classified_by_type() -> None:
+    """A rendered page's navigation past its timeout is a "timeout", and a network error of
+    the server's; another Playwright error is a "render" failure, not the server's."""
+    from playwright.async_api import Error, TimeoutError
+
+    assert errors.classify_exception(TimeoutError("Timeout 30000ms exceeded")) == "timeout"
+    assert errors.is_network_error(TimeoutError("Timeout 30000ms exceeded"))
+    refused = Error("page.goto: net::ERR_CONNECTION_REFUSED at http://127.0.0.1:1/")
+    assert errors.classify_exception(refused) == "render"
+    assert errors.is_network_error(refused)
+    crashed = Error("Target crashed")
+    assert errors.classify_exception(crashed) == "render"
+    assert not errors.is_network_error(crashed)
+
+
 def robots_request() -> Request:
     return Request(A + "robots.txt", meta={"dont_obey_robotstxt": True}, callback=NO_CALLBACK)
 

@@ -1,0 +1,111 @@
+"""The database schema (search.db.migrate): a new database is created from the models and
+stamped at the last migration, an older one is upgraded by the Alembic migrations, and
+both ways give the same schema, on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import inspect, text
+
+from search import db
+from search.models import Base
+from tests.conftest import ROOT
+
+
+def schema_diff(engine: Any) -> list[Any]:
+    """What differs between the database's schema and the models' (Alembic's autogenerate
+    comparison: tables, columns, types, nullability, server defaults, indexes, unique and
+    foreign keys)."""
+    with engine.connect() as conn:
+        context = MigrationContext.configure(
+            conn, opts={"compare_type": True, "compare_server_default": True}
+        )
+        return list(compare_metadata(context, Base.metadata))
+
+
+def without_sqlite_clone_fk(engine: Any, diff: list[Any]) -> list[Any]:
+    """*diff* less the one difference migration 0002 documents: SQLite cannot add a foreign
+    key to an existing table, so a database migrated there lacks ``documents.clone_of_id``'s
+    (ON DELETE SET NULL), which a new one has, as on PostgreSQL."""
+    if engine.dialect.name != "sqlite":
+        return diff
+    return [
+        d
+        for d in diff
+        if not (
+            d[0] == "add_fk"
+            and d[1].table.name == "documents"
+            and [c.name for c in d[1].columns] == ["clone_of_id"]
+        )
+    ]
+
+
+def test_schema_revision_is_the_last_migration() -> None:
+    config = Config()
+    config.set_main_option("script_location", "search:migrations")
+    assert ScriptDirectory.from_config(config).get_current_head() == db.SCHEMA_REVISION
+
+
+def test_the_migrations_make_the_models_schema(db_url: str) -> None:
+    """The whole chain of migrations, as an existing database went through it, ends at
+    the schema a new database is created with."""
+    engine = db.create(db_url)
+    try:
+        db.run_migrations(engine)
+        assert db.schema_revision(engine) == db.SCHEMA_REVISION
+        assert without_sqlite_clone_fk(engine, schema_diff(engine)) == []
+    finally:
+        engine.dispose()
+
+
+def test_a_new_database_is_created_from_the_models_and_stamped(db_url: str) -> None:
+    engine = db.connect(db_url)
+    try:
+        assert db.schema_revision(engine) == db.SCHEMA_REVISION
+        assert schema_diff(engine) == []
+        assert set(Base.metadata.tables) <= set(inspect(engine).get_table_names())
+        db.migrate(engine)  # up to date: nothing to do, and no error
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM alembic_version")).scalar() == 1
+    finally:
+        engine.dispose()
+
+
+def test_an_older_database_is_upgraded_by_the_migrations(db_url: str) -> None:
+    engine = db.create(db_url)
+    try:
+        db.run_migrations(engine, "0005")
+        columns = {c["name"] for c in inspect(engine).get_columns("postings")}
+        assert "boilerplate_count" not in columns
+        db.migrate(engine)
+        assert db.schema_revision(engine) == db.SCHEMA_REVISION
+        columns = {c["name"] for c in inspect(engine).get_columns("postings")}
+        assert "boilerplate_count" in columns
+        assert without_sqlite_clone_fk(engine, schema_diff(engine)) == []
+    finally:
+        engine.dispose()
+
+
+def test_opening_a_new_or_current_database_does_not_load_alembic(tmp_path: Path) -> None:
+    """A new database is created in one step and an up-to-date one only read: neither
+    loads Alembic (half a second of every crawl's start-up)."""
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    code = (
+        "import sys; from search import db\n"
+        "for _ in range(2):\n"
+        "    db.connect(sys.argv[1]).dispose()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, url], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
