@@ -5,8 +5,7 @@
 - :func:`serve` serves a folder on 127.0.0.1 on a free port from a *separate process*
   (nginx when it is installed, else Python's ``http.server``), so the server does not
   compete for the GIL with a crawler measured in this process.
-- Wall time and peak memory of a command are :mod:`_measure`'s (``benchmarks/scale.py``
-  still reads :func:`~_measure.run_measured` and :func:`~_measure.machine` here).
+- Wall time and peak memory of a command are :mod:`_measure`'s.
 
 Environment:
 
@@ -34,8 +33,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-
-from _measure import machine, run_measured  # noqa: F401 - read here by scale.py
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent

@@ -34,7 +34,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _corpus
+import _measure
+import _scalesite
+import _searchapi
 import _synthetic
 import scale
 
@@ -45,9 +47,9 @@ def serve_run(data: Path, queries: list[str], log: Path) -> dict[str, Any]:
     """One fresh server: its first query, then the warm ones."""
     load = os.getloadavg()[0]
     started = time.perf_counter()
-    with scale.search_server(data, log) as port:
+    with _searchapi.search_server(data, log) as port:
         listening_s = time.perf_counter() - started
-        api = scale.Api(port)
+        api = _searchapi.Api(port)
         try:
             first_s, first = api.search(queries[0])
             for query in queries[1 : WARM_UP + 1]:
@@ -66,10 +68,10 @@ def serve_run(data: Path, queries: list[str], log: Path) -> dict[str, Any]:
         "first_ms": first_s * 1000,
         "first_search_ms": first["seconds"] * 1000,
         "p50_ms": p50,
-        "p95_ms": scale.percentile(times, 95),
+        "p95_ms": _searchapi.percentile(times, 95),
         "max_ms": max(times),
         "search_p50_ms": statistics.median(inner),
-        "search_p95_ms": scale.percentile(inner, 95),
+        "search_p95_ms": _searchapi.percentile(inner, 95),
         "first_over_warm_ms": first_s * 1000 - p50,
         "queries": len(times),
     }
@@ -77,7 +79,7 @@ def serve_run(data: Path, queries: list[str], log: Path) -> dict[str, Any]:
 
 def cli_run(data: Path, query: str) -> dict[str, Any]:
     load = os.getloadavg()[0]
-    return {"load": load, **scale.cli_first_query(data, query)}
+    return {"load": load, **_searchapi.cli_first_query(data, query)}
 
 
 def spread(runs: list[dict[str, Any]], key: str) -> str:
@@ -97,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, metavar="FILE")
     args = parser.parse_args(argv)
 
-    vocab = scale._Words(1).vocab
+    vocab = _scalesite.Words(1).vocab
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"apisearch-serve-{os.getpid()}.log"
     runs, clis = [], []
     for i in range(args.runs):
@@ -124,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     figures: dict[str, Any] = {
         "benchmark": "apisearch",
         "measured_at": datetime.now(tz=UTC).isoformat(timespec="seconds"),
-        "machine": _corpus.machine(),
+        "machine": _measure.machine(),
         "data": str(args.data),
         "web": runs,
         "cli": clis,

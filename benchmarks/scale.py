@@ -32,37 +32,25 @@ because a target is missed.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import http.client
 import json
-import math
 import os
 import random
 import shutil
-import socket
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 import urllib.parse
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import _corpus
+import _measure
 import _synthetic
 import crawl
-import numpy as np
+from _scalesite import MARKERS, Words, generate_site, marker, page_path
+from _searchapi import Api, cli_first_query, measure_queries, search_server
 
-SITE_FORMAT = 1
-"""Bumped when the generated pages change, so that an old cached site is not reused."""
-FANOUT = 8
-LINKS = 30
-MEDIAN_WORDS = 600
-MARKERS = 100
 SAMPLE_INTERVAL = 1.0
 
 # Issue 13's targets.
@@ -72,122 +60,6 @@ SEARCHABLE_TARGET = 1.0
 P95_TARGET_MS = 20.0
 FIRST_QUERY_EXTRA_MS = 200.0
 REINDEX_TARGET = 1000.0
-
-_MARKER_LETTERS = "bcdfghjklmnprstvwxyz"
-
-
-# -- the site --------------------------------------------------------------------------
-
-
-def marker(n: int) -> str:
-    """Page *n*'s marker: ``q`` + *n* in base 20 + ``zq``. The vocabulary has no ``q``,
-    and a ``zq`` ending is left alone by the stemmers."""
-    digits = ""
-    while True:
-        n, digit = divmod(n, len(_MARKER_LETTERS))
-        digits = _MARKER_LETTERS[digit] + digits
-        if n == 0:
-            return f"q{digits}zq"
-
-
-def page_path(n: int) -> str:
-    """Page *n*'s URL path."""
-    return "/index.html" if n == 0 else f"/p/{n // 1000}/{n}.html"
-
-
-def site_dir(pages: int, seed: int) -> Path:
-    return _corpus.BENCH_DIR / ".cache" / "scale" / f"site-{pages}-{seed}-v{SITE_FORMAT}"
-
-
-def _links(n: int, pages: int, rng: random.Random) -> list[int]:
-    targets = [] if n == 0 else [(n - 1) // FANOUT]
-    targets += [c for c in range(FANOUT * n + 1, FANOUT * n + FANOUT + 1) if c < pages]
-    if n + 1 < pages:
-        targets.append(n + 1)
-    chosen = set(targets)
-    while len(targets) < min(LINKS, pages - 1):
-        t = rng.randrange(pages)
-        if t != n and t not in chosen:
-            chosen.add(t)
-            targets.append(t)
-    return targets
-
-
-class _Words:
-    """Draws words of the vocabulary by their Zipf frequencies."""
-
-    def __init__(self, seed: int) -> None:
-        self.vocab = _synthetic.vocabulary(_synthetic.VOCABULARY, random.Random(seed))
-        cum = np.array(_synthetic.zipf_cum_weights(_synthetic.VOCABULARY))
-        self.cdf = cum / cum[-1]
-        self.np_rng = np.random.default_rng(seed)
-
-    def draw(self, k: int) -> list[str]:
-        ranks = np.searchsorted(self.cdf, self.np_rng.random(k), side="right")
-        return [self.vocab[i] for i in np.minimum(ranks, len(self.vocab) - 1).tolist()]
-
-
-def _page_html(n: int, pages: int, words: _Words, rng: random.Random) -> str:
-    title = " ".join(words.draw(rng.randint(3, 9))).capitalize()
-    description = " ".join(words.draw(rng.randint(12, 25))).capitalize() + "."
-    keywords = ", ".join(words.draw(rng.randint(3, 6)))
-    length = max(150, int(rng.lognormvariate(math.log(MEDIAN_WORDS), 0.25)))
-    body = words.draw(length)
-    body.insert(rng.randrange(len(body) + 1), marker(n))
-    paragraphs = []
-    start = 0
-    while start < len(body):
-        end = start + rng.randint(40, 120)
-        paragraphs.append("<p>" + " ".join(body[start:end]).capitalize() + ".</p>")
-        start = end
-    links = "\n".join(
-        f'<li><a href="{page_path(t)}">{" ".join(words.draw(rng.randint(1, 3)))}</a></li>'
-        for t in _links(n, pages, rng)
-    )
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>{title}</title>\n"
-        f'<meta name="description" content="{description}">\n'
-        f'<meta name="keywords" content="{keywords}">\n'
-        f"</head>\n<body>\n<h1>{title}</h1>\n" + "\n".join(paragraphs) + "\n"
-        f"<ul>\n{links}\n</ul>\n</body>\n</html>\n"
-    )
-
-
-def generate_site(pages: int, seed: int) -> Path:
-    """The site's folder, generated unless a complete one is cached.
-
-    Pages are written into a temporary folder renamed when complete; ``site.json`` (its
-    parameters) is the last file written.
-    """
-    target = site_dir(pages, seed)
-    if (target / "site.json").is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    print(f"generating {pages:,} pages into {target} ...", file=sys.stderr, flush=True)
-    started = time.monotonic()
-    words = _Words(seed)
-    rng = random.Random(seed + 1)
-    root = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
-    root.chmod(0o755)  # mkdtemp's 0700 would keep nginx's workers out
-    try:
-        (root / "robots.txt").write_text("User-agent: *\nAllow: /\n", encoding="ascii")
-        for n in range(pages):
-            path = root / page_path(n).lstrip("/")
-            if n == 1 or n % 1000 == 0:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(_page_html(n, pages, words, rng), encoding="utf-8")
-        manifest = {"pages": pages, "seed": seed, "format": SITE_FORMAT}
-        (root / "site.json").write_text(json.dumps(manifest) + "\n", encoding="utf-8")
-        if target.exists():  # a partial folder left by something else
-            shutil.rmtree(target)
-        root.rename(target)
-    except BaseException:
-        shutil.rmtree(root, ignore_errors=True)
-        raise
-    print(f"  generated in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
-    return target
-
 
 # -- memory over time ------------------------------------------------------------------
 
@@ -215,78 +87,6 @@ def rss_profile(timeline: list[tuple[float, float, float]]) -> dict[str, Any]:
 # -- the index served ------------------------------------------------------------------
 
 
-def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"python -m search serve exited (code {proc.returncode})")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"python -m search serve did not listen on {port}")
-        time.sleep(0.05)
-
-
-@contextlib.contextmanager
-def search_server(data: Path, log: Path) -> Iterator[int]:
-    """``python -m search serve`` on ``data``, on a free port; yield the port."""
-    port = _corpus.free_port()
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "search", "serve", "--port", str(port), "--data-dir", str(data)],
-            cwd=_corpus.REPO_ROOT,
-            env=crawl.clean_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            _wait_for_port(port, proc, timeout=60)
-            yield port
-        finally:
-            _corpus.stop(proc)
-
-
-class Api:
-    """``GET /api/search`` over one kept-alive HTTP connection."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-
-    def search(self, query: str, n: int = 10) -> tuple[float, dict[str, Any]]:
-        """Seconds the answer took, and the answer."""
-        path = "/api/search?" + urllib.parse.urlencode({"q": query, "n": n})
-        for attempt in (1, 2):
-            started = time.perf_counter()
-            try:
-                self.conn.request("GET", path)
-                response = self.conn.getresponse()
-                body = response.read()
-            except (http.client.HTTPException, OSError):
-                self.conn.close()  # the server closed a kept-alive connection: once more
-                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-                if attempt == 2:
-                    raise
-                continue
-            seconds = time.perf_counter() - started
-            if response.status != 200:
-                raise RuntimeError(
-                    f"/api/search?q={query!r}: HTTP {response.status}: {body!r:.200}"
-                )
-            return seconds, json.loads(body)
-        raise AssertionError("unreachable")
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(p / 100 * len(ordered)) - 1))]
-
-
 def check_markers(api: Api, base_url: str, pages: int, seed: int) -> dict[str, Any]:
     """Search a sample of markers; each must find its own page first."""
     sample = random.Random(seed + 2).sample(range(pages), min(MARKERS, pages))
@@ -300,43 +100,8 @@ def check_markers(api: Api, base_url: str, pages: int, seed: int) -> dict[str, A
     return {"checked": len(sample), "found": len(sample) - len(missed), "missed": missed[:10]}
 
 
-def measure_queries(api: Api, vocab: list[str], count: int, seed: int) -> dict[str, Any]:
-    """The first query of the fresh server, then p50/p95 of ``count`` warm queries."""
-    queries = _synthetic.make_queries(vocab, count + 21, seed)
-    first_s, _ = api.search(queries[0])
-    for query in queries[1:21]:  # warm-up
-        api.search(query)
-    times = [api.search(query)[0] * 1000 for query in queries[21:]]
-    p50 = statistics.median(times)
-    return {
-        "queries": len(times),
-        "first_ms": first_s * 1000,
-        "p50_ms": p50,
-        "p95_ms": percentile(times, 95),
-        "max_ms": max(times),
-    }
-
-
-def cli_first_query(data: Path, query: str) -> dict[str, Any]:
-    """``python -m search query --json`` in a fresh process: its own reported seconds,
-    and the wall time of the whole process."""
-    started = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "search", "query", "--json", "--data-dir", str(data), query],
-        cwd=_corpus.REPO_ROOT,
-        env=crawl.clean_env(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    wall = time.perf_counter() - started
-    if proc.returncode != 0:
-        raise RuntimeError(f"python -m search query failed ({proc.returncode}): {proc.stderr}")
-    return {"cli_query_ms": json.loads(proc.stdout)["seconds"] * 1000, "cli_wall_s": wall}
-
-
 def run_reindex(data: Path, work: Path, documents: int, timeout: float) -> dict[str, Any]:
-    measured = _corpus.run_measured(
+    measured = _measure.run_measured(
         [sys.executable, "-m", "search", "reindex", "--quiet", "--data-dir", str(data)],
         cwd=_corpus.REPO_ROOT,
         env=crawl.clean_env(),
@@ -554,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         if product is not None and product.documents:
             report.disk = disk_use(data, product.documents)
             print("searching ...", flush=True)
-            vocab = _Words(args.seed).vocab
+            vocab = Words(args.seed).vocab
             try:
                 with search_server(data, work / "serve.log") as port:
                     api = Api(port)
@@ -584,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         figures = {
             "benchmark": "scale",
             "measured_at": datetime.now(tz=UTC).isoformat(timespec="seconds"),
-            "machine": _corpus.machine(),
+            "machine": _measure.machine(),
             **asdict(report),
         }
         args.json.write_text(json.dumps(figures, indent=2, default=str) + "\n", encoding="utf-8")

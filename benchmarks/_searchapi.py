@@ -1,0 +1,131 @@
+"""The product's index served and queried, for ``benchmarks/scale.py`` and
+``benchmarks/apisearch.py``: ``python -m search serve`` on a free port, ``/api/search`` over
+one kept-alive connection, its latency, and the first query of a fresh CLI process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import math
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import _corpus
+import _synthetic
+import crawl
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"python -m search serve exited (code {proc.returncode})")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"python -m search serve did not listen on {port}")
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def search_server(data: Path, log: Path) -> Iterator[int]:
+    """``python -m search serve`` on ``data``, on a free port; yield the port."""
+    port = _corpus.free_port()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "search", "serve", "--port", str(port), "--data-dir", str(data)],
+            cwd=_corpus.REPO_ROOT,
+            env=crawl.clean_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            _wait_for_port(port, proc, timeout=60)
+            yield port
+        finally:
+            _corpus.stop(proc)
+
+
+class Api:
+    """``GET /api/search`` over one kept-alive HTTP connection."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+
+    def search(self, query: str, n: int = 10) -> tuple[float, dict[str, Any]]:
+        """Seconds the answer took, and the answer."""
+        path = "/api/search?" + urllib.parse.urlencode({"q": query, "n": n})
+        for attempt in (1, 2):
+            started = time.perf_counter()
+            try:
+                self.conn.request("GET", path)
+                response = self.conn.getresponse()
+                body = response.read()
+            except (http.client.HTTPException, OSError):
+                self.conn.close()  # the server closed a kept-alive connection: once more
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+                if attempt == 2:
+                    raise
+                continue
+            seconds = time.perf_counter() - started
+            if response.status != 200:
+                raise RuntimeError(
+                    f"/api/search?q={query!r}: HTTP {response.status}: {body!r:.200}"
+                )
+            return seconds, json.loads(body)
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(p / 100 * len(ordered)) - 1))]
+
+
+def measure_queries(api: Api, vocab: list[str], count: int, seed: int) -> dict[str, Any]:
+    """The first query of the fresh server, then p50/p95 of ``count`` warm queries."""
+    queries = _synthetic.make_queries(vocab, count + 21, seed)
+    first_s, _ = api.search(queries[0])
+    for query in queries[1:21]:  # warm-up
+        api.search(query)
+    times = [api.search(query)[0] * 1000 for query in queries[21:]]
+    p50 = statistics.median(times)
+    return {
+        "queries": len(times),
+        "first_ms": first_s * 1000,
+        "p50_ms": p50,
+        "p95_ms": percentile(times, 95),
+        "max_ms": max(times),
+    }
+
+
+def cli_first_query(data: Path, query: str) -> dict[str, Any]:
+    """``python -m search query --json`` in a fresh process: its own reported seconds,
+    and the wall time of the whole process."""
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "search", "query", "--json", "--data-dir", str(data), query],
+        cwd=_corpus.REPO_ROOT,
+        env=crawl.clean_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"python -m search query failed ({proc.returncode}): {proc.stderr}")
+    return {"cli_query_ms": json.loads(proc.stdout)["seconds"] * 1000, "cli_wall_s": wall}
