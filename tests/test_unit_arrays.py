@@ -114,7 +114,7 @@ def test_top_ten_and_counts_equal_whoosh(
     index: Index, expand: bool, params: ranking.Params
 ) -> None:
     fast, slow = _sessions(index, params)
-    for text in _queries(80, seed=1 if expand else 2):
+    for text in _queries(30, seed=1 if expand else 2):
         q = parse_query(text)
         assert _ranking(fast.rank(q, 10, expand=expand)) == _ranking(
             slow.rank(q, 10, expand=expand)
@@ -134,7 +134,7 @@ def test_expansion_equals_the_pure_python_feedback(index: Index, params: ranking
     """The arrays' feedback (numpy) against the pure-Python feedback of search.ranking."""
     fast, slow = _sessions(index, params)
     added = 0
-    for text in _queries(40, seed=4):
+    for text in _queries(20, seed=4):
         wquery = build_query(parse_query(text), params.decay)
         feedback = slow.top(wquery.weights, params.fb_docs, wquery)
         expanded = fast.expand(wquery.weights, feedback)
