@@ -24,6 +24,7 @@ from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parents[1]
 
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Byte-compile the project once, before the first test (in the controller only, under
     xdist).  The suite starts hundreds of crawls and searches, each in new interpreters
