@@ -98,6 +98,8 @@ def test_restart_during_crawl_loses_nothing(site: Site, private_pg, tmp_path: Pa
         stats = conn.execute(text("SELECT stats FROM crawls ORDER BY id DESC LIMIT 1")).scalar_one()
     engine.dispose()
     stats = stats if isinstance(stats, dict) else json.loads(stats)
-    assert sorted(urls) == sorted(f"{site.url}p{i}.html" for i in range(N_PAGES))
+    log = (data / "crawl.log").read_text(encoding="utf-8", errors="replace")
+    tail = "\n".join(line for line in log.splitlines() if "DEBUG" not in line)[-6000:]
+    assert sorted(urls) == sorted(f"{site.url}p{i}.html" for i in range(N_PAGES)), (stats, tail)
     assert stats.get("store/retries", 0) >= 1
     assert not stats.get("store/failed_batches")
