@@ -177,13 +177,23 @@ class DocumentStore:
             for wid, stem in conn.execute(select(Word.id, Word.stem).where(Word.stem.in_(part))):
                 self.word_ids[stem] = wid
 
+    def _forget_ids(self) -> None:
+        """Empty the caches of server and stem ids (they fill again from the database)."""
+        self.server_ids = {}
+        self.word_ids = {}
+        self._word_bytes = 0
+
     def _retrying(self, write: Callable[[], _T]) -> _T:
         """Run *write* (one transaction), retrying while the database is unreachable."""
         delay = 0.5
         for attempt in range(self.retry_times + 1):
             try:
                 return write()
-            except (OperationalError, InterfaceError) as exc:
+            except Exception as exc:
+                # The transaction rolled back: ids it inserted and cached do not exist.
+                self._forget_ids()
+                if not isinstance(exc, (OperationalError, InterfaceError)):
+                    raise
                 if attempt >= self.retry_times:
                     raise
                 if self.on_retry is not None:

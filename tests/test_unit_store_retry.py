@@ -1,0 +1,39 @@
+"""The store's retry after a rolled-back transaction: the stem and server ids that
+transaction inserted are not kept (they were rolled back with it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import OperationalError
+
+from search import db
+from search.models import Document, Posting
+from search.store import DocumentStore
+from tests.test_unit_linkrank import row
+
+
+def test_a_retried_batch_does_not_reuse_ids_of_the_rolled_back_transaction(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    engine = db.connect(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    store = DocumentStore(engine, retry_times=2)
+    original = store._write_documents
+    calls = []
+
+    def fail_once(conn: Any, rows: Any) -> Any:
+        written = original(conn, rows)  # stems and the server inserted, then cached
+        calls.append(1)
+        if len(calls) == 1:  # the database goes away before the commit
+            raise OperationalError("COMMIT", {}, Exception("server closed the connection"))
+        return written
+
+    monkeypatch.setattr(store, "_write_documents", fail_once)
+    monkeypatch.setattr("search.store.time.sleep", lambda seconds: None)
+    store.write_batch([row("a", "quagga zebra okapi", []), row("b", "zebra tapir", [])])
+    assert len(calls) == 2
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(Document)).scalar_one() == 2
+        assert conn.execute(select(func.count()).select_from(Posting)).scalar_one() > 0
