@@ -192,9 +192,8 @@ class DocumentStore:
             except Exception as exc:
                 # The transaction rolled back: ids it inserted and cached do not exist.
                 self._forget_ids()
-                if not isinstance(exc, (OperationalError, InterfaceError)):
-                    raise
-                if attempt >= self.retry_times:
+                unreachable = isinstance(exc, (OperationalError, InterfaceError))
+                if not unreachable or attempt >= self.retry_times:
                     raise
                 if self.on_retry is not None:
                     self.on_retry(exc)

@@ -99,7 +99,7 @@ def test_restart_during_crawl_loses_nothing(site: Site, private_pg, tmp_path: Pa
     engine.dispose()
     stats = stats if isinstance(stats, dict) else json.loads(stats)
     log = (data / "crawl.log").read_text(encoding="utf-8", errors="replace")
-    tail = "\n".join(line for line in log.splitlines() if "ERROR" in line)[:6000]
-    assert sorted(urls) == sorted(f"{site.url}p{i}.html" for i in range(N_PAGES)), (stats, tail)
+    errors = "\n".join(line for line in log.splitlines() if "ERROR" in line)[:6000]
+    assert sorted(urls) == sorted(f"{site.url}p{i}.html" for i in range(N_PAGES)), (stats, errors)
     assert stats.get("store/retries", 0) >= 1
     assert not stats.get("store/failed_batches")
