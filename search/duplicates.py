@@ -23,6 +23,11 @@ class DuplicateMarker:
     def __init__(self) -> None:
         self._simhashes: SimhashIndex | None = None
 
+    def forget(self) -> None:
+        """Drop the fingerprints held in memory (a transaction that added some rolled
+        back): they are loaded again from the database on next use."""
+        self._simhashes = None
+
     def mark_clones(
         self, conn: Any, rows: list[DocumentRow], ids: dict[str, int]
     ) -> dict[int, int]:

@@ -212,6 +212,7 @@ class CrawlError(Base):
         "ignored",
         "parse",
         "render",
+        "store",
         "other",
     )
 

@@ -47,6 +47,12 @@ WORD_CACHE_BYTES = 16 * 1024 * 1024
 _WORD_ENTRY_BYTES = 122
 
 
+def unreachable(exc: BaseException) -> bool:
+    """Whether *exc* says the database could not be reached (what :class:`DocumentStore`
+    retries), rather than that it refused what was written."""
+    return isinstance(exc, (OperationalError, InterfaceError))
+
+
 class DocumentStore:
     """Writes batches of documents; keeps small caches of server and stem ids.
 
@@ -178,10 +184,12 @@ class DocumentStore:
                 self.word_ids[stem] = wid
 
     def _forget_ids(self) -> None:
-        """Empty the caches of server and stem ids (they fill again from the database)."""
+        """Empty the caches of server and stem ids and the near-duplicate fingerprints
+        (they fill again from the database)."""
         self.server_ids = {}
         self.word_ids = {}
         self._word_bytes = 0
+        self.duplicates.forget()
 
     def _retrying(self, write: Callable[[], _T]) -> _T:
         """Run *write* (one transaction), retrying while the database is unreachable."""
@@ -192,8 +200,7 @@ class DocumentStore:
             except Exception as exc:
                 # The transaction rolled back: ids it inserted and cached do not exist.
                 self._forget_ids()
-                unreachable = isinstance(exc, (OperationalError, InterfaceError))
-                if not unreachable or attempt >= self.retry_times:
+                if not unreachable(exc) or attempt >= self.retry_times:
                     raise
                 if self.on_retry is not None:
                     self.on_retry(exc)

@@ -20,8 +20,8 @@ from search.index import IndexDoc
 from search.indexer import Batch, IndexerProcess
 from search.linkrank import update_linkrank
 from search.process import freeze_startup, release_memory
-from search.rows import BatchResult
-from search.store import DocumentStore
+from search.rows import BatchResult, ErrorRow
+from search.store import DocumentStore, unreachable
 from search.urls import netloc
 from search.worker import Report, WorkBatch, WorkerConfig
 
@@ -81,11 +81,13 @@ class Worker:
 
         self.retries = 0
         try:
-            result = self.store.write_batch(batch.docs, batch.errors, batch.revisits, batch.gone)
+            result = self._store(batch, report)
         except Exception as exc:
+            # Nothing of the batch is stored: the crawler stops the crawl (a resumed crawl
+            # fetches its pages again).
             logger.exception("A batch could not be stored")
             report.inc["store/failed_batches"] += 1
-            report.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            report.error = _message(exc)
             return report
         finally:
             if self.retries:
@@ -107,6 +109,39 @@ class Worker:
         # analysis of 100 pages and their rows are ~15 MB of small objects.
         release_memory()
         return report
+
+    def _store(self, batch: WorkBatch, report: Report) -> BatchResult:
+        """Store *batch* in one transaction; if the database refuses it (not unreachable:
+        a row it cannot take), each page again in a transaction of its own, so that one
+        page it refuses costs that page alone.  Such a page is recorded as a failure of
+        kind ``store`` (``store/failed_documents``)."""
+        try:
+            return self.store.write_batch(batch.docs, batch.errors, batch.revisits, batch.gone)
+        except Exception as exc:
+            if unreachable(exc) or not batch.docs:
+                raise
+            logger.warning(
+                "A batch could not be stored (%s); storing its pages one by one", _message(exc)
+            )
+            report.inc["store/split_batches"] += 1
+        result = BatchResult()
+        refused: list[ErrorRow] = []
+        for doc in batch.docs:
+            try:
+                one = self.store.write_batch([doc])
+            except Exception as exc:
+                if unreachable(exc):
+                    raise
+                logger.error("Page %s could not be stored: %s", doc.url, _message(exc))
+                report.inc["store/failed_documents"] += 1
+                refused.append(
+                    ErrorRow(doc.url, doc.server, "store", _message(exc), datetime.now(UTC))
+                )
+                continue
+            result.documents += one.documents
+        rest = self.store.write_batch((), [*batch.errors, *refused], batch.revisits, batch.gone)
+        result.deleted += rest.deleted
+        return result
 
     def _index(self, result: BatchResult, report: Report) -> None:
         if self.indexer is None or self.config.index is None:
@@ -193,6 +228,11 @@ def index_batch(result: BatchResult, max_terms: int | None) -> tuple[list[IndexD
             )
         )
     return docs, deletes
+
+
+def _message(exc: BaseException) -> str:
+    """*exc* in one line, for a log, a report or a failure's row."""
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
 
 
 _worker: Worker | None = None

@@ -72,7 +72,10 @@ class StorePipeline:
     ``store/documents``, ``store/pages``, ``store/files``,
     ``store/errors``, ``store/revisits``, ``store/gone``, ``store/clones``,
     ``store/near_duplicates``, ``store/batches``, ``store/retries``,
-    ``store/failed_batches``, ``store/flushed_at_last`` (unix time of the last commit),
+    ``store/failed_batches``, ``store/split_batches`` (refused by the database, stored
+    again page by page), ``store/failed_documents`` (pages it refused alone: failures of
+    kind ``store``), ``store/error`` (a batch not stored: the crawl stops, ``store_failed``),
+    ``store/flushed_at_last`` (unix time of the last commit),
     and the indexer's ``index/*``; counted here: ``store/queue_full`` (times a full batch
     waited for room: the worker was behind), ``store/timed_flushes`` (batches handed on
     by ``STORE_FLUSH_SECONDS`` before they filled up), ``store/worker_error``.
@@ -280,7 +283,9 @@ class StorePipeline:
             return
         self._apply(report)
         if report.error:
-            logger.error("A batch could not be stored: %s", report.error)
+            # The worker still runs: what it stored before stays stored and indexed.
+            self.stats.set_value("store/error", report.error)
+            self._stop(f"A batch could not be stored: {report.error}")
         self.crawler.signals.send_catch_log(our_signals.store_flushed, report=report)
 
     def _done(self, future: asyncio.Future[Any]) -> None:
@@ -303,12 +308,14 @@ class StorePipeline:
             return
         self.failed = True
         self.stats.set_value("store/worker_error", f"{type(exc).__name__}: {exc}")
-        logger.error(
-            "The store worker failed (%s: %s); stopping the crawl. Resume it to fetch "
-            "what was not stored",
-            type(exc).__name__,
-            exc,
-        )
+        self._stop(f"The store worker failed ({type(exc).__name__}: {exc})")
+
+    def _stop(self, why: str) -> None:
+        """Stop the crawl (finish reason ``store_failed``), once: pages it fetched were
+        not stored, and a resumed crawl fetches them again."""
+        logger.error("%s; stopping the crawl. Resume it to fetch what was not stored", why)
+        if self.closing is not None:
+            return
         engine = self.crawler.engine
         if engine is not None and engine.spider is not None:
             self.closing = asyncio.ensure_future(engine.close_spider_async(reason="store_failed"))

@@ -290,7 +290,7 @@ def test_every_kind_of_failure_is_listed_once() -> None:
     by_type = {kind for _, kind in errors._KINDS}
     # Found without an exception type of their own: by the classifier (render: Playwright's
     # errors, looked up only once Playwright is loaded), the spider's parse, and the
-    # server-config middleware's page cap.
-    other = {"tls", "ignored", "other", "render", "parse", "page_cap"}
+    # server-config middleware's page cap; and the worker's pages the database refused.
+    other = {"tls", "ignored", "other", "render", "parse", "page_cap", "store"}
     assert by_type | other == set(CrawlError.KINDS)
     assert len(set(CrawlError.KINDS)) == len(CrawlError.KINDS)

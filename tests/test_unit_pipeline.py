@@ -186,19 +186,110 @@ def test_a_batch_does_not_grow_while_the_worker_is_behind(
     assert len(_rows(tmp_path, "SELECT id FROM documents")) == 12
 
 
-def test_a_batch_that_cannot_be_stored_is_reported(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+def test_a_page_the_database_refuses_costs_that_page_alone(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    crawler = _crawler(tmp_path, STORE_BATCH_SIZE=1)
+    crawler = _crawler(tmp_path, STORE_BATCH_SIZE=3)
     pipeline = StorePipeline.from_crawler(crawler)
     broken = _page(2, kind=None)  # documents.kind is NOT NULL: the transaction fails
-    with caplog.at_level(logging.ERROR, logger="spidersite.pipelines"):
-        asyncio.run(_run(pipeline, [_page(1), broken, _page(3)]))
-    assert crawler.stats.get_value("store/failed_batches") == 1
-    assert crawler.stats.get_value("store/batches") == 2
-    assert "A batch could not be stored: IntegrityError" in caplog.text
+    error = ErrorItem("http://example.org/bad", "http://example.org/", "http", "HTTP 500")
+    asyncio.run(_run(pipeline, [_page(1), broken, _page(3), error]))
+    logged = capfd.readouterr().err  # the worker's log (another process)
+    stats = crawler.stats.get_stats()
+    assert stats["store/split_batches"] == 1
+    assert stats["store/failed_documents"] == 1
+    assert "store/failed_batches" not in stats
+    assert "storing its pages one by one" in logged
+    assert "Page http://example.org/p2.html could not be stored: IntegrityError" in logged
     urls = {r["url"] for r in _rows(tmp_path, "SELECT url FROM documents")}
     assert urls == {"http://example.org/p1.html", "http://example.org/p3.html"}
+    errors = {
+        r["url"]: (r["kind"], r["message"])
+        for r in _rows(tmp_path, "SELECT url, kind, message FROM crawl_errors")
+    }
+    assert errors["http://example.org/bad"] == ("http", "HTTP 500")
+    kind, message = errors["http://example.org/p2.html"]
+    assert kind == "store" and message.startswith("IntegrityError")
+    # Both stored pages are searchable.
+    stored = {r["id"] for r in _rows(tmp_path, "SELECT id FROM documents")}
+    assert Index(tmp_path / "index").docids() == stored
+    (crawl,) = _rows(tmp_path, "SELECT finish_reason FROM crawls")
+    assert crawl["finish_reason"] == "finished"
+
+
+class _Engine:
+    """The crawler's engine, as far as the pipeline stops the crawl."""
+
+    def __init__(self) -> None:
+        self.spider = _Spider()
+        self.reasons: list[str] = []
+
+    async def close_spider_async(self, reason: str) -> None:
+        self.reasons.append(reason)
+
+
+def test_a_batch_that_cannot_be_stored_stops_the_crawl(
+    tmp_path: Path, pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The database stays unreachable past the retries: the batch is not stored, so the
+    # crawl stops (store_failed) and a resumed crawl fetches its pages again.
+    from sqlalchemy import create_engine, text
+
+    name = pg_url.rsplit("/", 1)[1]
+    admin = create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
+
+    def reachable(yes: bool) -> None:
+        with admin.connect() as conn:
+            conn.execute(text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {str(yes).lower()}'))
+            if not yes:
+                conn.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = :name"
+                    ),
+                    {"name": name},
+                )
+
+    crawler = _crawler(
+        tmp_path,
+        STORE_DATABASE_URL=pg_url,
+        STORE_BATCH_SIZE=1,
+        STORE_RETRY_TIMES=0,
+        INDEX_ENABLED=False,
+        LINKRANK_ENABLED=False,
+    )
+    crawler.engine = _Engine()
+    pipeline = StorePipeline.from_crawler(crawler)
+
+    async def scenario() -> None:
+        await pipeline.open_spider()
+        assert pipeline.worker is not None
+        await pipeline.process_item(_page(1))
+        await pipeline.worker.drain()
+        reachable(False)
+        try:
+            await pipeline.process_item(_page(2))
+            await pipeline.worker.drain()
+        finally:
+            reachable(True)
+        await pipeline.close_spider()
+        await pipeline.finish("store_failed")
+
+    try:
+        with caplog.at_level(logging.ERROR, logger="spidersite.pipelines"):
+            asyncio.run(scenario())
+    finally:
+        admin.dispose()
+    assert crawler.engine.reasons == ["store_failed"]
+    assert crawler.stats.get_value("store/failed_batches") == 1
+    assert crawler.stats.get_value("store/error").startswith("OperationalError")
+    assert "A batch could not be stored: OperationalError" in caplog.text
+    assert "stopping the crawl" in caplog.text
+    engine = create_engine(pg_url)
+    with engine.connect() as conn:
+        urls = set(conn.execute(text("SELECT url FROM documents")).scalars())
+    engine.dispose()
+    assert urls == {"http://example.org/p1.html"}
 
 
 def test_a_dead_worker_is_reported_not_swallowed(
