@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 
@@ -37,3 +38,30 @@ def test_a_retried_batch_does_not_reuse_ids_of_the_rolled_back_transaction(
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(Document)).scalar_one() == 2
         assert conn.execute(select(func.count()).select_from(Posting)).scalar_one() > 0
+
+
+def test_fingerprints_of_a_rolled_back_transaction_are_forgotten(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    engine = db.connect(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    store = DocumentStore(engine, retry_times=0)
+    words = " ".join(f"word{n}" for n in range(300))
+    original = store._write_documents
+
+    def refused(conn: Any, rows: Any) -> Any:
+        original(conn, rows)  # fingerprints taken and remembered, then the batch fails
+        raise OperationalError("COMMIT", {}, Exception("server closed the connection"))
+
+    monkeypatch.setattr(store, "_write_documents", refused)
+    with pytest.raises(OperationalError):
+        store.write_batch([row("a", words, [])])
+    monkeypatch.setattr(store, "_write_documents", original)
+    # "b" takes the id the rolled-back "a" had; "c" is nearly "a": it duplicates nothing
+    # that was stored.
+    store.write_batch([row("b", "quagga zebra okapi", []), row("c", words + " extra", [])])
+    with engine.connect() as conn:
+        marks = {
+            url: near
+            for url, near in conn.execute(select(Document.url, Document.near_duplicate_of_id))
+        }
+    assert set(marks.values()) == {None}
