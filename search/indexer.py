@@ -166,6 +166,8 @@ class IndexerProcess:
         self.searchable_at = 0.0
         self.error: str | None = None
         self.info: dict[str, Any] = {}
+        #: The process sent its last message ("done"): it only exits now.
+        self.finished = False
 
     @staticmethod
     def left_unindexed(engine: Engine) -> list[int]:
@@ -211,6 +213,7 @@ class IndexerProcess:
             self.searchable_at = extra
         elif kind == "done":
             self.info = extra
+            self.finished = True
             self.searchable_at = extra.get("searchable_at") or self.searchable_at
         elif kind == "error":
             self.error = extra
@@ -222,7 +225,8 @@ class IndexerProcess:
         if self.process.is_alive():
             self.inbox.put(None)
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.process.is_alive():
+        # Until its last message ("done" or "error"): then it only exits.
+        while not self.finished and not self.error and self.process.is_alive():
             try:
                 self._handle(self.outbox.get(timeout=1.0))
                 if progress:
@@ -232,7 +236,10 @@ class IndexerProcess:
             if deadline is not None and time.monotonic() > deadline:
                 self.process.terminate()
                 break
-        self.process.join()
+        self.process.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join()
         self._drain()
         if self.process.exitcode not in (0, None) and not self.error:
             self.error = f"exit code {self.process.exitcode}"
