@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 
 from search.analysis import WordRecord, analyze_document, page_sections
 from search.content import split_content
-from search.process import freeze_startup, release_memory
+from search.process import freeze_startup, release_memory, spawning
 from search.rows import DocumentRow
 from search.worker import watch_parent
 
@@ -161,8 +161,9 @@ class AnalysisPool:
                 initializer=_start_analysis_process,
             )
             # Start them now, so that their start-up overlaps the crawl's, not a batch.
-            for _ in range(self.processes - 1):
-                self.executor.submit(_ready)
+            with spawning():
+                for _ in range(self.processes - 1):
+                    self.executor.submit(_ready)
 
     def pids(self) -> list[int]:
         """The analysis processes' ids (for tests and measurements)."""

@@ -26,7 +26,7 @@ from sqlalchemy import Engine
 from search import db, faults
 from search.crawldb import CrawlDB
 from search.index import LIMITMB, Index, IndexDoc
-from search.process import freeze_startup, release_memory
+from search.process import freeze_startup, release_memory, spawning
 from search.rebuild import reindex
 from search.store import DocumentStore
 
@@ -175,7 +175,8 @@ class IndexerProcess:
         return CrawlDB(engine).indexable_ids(only_unindexed=True)
 
     def start(self) -> None:
-        self.process.start()
+        with spawning():
+            self.process.start()
 
     def send(self, batch: Batch) -> None:
         """Queue *batch*, waiting while the inbox is full (the indexer is behind: the

@@ -38,6 +38,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from search.process import spawning
 from search.rows import DocumentRow, ErrorRow, GoneRow, RevisitRow
 
 logger = logging.getLogger(__name__)
@@ -154,7 +155,8 @@ class CrawlWorker:
         logs_dir: str,
     ) -> tuple[int, str, str]:
         """Start the worker (its database, its indexer) and the ``crawls`` row."""
-        future = self.executor.submit(_open, self.config, spider, args, list(servers), logs_dir)
+        with spawning():  # the first call starts the process
+            future = self.executor.submit(_open, self.config, spider, args, list(servers), logs_dir)
         return await asyncio.wrap_future(future)
 
     def has_room(self) -> bool:
