@@ -135,6 +135,13 @@ class Params:
     b_desc: float = -1.0
     b_keywords: float = -1.0
     b_boilerplate: float = -1.0
+    #: Weight of the term-proximity bonus (BM25TP, :mod:`search.proximity`; 0: off).
+    proximity: float = 0.0
+    #: Candidates the proximity bonus re-ranks: the best this many of the ranking.
+    proximity_depth: int = 100
+    #: Most words apart two query words may stand to count as a pair (0: any distance,
+    #: Büttcher, Clarke & Lushman's rule; the 1 / distance² weight fades them anyway).
+    proximity_window: int = 0
 
     def __post_init__(self) -> None:
         if self.k1 < 0:
@@ -156,6 +163,12 @@ class Params:
             raise ValueError("fb_weight must be above 0 and at most 1")
         if self.linkrank < 0:
             raise ValueError("linkrank must be >= 0")
+        if self.proximity < 0:
+            raise ValueError("proximity must be >= 0")
+        if self.proximity_depth < 1:
+            raise ValueError("proximity_depth must be >= 1")
+        if self.proximity_window < 0:
+            raise ValueError("proximity_window must be >= 0 (0: any distance)")
 
     def with_values(self, **values: Any) -> Params:
         """These parameters with some changed (names as the fields, values converted)."""
