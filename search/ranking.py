@@ -46,6 +46,10 @@ query independent evidence", SIGIR 2005):
 
 bounded by ``linkrank``, so a page every page links to cannot outrank the words of the
 query by more than that; a page without a linkrank gets nothing.
+
+Term proximity (``proximity``, 0: off) re-ranks the ``proximity_depth`` best candidates of
+a query of two distinct words or more by Büttcher, Clarke & Lushman's BM25TP bonus, read
+from their stored text (:mod:`search.proximity`).
 """
 
 from __future__ import annotations

@@ -198,9 +198,7 @@ def test_off_and_one_word_rank_as_before(searchable: tuple[Any, Index]) -> None:
     with Searcher(engine, index, OFF).session() as session:
         assert session.documents is None
         plain = SearchSession(session.s, OFF)
-        before = [
-            [(r.score, r.docnum) for r in plain.rank(parse_query(t), 20)] for t in queries
-        ]
+        before = [[(r.score, r.docnum) for r in plain.rank(parse_query(t), 20)] for t in queries]
     reads: list[list[int]] = []
     assert _session_rankings(Searcher(engine, index, OFF), queries, reads) == before
     assert reads == []  # off: no text read
