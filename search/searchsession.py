@@ -7,7 +7,9 @@ of hits is exact); Whoosh's matchers only select the documents of ``site:`` filt
 (:func:`search.indexquery.matching_docs`).  An index without array postings, or of another
 format, is refused with :class:`search.index.IndexOutdated` ("run ``python -m search
 reindex``").  The same formula on Whoosh's own matchers is kept as the tests' reference,
-:mod:`search.reference`.
+:mod:`search.reference`.  With a ``proximity`` weight and a reader of the stored texts
+(the searcher's), the best candidates are re-ranked by term proximity
+(:mod:`search.proximity`).
 
 :class:`search.searcher.Searcher` opens the sessions and turns their ranking into result
 pages.
