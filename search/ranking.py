@@ -97,6 +97,8 @@ FEEDBACK_MIN_WORDS = 4
 FEEDBACK_MIN_DOCS = 1000
 #: The linkrank at which the prior gives half its weight: the mean page's.
 LINKRANK_K = 1.0
+#: Most candidates the term-proximity bonus may re-rank (their texts are read at once).
+MAX_PROXIMITY_DEPTH = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,8 +171,8 @@ class Params:
             raise ValueError("linkrank must be >= 0")
         if self.proximity < 0:
             raise ValueError("proximity must be >= 0")
-        if self.proximity_depth < 1:
-            raise ValueError("proximity_depth must be >= 1")
+        if not 1 <= self.proximity_depth <= MAX_PROXIMITY_DEPTH:
+            raise ValueError(f"proximity_depth must be between 1 and {MAX_PROXIMITY_DEPTH}")
         if self.proximity_window < 0:
             raise ValueError("proximity_window must be >= 0 (0: any distance)")
 

@@ -104,7 +104,13 @@ def test_rerank_reads_the_candidates_once_and_keeps_them_above_the_rest() -> Non
 
 
 def test_params_and_options() -> None:
-    for bad in ({"proximity": -1}, {"proximity_depth": 0}, {"proximity_window": -1}):
+    bad_values = [
+        {"proximity": -1},
+        {"proximity_depth": 0},
+        {"proximity_depth": ranking.MAX_PROXIMITY_DEPTH + 1},
+        {"proximity_window": -1},
+    ]
+    for bad in bad_values:
         with pytest.raises(ValueError, match="proximity"):
             ranking.Params(**bad)
     parser = argparse.ArgumentParser()
