@@ -11,7 +11,9 @@ Run on a crawl of a corpus site (its data folder), with a file of ``query<TAB>pa
 Prints, for each prior weight (``Params.linkrank``), the MRR, how many queries find their
 page first and in the top 3, then a two-fold cross-validation of the weight (queries dealt
 alternately into two folds; each fold ranked with the weight of best MRR on the other).
-A query names its page by the end of its URL path.
+A query names its page by the end of its URL path.  ``--vary proximity`` varies the
+weight of the term-proximity bonus instead (``Params.proximity``, the prior at its
+default); ``--proximity W`` sets it while the prior's weight varies.
 """
 
 from __future__ import annotations
@@ -34,15 +36,18 @@ def main() -> None:
     p.add_argument(
         "--bm25f", choices=ranking.BM25F_FORMS, default=ranking.DEFAULT.bm25f, help="BM25F form"
     )
+    p.add_argument("--vary", choices=("linkrank", "proximity"), default="linkrank")
+    p.add_argument("--proximity", type=float, default=ranking.DEFAULT.proximity)
     args = p.parse_args()
-    base = ranking.DEFAULT.with_values(bm25f=args.bm25f)
+    base = ranking.DEFAULT.with_values(bm25f=args.bm25f, proximity=args.proximity)
+    name = args.vary
     lines = args.queries.read_text(encoding="utf-8").splitlines()
     rows = [line.split("\t") for line in lines if line and not line.startswith("#")]
     engine = db.create(f"sqlite:///{args.data_dir / 'spidersite.db'}")
     searcher = Searcher(engine, Index(args.data_dir / "index"))
     reciprocal: dict[float, list[float]] = {}
     for weight in WEIGHTS:
-        with searcher.session(base.with_values(linkrank=weight)) as session:
+        with searcher.session(base.with_values(**{name: weight})) as session:
             ranks = []
             for query, page in rows:
                 urls = [r.url for r in session.rank(parse_query(query), 1000)]
@@ -51,9 +56,7 @@ def main() -> None:
         reciprocal[weight] = ranks
         first = sum(r == 1 for r in ranks)
         top3 = sum(r >= 1 / 3 for r in ranks)
-        print(
-            f"linkrank {weight:<5} MRR {mean(ranks):.3f}  first {first}  top 3 {top3}/{len(ranks)}"
-        )
+        print(f"{name} {weight:<5} MRR {mean(ranks):.3f}  first {first}  top 3 {top3}/{len(ranks)}")
     folds = [list(range(0, len(rows), 2)), list(range(1, len(rows), 2))]
     held: list[float] = []
     for i, test in enumerate(folds):
@@ -62,8 +65,8 @@ def main() -> None:
         fitted = mean([reciprocal[best][j] for j in train])
         out = [reciprocal[best][j] for j in test]
         held += out
-        print(f"fold {i + 1}: linkrank {best}, MRR fitted {fitted:.3f}, held out {mean(out):.3f}")
-    print(f"held out: MRR {mean(held):.3f} (no prior: {mean(reciprocal[0.0]):.3f})")
+        print(f"fold {i + 1}: {name} {best}, MRR fitted {fitted:.3f}, held out {mean(out):.3f}")
+    print(f"held out: MRR {mean(held):.3f} ({name} 0: {mean(reciprocal[0.0]):.3f})")
 
 
 def mean(values: list[float]) -> float:

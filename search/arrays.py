@@ -370,3 +370,19 @@ class ArrayIndex:
             )
             self._text_rank = rank
         return self._text_rank
+
+    def length_factor(self, docnums: np.ndarray) -> np.ndarray:
+        """BM25's ``K = k1 · (1 − b + b · len / avglen)`` of documents *docnums*: the
+        body's length and b in the per-field form, the page's in the merged one."""
+        docnums = np.asarray(docnums, dtype=np.int64)
+        out = np.full(len(docnums), self.k1, dtype=np.float64)
+        leaf_of = np.searchsorted([leaf.base for leaf in self.leaves], docnums, "right") - 1
+        for i, leaf in enumerate(self.leaves):
+            at = np.flatnonzero(leaf_of == i)
+            local = docnums[at] - leaf.base
+            if self.section_b is None:
+                out[at] = leaf.lennorm[local]
+            else:  # secnorm is 1 / (1 − b_f + b_f · len_f / avglen_f); body is section 0
+                norm = leaf.secnorm[local, 0]
+                out[at] = self.k1 / np.where(norm > 0, norm, 1.0)
+        return out

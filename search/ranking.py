@@ -46,6 +46,10 @@ query independent evidence", SIGIR 2005):
 
 bounded by ``linkrank``, so a page every page links to cannot outrank the words of the
 query by more than that; a page without a linkrank gets nothing.
+
+Term proximity (``proximity``, 0: off) re-ranks the ``proximity_depth`` best candidates of
+a query of two distinct words or more by Büttcher, Clarke & Lushman's BM25TP bonus, read
+from their stored text (:mod:`search.proximity`).
 """
 
 from __future__ import annotations
@@ -93,6 +97,8 @@ FEEDBACK_MIN_WORDS = 4
 FEEDBACK_MIN_DOCS = 1000
 #: The linkrank at which the prior gives half its weight: the mean page's.
 LINKRANK_K = 1.0
+#: Most candidates the term-proximity bonus may re-rank (their texts are read at once).
+MAX_PROXIMITY_DEPTH = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +141,13 @@ class Params:
     b_desc: float = -1.0
     b_keywords: float = -1.0
     b_boilerplate: float = -1.0
+    #: Weight of the term-proximity bonus (BM25TP, :mod:`search.proximity`; 0: off).
+    proximity: float = 0.0
+    #: Candidates the proximity bonus re-ranks: the best this many of the ranking.
+    proximity_depth: int = 100
+    #: Most words apart two query words may stand to count as a pair (0: any distance,
+    #: Büttcher, Clarke & Lushman's rule; the 1 / distance² weight fades them anyway).
+    proximity_window: int = 0
 
     def __post_init__(self) -> None:
         if self.k1 < 0:
@@ -156,6 +169,12 @@ class Params:
             raise ValueError("fb_weight must be above 0 and at most 1")
         if self.linkrank < 0:
             raise ValueError("linkrank must be >= 0")
+        if self.proximity < 0:
+            raise ValueError("proximity must be >= 0")
+        if not 1 <= self.proximity_depth <= MAX_PROXIMITY_DEPTH:
+            raise ValueError(f"proximity_depth must be between 1 and {MAX_PROXIMITY_DEPTH}")
+        if self.proximity_window < 0:
+            raise ValueError("proximity_window must be >= 0 (0: any distance)")
 
     def with_values(self, **values: Any) -> Params:
         """These parameters with some changed (names as the fields, values converted)."""

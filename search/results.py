@@ -58,6 +58,8 @@ class Explanation:
     #: The BM25F form (:attr:`search.ranking.Params.bm25f`): in the per-field one, each
     #: term's tf is ``tf~``, its sections' counts each normalised by its section's length.
     bm25f: str = "merged"
+    #: The term-proximity bonus added to the score (0: off, or none).
+    proximity: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,6 +84,8 @@ class Explanation:
             )
         if self.prior:
             out.append(f"  {self.prior:8.4f}  link-graph prior")
+        if self.proximity:
+            out.append(f"  {self.proximity:8.4f}  term proximity")
         return out
 
 

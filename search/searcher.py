@@ -76,7 +76,8 @@ class Searcher:
             self._searcher = self._searcher.refresh()
         params = params or self.params
         linkranks = self._linkranks if params.linkrank > 0 and self.db is not None else None
-        yield SearchSession(self._searcher, params, linkranks)
+        texts = self._texts if params.proximity > 0 and self.db is not None else None
+        yield SearchSession(self._searcher, params, linkranks, texts)
 
     def warm(self) -> None:
         """Do now what the first query would: open the index, read its array postings and
@@ -185,6 +186,9 @@ class Searcher:
 
     def _documents(self, ids: Sequence[int], with_text: bool) -> dict[int, Any]:
         return self.db.documents(ids, with_text) if self.db is not None and ids else {}
+
+    def _texts(self, ids: Sequence[int]) -> dict[int, Any]:
+        return self._documents(ids, with_text=True)
 
     def _surfaces(self, stem: str) -> list[tuple[str, int]]:
         return self.db.surfaces(stem) if self.db is not None else []

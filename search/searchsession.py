@@ -7,7 +7,9 @@ of hits is exact); Whoosh's matchers only select the documents of ``site:`` filt
 (:func:`search.indexquery.matching_docs`).  An index without array postings, or of another
 format, is refused with :class:`search.index.IndexOutdated` ("run ``python -m search
 reindex``").  The same formula on Whoosh's own matchers is kept as the tests' reference,
-:mod:`search.reference`.
+:mod:`search.reference`.  With a ``proximity`` weight and a reader of the stored texts
+(the searcher's), the best candidates are re-ranked by term proximity
+(:mod:`search.proximity`).
 
 :class:`search.searcher.Searcher` opens the sessions and turns their ranking into result
 pages.
@@ -15,11 +17,12 @@ pages.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from search import expansion, ranking
+from search import expansion, proximity, ranking
 from search.arrays import ArrayIndex
 from search.index import REINDEX, IndexOutdated
 from search.indexquery import WhooshQuery, build_query, matching_docs, stored
@@ -36,6 +39,7 @@ class SearchSession:
         searcher: Any,
         params: ranking.Params = ranking.DEFAULT,
         linkranks: Any = None,
+        documents: Callable[[list[int]], Mapping[int, Any]] | None = None,
     ) -> None:
         self.s = searcher
         #: The ranking's parameters (:class:`search.ranking.Params`).
@@ -55,6 +59,10 @@ class SearchSession:
         self.linkranks: np.ndarray | None = (
             linkranks(arrays, searcher) if callable(linkranks) else linkranks
         )
+        #: Reads the stored text of documents by id (:mod:`search.proximity`; None: no
+        #: term-proximity bonus), and the bonus the last ranking added, by document number.
+        self.documents = documents
+        self.proximity_bonus: dict[int, float] = {}
         # The last query's filtered documents, and its scores before expansion (what
         # count() counts), kept with the query they belong to.
         self._filtered: tuple[WhooshQuery, np.ndarray | None, np.ndarray | None] | None = None
@@ -99,7 +107,25 @@ class SearchSession:
                 }
                 if added:
                     scores = self._scores(added, wquery, start=scores)
-        return self._ranked(self.arrays.best(self._with_prior(scores), limit))
+        p = self.params
+        near = p.proximity > 0 and self.documents is not None and len(weights) > 1
+        best = self.arrays.best(
+            self._with_prior(scores), max(limit, p.proximity_depth if near else 0)
+        )
+        ranked, self.proximity_bonus = self._ranked(best), {}
+        if near:
+            assert self.documents is not None
+            ranked, self.proximity_bonus = proximity.rerank(
+                ranked,
+                {s: self.idf(s) for s in weights},
+                self.documents,
+                self.arrays.length_factor,
+                p.k1,
+                p.proximity,
+                p.proximity_depth,
+                p.proximity_window,
+            )
+        return ranked[:limit]
 
     def _with_prior(self, scores: np.ndarray) -> np.ndarray:
         """*scores* with the link-graph prior added to every hit's (a new array)."""
@@ -262,8 +288,9 @@ class SearchSession:
             )
         terms.sort(key=lambda t: -t.contribution)
         prior = self.prior(docnum)
+        near = self.proximity_bonus.get(docnum, 0.0)
         return Explanation(
-            sum(t.contribution for t in terms) + prior,
+            sum(t.contribution for t in terms) + prior + near,
             length,
             self.avglen,
             p.k1,
@@ -272,4 +299,5 @@ class SearchSession:
             expanded,
             prior,
             p.bm25f,
+            near,
         )

@@ -115,6 +115,29 @@ def add_ranking_options(p: argparse.ArgumentParser) -> None:
         f"(mean 1); 0: off (default: {DEFAULT.linkrank})",
     )
     p.add_argument(
+        "--proximity",
+        type=float,
+        default=DEFAULT.proximity,
+        metavar="W",
+        help="weight of the term-proximity bonus (BM25TP) of queries of 2+ words, computed "
+        f"on the stored text of the best candidates; 0: off (default: {DEFAULT.proximity:g})",
+    )
+    p.add_argument(
+        "--proximity-depth",
+        type=int,
+        default=DEFAULT.proximity_depth,
+        metavar="N",
+        help=f"candidates the proximity bonus re-ranks (default: {DEFAULT.proximity_depth})",
+    )
+    p.add_argument(
+        "--proximity-window",
+        type=int,
+        default=DEFAULT.proximity_window,
+        metavar="N",
+        help="most words apart two query words count as a pair; 0: any distance "
+        f"(default: {DEFAULT.proximity_window})",
+    )
+    p.add_argument(
         "--language",
         metavar="LANG",
         help="language of the query words for stemming (default: English)",
@@ -138,6 +161,9 @@ def ranking_params(args: argparse.Namespace) -> Any:
             fb_terms=args.fb_terms,
             fb_weight=args.fb_weight,
             linkrank=args.linkrank,
+            proximity=args.proximity,
+            proximity_depth=args.proximity_depth,
+            proximity_window=args.proximity_window,
         )
     except ValueError as exc:
         raise CLIError(str(exc), EXIT_USAGE) from None
