@@ -120,6 +120,11 @@ def _open(config: WorkerConfig, *args: Any) -> tuple[int, str, str]:
     return open_worker(config, *args)
 
 
+def _prepare() -> None:
+    """In the worker process: import the worker's modules before it is opened."""
+    import search.workerprocess  # noqa: F401
+
+
 def _call(method: str, *args: Any) -> Any:
     """In the worker process: run a method of its :class:`search.workerprocess.Worker`."""
     from search.workerprocess import call
@@ -147,6 +152,12 @@ class CrawlWorker:
             initializer=watch_parent,
         )
 
+    def start(self) -> None:
+        """Start the process and have it import the worker's modules, now: its start-up
+        then overlaps the crawler's own, and :meth:`open` finds it ready."""
+        with spawning():  # the first call starts the process
+            self.executor.submit(_prepare)
+
     async def open(
         self,
         spider: str,
@@ -155,7 +166,7 @@ class CrawlWorker:
         logs_dir: str,
     ) -> tuple[int, str, str]:
         """Start the worker (its database, its indexer) and the ``crawls`` row."""
-        with spawning():  # the first call starts the process
+        with spawning():  # the first call starts the process, without start()
             future = self.executor.submit(_open, self.config, spider, args, list(servers), logs_dir)
         return await asyncio.wrap_future(future)
 

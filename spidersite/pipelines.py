@@ -109,7 +109,9 @@ class StorePipeline:
         self.batch = WorkBatch()
         self.batch_text = 0
         self.log_file: Any = None
-        self.worker: CrawlWorker | None = None
+        # The worker process starts now, while Scrapy builds the crawl's other components.
+        self.worker: CrawlWorker | None = CrawlWorker(self.config, self.queue_batches)
+        self.worker.start()
         self.failed = False
         self.closing: asyncio.Future[None] | None = None
         #: When the first row of the batch being gathered was added (time.monotonic).
@@ -122,14 +124,13 @@ class StorePipeline:
         return cls(crawler)
 
     async def open_spider(self) -> None:
-        config = self.config
         spider = self.crawler.spider
         assert spider is not None
         crawl_args = getattr(spider, "crawl_args", None)
         servers = [(s.url, s.as_dict()) for s in server_state(self.crawler).registry]
         logs = self.logs_dir
         logs.mkdir(parents=True, exist_ok=True)
-        self.worker = CrawlWorker(config, self.queue_batches)
+        assert self.worker is not None
         try:
             _, log_path, shown = await self.worker.open(
                 spider.name, crawl_args() if crawl_args is not None else {}, servers, str(logs)
