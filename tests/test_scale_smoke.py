@@ -29,6 +29,7 @@ def test_scale_benchmark_stores_every_page_and_finds_every_marker(tmp_path: Path
             str(figures_file),
             "--timeout",
             "900",
+            "--recrawl",
         ],
         cwd=ROOT,
         capture_output=True,
@@ -58,4 +59,9 @@ def test_scale_benchmark_stores_every_page_and_finds_every_marker(tmp_path: Path
     assert figures["latency"]["queries"] == 30
     assert figures["reindex"]["docs_per_s"] is not None
     assert figures["disk"]["database_mb"] > 0 and figures["disk"]["index_mb"] > 0
+    # The unchanged re-crawl asks for every page conditionally and downloads no body.
+    recrawl = figures["recrawl"]
+    assert figures["runs"]["recrawl"]["ok"]
+    assert recrawl["page_bodies"] == 0 and recrawl["changed"] == 0
+    assert recrawl["status_304"] == PAGES
     assert {entry["met"] for entry in figures["targets"].values()} <= {True, False}

@@ -1,0 +1,74 @@
+"""An unchanged re-crawl of the product's crawl, for ``benchmarks/scale.py --recrawl``:
+``scrapy crawl site -a recrawl=all`` on the same data folder and the same site, every
+stored page asked for with its ETag and Last-Modified (conditional GET), the process tree's
+RSS sampled as the first crawl's was."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import _corpus
+import _measure
+import crawl
+
+
+def run_recrawl(
+    data: Path, work: Path, timeout: float, interval: float, settings: list[str]
+) -> tuple[crawl.RunResult, dict[str, Any]]:
+    """Re-crawl the product's data folder *data*: its run's figures, and what it
+    downloaded (responses by status, bytes, pages found changed)."""
+    result = crawl.RunResult(run="unchanged re-crawl (scrapy crawl site -a recrawl=all)")
+    log = data / "recrawl.log"
+    cmd = [
+        sys.executable, "-m", "scrapy", "crawl", "site",
+        "-a", "recrawl=all",
+        "-s", f"SPIDERSITE_DATA_DIR={data}",
+        "-s", "LOG_LEVEL=INFO",
+        "-s", f"LOG_FILE={log}",
+    ]  # fmt: skip
+    for setting in settings:
+        cmd += ["-s", setting]
+    measured = _measure.run_measured(
+        cmd,
+        cwd=_corpus.REPO_ROOT,
+        env=crawl.clean_env(),
+        stdout_path=work / "recrawl-stdout.txt",
+        stderr_path=work / "recrawl-stderr.txt",
+        timeout=timeout,
+        interval=interval,
+    )
+    crawl.apply_memory(result, measured)
+    fetched: dict[str, Any] = {}
+    if measured.timed_out or measured.returncode != 0:
+        result.message = (
+            f"timed out after {timeout:.0f} s"
+            if measured.timed_out
+            else f"exited with code {measured.returncode}"
+        ) + f" (log: {log})\n{crawl.tail(log)}"
+        return result, fetched
+    try:
+        stats, _, _, documents = crawl.read_product_db(data / "spidersite.db")
+    except (sqlite3.Error, LookupError, ValueError) as exc:
+        result.message = f"cannot read figures: {exc}"
+        return result, fetched
+    result.stats = stats
+    result.documents = documents
+    result.responses = crawl.as_int(stats.get("response_received_count"))
+    elapsed = stats.get("elapsed_time_seconds")
+    result.elapsed_s = None if elapsed is None else float(elapsed)
+    result.pages_per_s = crawl.rate(result.responses, result.elapsed_s)
+    result.ok = result.elapsed_s is not None
+    status_200 = stats.get("downloader/response_status_count/200", 0)
+    fetched = {
+        # Bodies of pages (robots.txt is fetched again by every crawl, not conditionally).
+        "page_bodies": status_200 - stats.get("robotstxt/response_status_count/200", 0),
+        "status_200": status_200,
+        "status_304": stats.get("downloader/response_status_count/304", 0),
+        "response_bytes": stats.get("downloader/response_bytes", 0),
+        "changed": stats.get("recrawl/changed", 0),
+        "not_modified": stats.get("recrawl/not_modified", 0),
+    }
+    return result, fetched
