@@ -37,7 +37,7 @@ from search import config, db
 from search.servers import ConfigError
 from search.sitesfile import ServerRegistry
 from search.urls import MAX_URL_LENGTH
-from spidersite.settingparsers import Parser, choice, flag, number, problem, size, text, whole
+from spidersite.settingparsers import Parser, choice, flag, number, parse_each, size, text, whole
 
 
 def _server_defaults(settings: Any, name: str) -> dict[str, Any]:
@@ -213,20 +213,15 @@ class CrawlSettings:
     def from_settings(cls, settings: Any) -> CrawlSettings:
         """Read and check every setting; ConfigError lists the bad ones, one a line."""
         values: dict[str, Any] = {}
-        problems: list[str] = []
+        parsers: dict[str, Parser] = {}
         for f in fields(cls):
             name = f.name.upper()
-            parse: Parser = f.metadata["parse"]
             if not f.metadata.get("resolved") and settings.get(name) in (None, ""):
                 values[f.name] = _default(f)
-                continue
-            try:
-                values[f.name] = parse(settings, name)
-            except ValueError as exc:
-                problems.append(problem(settings, name, exc))
-        if problems:
-            raise ConfigError("\n".join(problems))
-        return cls(**values)
+            else:
+                parsers[name] = f.metadata["parse"]
+        parsed = parse_each(settings, parsers)
+        return cls(**values, **{name.lower(): value for name, value in parsed.items()})
 
     @property
     def data_dir(self) -> Path:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from search.servers import ConfigError
-from spidersite.settingparsers import Parser, flag, number, problem, whole
+from spidersite.settingparsers import Parser, flag, number, parse_each, whole
 
 
 def check_library_settings(settings: Any, rendering: bool = False) -> None:
@@ -82,13 +81,6 @@ def check_library_settings(settings: Any, rendering: bool = False) -> None:
         parsers["PLAYWRIGHT_MAX_CONTEXTS"] = whole(0, zero_means_none=True)
         parsers["PLAYWRIGHT_MAX_PAGES_PER_CONTEXT"] = whole(1)
         parsers["PLAYWRIGHT_ABORT_REQUEST"] = imported
-    problems: list[str] = []
-    for name, parse in parsers.items():
-        if settings.get(name) in (None, ""):
-            continue
-        try:
-            parse(settings, name)
-        except ValueError as exc:
-            problems.append(problem(settings, name, exc))
-    if problems:
-        raise ConfigError("\n".join(problems))
+    parse_each(
+        settings, {n: parse for n, parse in parsers.items() if settings.get(n) not in (None, "")}
+    )

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from search.servers import parse_size
+from search.servers import ConfigError, parse_size
 
 #: A parser gets (settings, name) and returns the typed value, or raises ValueError saying
 #: what the value must be (the caller adds the setting's name and the value given).
@@ -94,6 +94,21 @@ def problem(settings: Any, name: str, exc: ValueError) -> str:
     elif message.startswith("must be"):
         message = f"{message}, not {settings.get(name)!r}"
     return f"{name}: {message}"
+
+
+def parse_each(settings: Any, parsers: Mapping[str, Parser]) -> dict[str, Any]:
+    """Each setting named in *parsers* read by its parser; a :class:`ConfigError` lists
+    every bad value, one a line (:func:`problem`)."""
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    for name, parse in parsers.items():
+        try:
+            values[name] = parse(settings, name)
+        except ValueError as exc:
+            problems.append(problem(settings, name, exc))
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return values
 
 
 #: The environment variable a setting falls back to.
