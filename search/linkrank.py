@@ -11,8 +11,8 @@ start-up for a product it can make itself) and writes it to
 ``documents.linkrank``, scaled so that the mean over the documents is 1: an ordinary page
 has a linkrank near 1, a page every page links to one in the tens or hundreds.
 
-``python -m search reindex`` recomputes it; the searcher reads it once per index
-generation and adds :func:`search.ranking.link_prior` to each hit's score when the
+``python -m search reindex`` recomputes it; the searcher reads it (:func:`read_linkranks`)
+once per index generation and adds :func:`search.ranking.link_prior` to each hit's score when the
 ranking's ``linkrank`` weight is above 0 (README "Ranking").
 
 This module does not import Scrapy.
@@ -141,3 +141,35 @@ def update_linkrank(engine: Engine, chunk: int = 20_000) -> LinkRankResult:
         result.seconds,
     )
     return result
+
+
+def read_linkranks(engine: Engine) -> tuple[np.ndarray, np.ndarray]:
+    """The documents that have a linkrank: their ids (``int64``) and linkranks
+    (``float32``).
+
+    One statement through the driver's own cursor, its rows straight into numpy: the
+    same statement through SQLAlchemy's result rows took ~0.3 s at 100,000 documents,
+    what a new process's first query paid.  SQLite answers it from the index on
+    ``documents.linkrank`` (migration 0007) without reading the pages' rows.
+    """
+    table = Document.__table__
+    assert isinstance(table, Table)
+    sql = (
+        f"SELECT {table.c.id.name}, {table.c.linkrank.name} FROM {table.name} "
+        f"WHERE {table.c.linkrank.name} IS NOT NULL"
+    )
+    conn = engine.raw_connection()
+    try:
+        cursor = conn.cursor()
+        try:
+            cursor.execute(sql)
+            rows = cursor.fetchall()
+        finally:
+            cursor.close()
+    finally:
+        conn.close()
+    if not rows:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    ranks = np.fromiter((r[1] for r in rows), dtype=np.float32, count=len(rows))
+    return ids, ranks

@@ -31,6 +31,7 @@ from search.arrays import ArrayIndex
 from search.crawldb import CrawlDB
 from search.index import Index
 from search.indexquery import build_query, open_searcher
+from search.linkrank import read_linkranks
 from search.query import ParsedQuery, QueryError, check_window
 from search.results import Explanation, Hit, ResultPage
 from search.searchsession import SearchSession
@@ -93,13 +94,13 @@ class Searcher:
         now = time.monotonic()
         if cached is not None and now - cached[0] < LINKRANK_MAX_AGE:
             return cached[1]
-        assert self.db is not None
-        ids, ranks = self.db.linkranks()
+        assert self.engine is not None
+        ids, ranks = read_linkranks(self.engine)
         docids = arrays.docids(searcher)
         values = np.zeros(arrays.n, dtype=np.float32)
-        if ids:
-            by_id = np.zeros(max(ids) + 1, dtype=np.float32)
-            by_id[np.array(ids, dtype=np.int64)] = ranks
+        if len(ids):
+            by_id = np.zeros(int(ids.max()) + 1, dtype=np.float32)
+            by_id[ids] = ranks
             known = (docids >= 0) & (docids < len(by_id))
             values[known] = by_id[docids[known]]
         arrays.per_doc["linkrank"] = (now, values)
