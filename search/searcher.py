@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -44,6 +45,11 @@ __all__ = ["LINKRANK_MAX_AGE", "Searcher", "SearcherPool"]
 LINKRANK_MAX_AGE = 60.0
 
 
+def _close(open_searchers: list[Any]) -> None:
+    while open_searchers:
+        open_searchers.pop().close()
+
+
 class Searcher:
     """Search one index, show results from one database.
 
@@ -60,21 +66,28 @@ class Searcher:
         #: The database's reads (titles, texts, section counts); None: hits without them.
         self.db = CrawlDB(engine) if engine is not None else None
         self.index = index
-        self._searcher: Any = None
+        # The open Whoosh searcher, if any.  It holds its segments' files open
+        # (:func:`search.indexquery.open_searcher`): closed by close(), or when this
+        # Searcher is dropped.
+        self._open: list[Any] = []
+        weakref.finalize(self, _close, self._open)
+
+    @property
+    def _searcher(self) -> Any:
+        return self._open[0] if self._open else None
 
     def close(self) -> None:
-        if self._searcher is not None:
-            self._searcher.close()
-            self._searcher = None
+        _close(self._open)
 
     @contextmanager
     def session(self, params: ranking.Params | None = None) -> Iterator[SearchSession]:
         """A :class:`SearchSession` on the current index (the reader is kept open), with
         the Searcher's ranking parameters or *params*."""
         if self._searcher is None:
-            self._searcher = open_searcher(self.index)
+            self._open.append(open_searcher(self.index))
         elif not self._searcher.up_to_date():
-            self._searcher = self._searcher.refresh()
+            # Whoosh closes the segments the new searcher does not reuse.
+            self._open[0] = self._searcher.refresh()
         params = params or self.params
         linkranks = self._linkranks if params.linkrank > 0 and self.db is not None else None
         yield SearchSession(self._searcher, params, linkranks)

@@ -17,7 +17,8 @@ from search import db, ranking
 from search import searcher as searcher_module
 from search.analysis import analyze_document
 from search.index import Index
-from search.linkrank import pagerank, update_linkrank
+from search.crawldb import CrawlDB
+from search.linkrank import pagerank, read_linkranks, update_linkrank
 from search.models import Document
 from search.query import parse_query
 from search.rebuild import reindex
@@ -202,3 +203,16 @@ def test_reindex_command_recomputes_the_linkranks(tmp_path: Path) -> None:
     assert "Linkrank of 2 documents over 2 links" in proc.stdout
     assert linkranks(engine) == {"a": pytest.approx(1.0), "b": pytest.approx(1.0)}
     engine.dispose()
+
+
+def test_read_linkranks_reads_the_stored_ones(searchable: tuple[Any, Index]) -> None:
+    engine, _ = searchable
+    ids, ranks = read_linkranks(engine)
+    assert ids.dtype == np.int64 and ranks.dtype == np.float32 and len(ids) == len(ranks) == 0
+    update_linkrank(engine)
+    ids, ranks = read_linkranks(engine)
+    stored_ids, stored_ranks = CrawlDB(engine).linkranks()
+    assert dict(zip(ids.tolist(), ranks.tolist(), strict=True)) == pytest.approx(
+        dict(zip(stored_ids, stored_ranks, strict=True))
+    )
+    assert len(ids) == 8
