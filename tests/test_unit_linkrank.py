@@ -16,8 +16,8 @@ from sqlalchemy import select, update
 from search import db, ranking
 from search import searcher as searcher_module
 from search.analysis import analyze_document
-from search.index import Index
 from search.crawldb import CrawlDB
+from search.index import Index
 from search.linkrank import pagerank, read_linkranks, update_linkrank
 from search.models import Document
 from search.query import parse_query
