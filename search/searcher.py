@@ -24,7 +24,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import numpy as np
 from sqlalchemy import Engine
 
 from search import ranking, spelling
@@ -32,7 +31,7 @@ from search.arrays import ArrayIndex
 from search.crawldb import CrawlDB
 from search.index import Index
 from search.indexquery import build_query, open_searcher
-from search.linkrank import read_linkranks
+from search.linkrank import LinkRanks
 from search.query import ParsedQuery, QueryError, check_window
 from search.results import Explanation, Hit, ResultPage
 from search.searchsession import SearchSession
@@ -96,28 +95,26 @@ class Searcher:
         """Do now what the first query would: open the index, read its array postings and
         the linkranks, prepare the database's read of the hits (a long-lived process calls
         this before it answers, so that its first query costs what the others do)."""
-        with self.session():
-            pass
+        with self.session() as session:
+            if isinstance(session.linkranks, LinkRanks):
+                session.linkranks.read_all()
         self._documents([0], with_text=True)
 
-    def _linkranks(self, arrays: ArrayIndex, searcher: Any) -> np.ndarray:
-        """Each document number's linkrank (0 without one), read from the database at
-        most once per index generation and :data:`LINKRANK_MAX_AGE`."""
+    def _linkranks(self, arrays: ArrayIndex, searcher: Any) -> LinkRanks:
+        """Each document number's linkrank (0 without one), read from the database as
+        the queries need them (:class:`search.linkrank.LinkRanks`), anew once per index
+        generation and :data:`LINKRANK_MAX_AGE`: all of them at once when those before
+        were (a warmed, long-lived process)."""
         cached = arrays.per_doc.get("linkrank")
         now = time.monotonic()
         if cached is not None and now - cached[0] < LINKRANK_MAX_AGE:
             return cached[1]
         assert self.engine is not None
-        ids, ranks = read_linkranks(self.engine)
-        docids = arrays.docids(searcher)
-        values = np.zeros(arrays.n, dtype=np.float32)
-        if len(ids):
-            by_id = np.zeros(int(ids.max()) + 1, dtype=np.float32)
-            by_id[ids] = ranks
-            known = (docids >= 0) & (docids < len(by_id))
-            values[known] = by_id[docids[known]]
-        arrays.per_doc["linkrank"] = (now, values)
-        return values
+        ranks = LinkRanks(self.engine, arrays.docids(searcher))
+        if cached is not None and cached[1].complete:
+            ranks.read_all()
+        arrays.per_doc["linkrank"] = (now, ranks)
+        return ranks
 
     def search(
         self,

@@ -50,11 +50,10 @@ class SearchSession:
         self.arrays = arrays
         self.n = arrays.n
         self.avglen = arrays.avglen
-        #: Each document number's linkrank (``float32``), or None: no link-graph prior.
-        #: *linkranks* is that array, or a function of the arrays that returns it.
-        self.linkranks: np.ndarray | None = (
-            linkranks(arrays, searcher) if callable(linkranks) else linkranks
-        )
+        #: Each document number's linkrank (``float32``; indexed by document numbers: an
+        #: array, or :class:`search.linkrank.LinkRanks`), or None: no link-graph prior.
+        #: *linkranks* is that, or a function of the arrays that returns it.
+        self.linkranks: Any = linkranks(arrays, searcher) if callable(linkranks) else linkranks
         # The last query's filtered documents, and its scores before expansion (what
         # count() counts), kept with the query they belong to.
         self._filtered: tuple[WhooshQuery, np.ndarray | None, np.ndarray | None] | None = None
@@ -99,16 +98,23 @@ class SearchSession:
                 }
                 if added:
                     scores = self._scores(added, wquery, start=scores)
-        return self._ranked(self.arrays.best(self._with_prior(scores), limit))
+        return self._ranked(self.arrays.best(self._with_prior(scores, limit), limit))
 
-    def _with_prior(self, scores: np.ndarray) -> np.ndarray:
-        """*scores* with the link-graph prior added to every hit's (a new array)."""
+    def _with_prior(self, scores: np.ndarray, limit: int) -> np.ndarray:
+        """*scores* with the link-graph prior added to the score of every hit that can be
+        among the best *limit* with it (a new array)."""
         weight = self.params.linkrank
         if weight <= 0 or self.linkranks is None:
             return scores
         hits = np.flatnonzero(scores > 0)
         if not len(hits):
             return scores
+        if len(hits) > limit > 0:
+            # A prior is below *weight*: a hit scoring less than the limit-th best score
+            # minus *weight* stays below the best *limit* (each scores that much or more),
+            # prior or not, so its linkrank is not needed.
+            kth = np.partition(scores[hits], len(hits) - limit)[len(hits) - limit]
+            hits = hits[scores[hits] + weight >= kth]
         out = scores.astype(np.float64)  # a copy
         out[hits] += ranking.link_prior(self.linkranks[hits], weight)
         return out
