@@ -228,7 +228,7 @@ class LinkRanks:
             wanted = np.asarray(docnums, dtype=np.int64).ravel()
             missing = wanted[~self._known[wanted]]
             if len(missing):
-                self._read(np.unique(missing))
+                self._read(missing)
         return self._values[docnums]
 
     def read_all(self) -> None:
@@ -255,7 +255,7 @@ class LinkRanks:
             if not len(docnums):
                 return
             wanted = self.docids[docnums]
-            ids, ranks = read_linkranks(self.engine, np.unique(wanted))
+            ids, ranks = read_linkranks(self.engine, wanted)
             by_id = dict(zip(ids.tolist(), ranks.tolist(), strict=True))
             # The values first: readers without the lock trust what is marked known.
             self._values[docnums] = [by_id.get(i, 0.0) for i in wanted.tolist()]
