@@ -365,6 +365,12 @@ class ArrayIndex:
         norm = tf / ((1 - self.b) + self.b * length / self.avglen)
         return self.idf(gids) * ((self.k1 + 1) * norm) / (self.k1 + norm)
 
-    def text_rank(self) -> np.ndarray:
-        """Each term id's rank in the sorted order of the terms given ids (for ties)."""
-        return self.terms.text_rank()
+    def text_rank(self, gids: np.ndarray) -> np.ndarray:
+        """The rank of each of term ids *gids* in the sorted order of their terms (for
+        ties): only among these, so that no more terms than a query reads are sorted."""
+        texts = self.terms.texts
+        # numpy's strings compare by code point, as Python's do.
+        keys = np.array([texts[g] for g in gids.tolist()], dtype=str)
+        rank = np.empty(len(keys), dtype=np.int64)
+        rank[np.argsort(keys, kind="stable")] = np.arange(len(keys))
+        return rank

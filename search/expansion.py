@@ -54,7 +54,7 @@ def _add_terms(
 def _heaviest(arrays: ArrayIndex, gids: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
     """Positions of the *n* heaviest of *weights*: weight descending, then stem
     ascending (:func:`search.ranking._heaviest`)."""
-    return np.lexsort((arrays.text_rank()[gids], -weights))[:n]
+    return np.lexsort((arrays.text_rank(gids), -weights))[:n]
 
 
 def rocchio(

@@ -132,7 +132,6 @@ class TermSpace:
         self._df = np.zeros(0, dtype=np.int64)
         self._local = [np.zeros(0, dtype=np.int64) for _ in segments]
         self._to_global = [np.full(len(s), -1, dtype=np.int64) for s in segments]
-        self._rank: np.ndarray | None = None
         self._lock = threading.Lock()
 
     # -- the mapping of stems to ids (what a dict of every term answered) ----------------
@@ -181,18 +180,6 @@ class TermSpace:
             self._add([seg.raw(i) for i in missing], (segment, np.array(missing, dtype=np.int64)))
             gids = self._to_global[segment][numbers]
         return gids
-
-    def text_rank(self) -> np.ndarray:
-        """Each id's rank in the sorted order of the terms given ids (for ties: only the
-        order of ids matters, which is the order of their terms)."""
-        rank = self._rank
-        count = len(self.texts)
-        if rank is None or len(rank) < count:
-            texts = self.texts[:count]
-            rank = np.empty(count, dtype=np.int64)
-            rank[sorted(range(count), key=texts.__getitem__)] = np.arange(count)
-            self._rank = rank
-        return rank
 
     # -- giving ids ----------------------------------------------------------------------
 
