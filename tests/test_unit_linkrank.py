@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import select, update
 
 from search import db, ranking
+from search import linkrank as linkrank_module
 from search import searcher as searcher_module
 from search.analysis import analyze_document
 from search.crawldb import CrawlDB
@@ -205,17 +206,25 @@ def test_reindex_command_recomputes_the_linkranks(tmp_path: Path) -> None:
     engine.dispose()
 
 
-def test_read_linkranks_reads_the_stored_ones(searchable: tuple[Any, Index]) -> None:
-    engine, _ = searchable
+def test_read_linkranks_reads_the_stored_ones(engine: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    DocumentStore(engine).write_batch(
+        [row(f"p{i}", f"page {i}", [f"p{(i + 1) % 7}", "p0"]) for i in range(7)]
+    )
     ids, ranks = read_linkranks(engine)
     assert ids.dtype == np.int64 and ranks.dtype == np.float32 and len(ids) == len(ranks) == 0
     update_linkrank(engine)
-    ids, ranks = read_linkranks(engine)
     stored_ids, stored_ranks = CrawlDB(engine).linkranks()
+    stored = dict(zip(stored_ids, stored_ranks, strict=True))
+    ids, ranks = read_linkranks(engine)
+    assert dict(zip(ids.tolist(), ranks.tolist(), strict=True)) == pytest.approx(stored)
+    assert len(stored) == 7
+    # By id: those asked for, in chunks, an unknown id left out.
+    monkeypatch.setattr(linkrank_module, "READ_CHUNK", 2)
+    some = np.array([*sorted(stored)[::2], 10**9], dtype=np.int64)
+    ids, ranks = read_linkranks(engine, some)
     assert dict(zip(ids.tolist(), ranks.tolist(), strict=True)) == pytest.approx(
-        dict(zip(stored_ids, stored_ranks, strict=True))
+        {i: stored[i] for i in sorted(stored)[::2]}
     )
-    assert len(ids) == 8
 
 
 def test_a_query_reads_the_linkranks_of_the_hits_that_can_reach_its_page(
