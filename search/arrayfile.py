@@ -1,8 +1,9 @@
 """The array file of a Whoosh segment: the ``words`` field's postings as flat numpy
 arrays, written by :class:`search.arraycodec.ArrayCodec` for every segment Whoosh writes
-(new documents and merges alike) and read back by :meth:`SegmentArrays.read`.  This module
-holds the file's layout, its writer (:func:`write_arrays`) and its reader.  What is done with them
-(ranking, filters, query expansion) is :mod:`search.arrays`'s.
+(new documents and merges alike) and read back by :mod:`search.arrayreader`
+(:meth:`SegmentArrays.read`).  This module holds the file's layout and its writer
+(:func:`write_arrays`).  What is done with them (ranking, filters, query expansion) is
+:mod:`search.arrays`'s.
 
 One more file of each segment, ``<segment>.wpa``:
 
@@ -30,8 +31,6 @@ import json
 import tempfile
 from array import array
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -344,77 +343,11 @@ def encode_arrays(
     return out.getvalue()
 
 
-def decode_arrays(buf: np.ndarray) -> dict[str, np.ndarray]:
-    """The arrays of an array file held in *buf* (a ``uint8`` array, e.g. a memmap)."""
-    if bytes(buf[: len(MAGIC)]) != MAGIC:
-        raise ValueError("not a spidersite array file")
-    size = int.from_bytes(bytes(buf[len(MAGIC) : len(MAGIC) + 4]), "little")
-    start = len(MAGIC) + 4
-    header = json.loads(bytes(buf[start : start + size]))
-    base = start + size
-    buf = buf.view(np.ndarray)  # slices of a plain array are cheaper than of a memmap
-    out = {}
-    for name, (offset, dtype, count) in header["arrays"].items():
-        dt = np.dtype(dtype)
-        a = base + offset
-        out[name] = buf[a : a + count * dt.itemsize].view(dt)
-    return out
+def __getattr__(name: str) -> Any:
+    # The reader (:func:`decode_arrays`, :class:`SegmentArrays`) is its own module,
+    # :mod:`search.arrayreader`, which reads this one's layout.
+    if name in ("decode_arrays", "SegmentArrays"):
+        from search import arrayreader
 
-
-@dataclass(slots=True)
-class SegmentArrays:
-    """The arrays of one segment (immutable, as Whoosh segments are)."""
-
-    terms: list[str]
-    starts: np.ndarray
-    docs: np.ndarray
-    tfs: np.ndarray
-    lengths: np.ndarray
-    fwd_starts: np.ndarray
-    fwd_terms: np.ndarray
-    fwd_tfs: np.ndarray
-    #: Each posting's weighted count per section (one row a posting, SECTIONS order).
-    sections: np.ndarray
-    #: Each document's weighted length per section (one row a document).
-    section_lengths: np.ndarray
-    #: Database id of each document number (-1: none); None in files written before it.
-    docids: np.ndarray | None = None
-
-    @classmethod
-    def read(cls, folder: Path, segment: Any) -> SegmentArrays | None:
-        """The arrays of *segment* of the index in *folder*; None if it has none."""
-        name = segment.make_filename(EXT)
-        if segment.is_compound():
-            from whoosh.filedb.filestore import FileStorage
-
-            path = folder / segment.make_filename(segment.COMPOUND_EXT)
-            compound = segment.open_compound_file(FileStorage(str(folder)))
-            try:
-                if not compound.file_exists(name):
-                    return None
-                offset, length = compound.range(name)
-            finally:
-                compound.close()
-        else:
-            path = folder / name
-            if not path.exists():
-                return None
-            offset, length = 0, path.stat().st_size
-        buf = np.memmap(path, dtype=np.uint8, mode="r", offset=offset, shape=(length,))
-        a = decode_arrays(buf)
-        text = bytes(a["text"])
-        ts = a["text_starts"].tolist()
-        terms = [text[ts[i] : ts[i + 1]].decode("utf-8") for i in range(len(ts) - 1)]
-        return cls(
-            terms,
-            a["starts"],
-            a["docs"],
-            a["tfs"],
-            a["lengths"],
-            a["fwd_starts"],
-            a["fwd_terms"],
-            a["fwd_tfs"],
-            a["sections"].reshape(-1, N_SECTIONS),
-            a["section_lengths"].reshape(-1, N_SECTIONS),
-            a.get("docids"),
-        )
+        return getattr(arrayreader, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

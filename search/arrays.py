@@ -9,8 +9,8 @@ numpy operations, add it into one accumulator per query, take the best with
 pruning to get wrong) and the number of hits is exact.
 
 The arrays are kept in step with the index by Whoosh's own codec plus one more file per
-segment (:mod:`search.arrayfile`: its layout, its writer, its reader; written through the
-codec of :mod:`search.arraycodec`).  A segment without
+segment (:mod:`search.arrayfile`: its layout and its writer, :mod:`search.arrayreader`:
+its reader; written through the codec of :mod:`search.arraycodec`).  A segment without
 it (an index written before it existed) makes :meth:`ArrayIndex.load` return None, and the
 searcher refuses the index; ``python -m search reindex`` rewrites it with the arrays.
 
@@ -32,23 +32,23 @@ from typing import Any
 import numpy as np
 
 from search import ranking
-from search.arrayfile import DOCID_FIELD, FIELD, LENGTHS, N_SECTIONS, SegmentArrays
+from search.arrayfile import DOCID_FIELD, FIELD, LENGTHS, N_SECTIONS
+from search.arrayreader import SegmentArrays
+from search.termspace import TermSpace
 
 logger = logging.getLogger(__name__)
 
 
 class _Leaf:
     """One segment in one index generation: its arrays, where its documents start, its
-    deleted documents, and its terms mapped to the generation's term ids."""
+    deleted documents (its terms' ids in the generation: :class:`TermSpace`)."""
 
-    __slots__ = ("arrays", "base", "deleted", "lennorm", "local", "secnorm", "to_global")
+    __slots__ = ("arrays", "base", "deleted", "lennorm", "secnorm")
 
     def __init__(self, arrays: SegmentArrays, base: int, deleted: np.ndarray) -> None:
         self.arrays = arrays
         self.base = base
         self.deleted = deleted
-        self.to_global = np.empty(0, dtype=np.int64)
-        self.local = np.empty(0, dtype=np.int64)
         self.lennorm = np.empty(0, dtype=np.float64)
         self.secnorm = np.empty((0, 0), dtype=np.float64)
 
@@ -94,7 +94,8 @@ def section_norm(lengths: np.ndarray, avg: np.ndarray, bs: np.ndarray) -> np.nda
 
 class ArrayIndex:
     """The array postings of every segment a Whoosh searcher reads, as one document space
-    (Whoosh's document numbers) and one term space (ids valid for this generation)."""
+    (Whoosh's document numbers) and one term space (ids valid for this generation, given
+    to terms as they are looked up: :class:`search.termspace.TermSpace`)."""
 
     def __init__(
         self,
@@ -111,21 +112,13 @@ class ArrayIndex:
         self.k1, self.b = k1, b
         #: Each section's b (per-field BM25F), or None: the sections merged.
         self.section_b = section_b
-        ids: dict[str, int] = {}
+        #: The term space: stems to ids (``get``, ``in``, ``[]``, as a dict of every
+        #: term would answer), each id's term and document frequency.
+        self.terms = TermSpace(
+            [leaf.arrays.words for leaf in leaves], [leaf.arrays.starts for leaf in leaves]
+        )
+        self.ids = self.terms
         for leaf in leaves:
-            setdefault = ids.setdefault
-            leaf.to_global = np.fromiter(
-                (setdefault(t, len(ids)) for t in leaf.arrays.terms),
-                dtype=np.int64,
-                count=len(leaf.arrays.terms),
-            )
-        self.ids = ids
-        self.texts = list(ids)
-        self.df = np.zeros(len(ids), dtype=np.int64)
-        for leaf in leaves:
-            leaf.local = np.full(len(ids), -1, dtype=np.int64)
-            leaf.local[leaf.to_global] = np.arange(len(leaf.to_global))
-            np.add.at(self.df, leaf.to_global, np.diff(leaf.arrays.starts))
             # k1 · (1 − b + b · len / avglen): the document's half of BM25's denominator.
             leaf.lennorm = k1 * ((1 - b) + b * LENGTHS[leaf.arrays.lengths] / self.avglen)
         self.deleted = (
@@ -137,7 +130,6 @@ class ArrayIndex:
         self.section_avglen = np.ones(N_SECTIONS, dtype=np.float64)
         if section_b is not None:
             self._section_norms(np.asarray(section_b, dtype=np.float64))
-        self._text_rank: np.ndarray | None = None
         #: Values per document number that readers of the database attach to this index
         #: generation (the searcher's linkranks), by name.
         self.per_doc: dict[str, Any] = {}
@@ -219,6 +211,16 @@ class ArrayIndex:
                     out[docnum] = int(fields[DOCID_FIELD])
         return out
 
+    @property
+    def texts(self) -> list[str]:
+        """Each term id's stem."""
+        return self.terms.texts
+
+    @property
+    def df(self) -> np.ndarray:
+        """Each term id's document frequency."""
+        return self.terms.df
+
     # -- scoring -------------------------------------------------------------------------
 
     def idf(self, gids: np.ndarray) -> np.ndarray:
@@ -231,7 +233,7 @@ class ArrayIndex:
         """Each document's score for the weighted query (0: no match), added to a copy of
         *start* if given, and with *require_all* how many of the query's terms each
         document holds."""
-        known = [(self.ids[s], qw) for s, qw in weights.items() if s in self.ids]
+        known = [(g, qw) for s, qw in weights.items() if (g := self.terms.get(s)) is not None]
         gids = np.array([g for g, _ in known], dtype=np.int64)
         # qw · idf · (k1 + 1) of each term: the part of its score that is the same in
         # every document.
@@ -242,8 +244,8 @@ class ArrayIndex:
         # Every posting of every query term, scored in one pass per segment, then summed
         # per document by one bincount.
         all_docs, all_parts = [], []
-        for leaf in self.leaves:
-            local = leaf.local[gids]
+        for i, leaf in enumerate(self.leaves):
+            local = self.terms.local(i)[gids]
             present = np.flatnonzero(local >= 0)
             if not len(present):
                 continue
@@ -277,10 +279,11 @@ class ArrayIndex:
     def field_tf(self, docnum: int, gid: int) -> tuple[float, np.ndarray]:
         """Per-field BM25F's ``tf~`` of term *gid* in document *docnum* (0 when it does
         not hold it), and the posting's weighted count per section."""
-        for leaf in reversed(self.leaves):
+        for i in reversed(range(len(self.leaves))):
+            leaf = self.leaves[i]
             if docnum < leaf.base:
                 continue
-            local, term = docnum - leaf.base, leaf.local[gid]
+            local, term = docnum - leaf.base, self.terms.local(i)[gid]
             if term < 0:
                 break
             a = leaf.arrays
@@ -318,8 +321,8 @@ class ArrayIndex:
             if gid is None:
                 continue
             parts = []
-            for leaf in self.leaves:
-                local = leaf.local[gid]
+            for i, leaf in enumerate(self.leaves):
+                local = self.terms.local(i)[gid]
                 if local >= 0:
                     lo, hi = leaf.arrays.starts[local], leaf.arrays.starts[local + 1]
                     parts.append(leaf.arrays.docs[lo:hi].astype(np.int64) + leaf.base)
@@ -344,14 +347,15 @@ class ArrayIndex:
 
     def vector(self, docnum: int) -> tuple[np.ndarray, np.ndarray, float]:
         """A document's term ids, their weighted term frequencies, and its field length."""
-        for leaf in reversed(self.leaves):
+        for i in reversed(range(len(self.leaves))):
+            leaf = self.leaves[i]
             if docnum >= leaf.base:
                 local = docnum - leaf.base
                 a = leaf.arrays
                 if local >= len(a.lengths):
                     break
                 lo, hi = a.fwd_starts[local], a.fwd_starts[local + 1]
-                gids = leaf.to_global[a.fwd_terms[lo:hi]]
+                gids = self.terms.ids_of(i, a.fwd_terms[lo:hi])
                 return gids, a.fwd_tfs[lo:hi].astype(np.float64), float(LENGTHS[a.lengths[local]])
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64), 1.0
 
@@ -361,15 +365,15 @@ class ArrayIndex:
         norm = tf / ((1 - self.b) + self.b * length / self.avglen)
         return self.idf(gids) * ((self.k1 + 1) * norm) / (self.k1 + norm)
 
-    def text_rank(self) -> np.ndarray:
-        """Each term id's rank in the sorted order of the terms (for ties)."""
-        if self._text_rank is None:
-            rank = np.empty(len(self.texts), dtype=np.int64)
-            rank[sorted(range(len(self.texts)), key=self.texts.__getitem__)] = np.arange(
-                len(self.texts)
-            )
-            self._text_rank = rank
-        return self._text_rank
+    def text_rank(self, gids: np.ndarray) -> np.ndarray:
+        """The rank of each of term ids *gids* in the sorted order of their terms (for
+        ties): only among these, so that no more terms than a query reads are sorted."""
+        texts = self.terms.texts
+        # numpy's strings compare by code point, as Python's do.
+        keys = np.array([texts[g] for g in gids.tolist()], dtype=str)
+        rank = np.empty(len(keys), dtype=np.int64)
+        rank[np.argsort(keys, kind="stable")] = np.arange(len(keys))
+        return rank
 
     def length_factor(self, docnums: np.ndarray) -> np.ndarray:
         """BM25's ``K = k1 · (1 − b + b · len / avglen)`` of documents *docnums*: the

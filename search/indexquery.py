@@ -198,5 +198,13 @@ def terms_within(searcher: Any, text: str, maxdist: int, prefix: int = 1) -> set
 
 
 def open_searcher(index: Index) -> Any:
-    """A Whoosh searcher of *index* that scores with :class:`BM25`."""
-    return index.open().searcher(weighting=BM25())
+    """A Whoosh searcher of *index* that scores with :class:`BM25`.
+
+    Its segments' files are read as files, not mapped: Whoosh maps a compound segment
+    and then copies each file it opens of it (terms, postings, stored fields) into memory
+    (``BytesIO``), 0.15 s and 140 MB a searcher at 100,000 documents; the searcher reads
+    little of them (the hits' stored fields, ``site:`` filters, spelling's terms), the
+    ranking reads the array postings (:mod:`search.arrays`, mapped)."""
+    ix = index.open()
+    ix.storage.supports_mmap = False
+    return ix.searcher(weighting=BM25())

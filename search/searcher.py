@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import numpy as np
 from sqlalchemy import Engine
 
 from search import ranking, spelling
@@ -31,6 +31,7 @@ from search.arrays import ArrayIndex
 from search.crawldb import CrawlDB
 from search.index import Index
 from search.indexquery import build_query, open_searcher
+from search.linkrank import LinkRanks
 from search.query import ParsedQuery, QueryError, check_window
 from search.results import Explanation, Hit, ResultPage
 from search.searchsession import SearchSession
@@ -41,6 +42,11 @@ __all__ = ["LINKRANK_MAX_AGE", "Searcher", "SearcherPool"]
 #: Seconds a process keeps the linkranks it read (``update_linkrank`` after a crawl, or a
 #: ``reindex``, is seen within this time by a long-lived searcher such as the web's).
 LINKRANK_MAX_AGE = 60.0
+
+
+def _close(open_searchers: list[Any]) -> None:
+    while open_searchers:
+        open_searchers.pop().close()
 
 
 class Searcher:
@@ -59,21 +65,28 @@ class Searcher:
         #: The database's reads (titles, texts, section counts); None: hits without them.
         self.db = CrawlDB(engine) if engine is not None else None
         self.index = index
-        self._searcher: Any = None
+        # The open Whoosh searcher, if any.  It holds its segments' files open
+        # (:func:`search.indexquery.open_searcher`): closed by close(), or when this
+        # Searcher is dropped.
+        self._open: list[Any] = []
+        weakref.finalize(self, _close, self._open)
+
+    @property
+    def _searcher(self) -> Any:
+        return self._open[0] if self._open else None
 
     def close(self) -> None:
-        if self._searcher is not None:
-            self._searcher.close()
-            self._searcher = None
+        _close(self._open)
 
     @contextmanager
     def session(self, params: ranking.Params | None = None) -> Iterator[SearchSession]:
         """A :class:`SearchSession` on the current index (the reader is kept open), with
         the Searcher's ranking parameters or *params*."""
         if self._searcher is None:
-            self._searcher = open_searcher(self.index)
+            self._open.append(open_searcher(self.index))
         elif not self._searcher.up_to_date():
-            self._searcher = self._searcher.refresh()
+            # Whoosh closes the segments the new searcher does not reuse.
+            self._open[0] = self._searcher.refresh()
         params = params or self.params
         linkranks = self._linkranks if params.linkrank > 0 and self.db is not None else None
         texts = self._texts if params.proximity > 0 and self.db is not None else None
@@ -83,28 +96,26 @@ class Searcher:
         """Do now what the first query would: open the index, read its array postings and
         the linkranks, prepare the database's read of the hits (a long-lived process calls
         this before it answers, so that its first query costs what the others do)."""
-        with self.session():
-            pass
+        with self.session() as session:
+            if isinstance(session.linkranks, LinkRanks):
+                session.linkranks.read_all()
         self._documents([0], with_text=True)
 
-    def _linkranks(self, arrays: ArrayIndex, searcher: Any) -> np.ndarray:
-        """Each document number's linkrank (0 without one), read from the database at
-        most once per index generation and :data:`LINKRANK_MAX_AGE`."""
+    def _linkranks(self, arrays: ArrayIndex, searcher: Any) -> LinkRanks:
+        """Each document number's linkrank (0 without one), read from the database as
+        the queries need them (:class:`search.linkrank.LinkRanks`), anew once per index
+        generation and :data:`LINKRANK_MAX_AGE`: all of them at once when those before
+        were (a warmed, long-lived process)."""
         cached = arrays.per_doc.get("linkrank")
         now = time.monotonic()
         if cached is not None and now - cached[0] < LINKRANK_MAX_AGE:
             return cached[1]
-        assert self.db is not None
-        ids, ranks = self.db.linkranks()
-        docids = arrays.docids(searcher)
-        values = np.zeros(arrays.n, dtype=np.float32)
-        if ids:
-            by_id = np.zeros(max(ids) + 1, dtype=np.float32)
-            by_id[np.array(ids, dtype=np.int64)] = ranks
-            known = (docids >= 0) & (docids < len(by_id))
-            values[known] = by_id[docids[known]]
-        arrays.per_doc["linkrank"] = (now, values)
-        return values
+        assert self.engine is not None
+        ranks = LinkRanks(self.engine, arrays.docids(searcher))
+        if cached is not None and cached[1].complete:
+            ranks.read_all()
+        arrays.per_doc["linkrank"] = (now, ranks)
+        return ranks
 
     def search(
         self,

@@ -54,11 +54,10 @@ class SearchSession:
         self.arrays = arrays
         self.n = arrays.n
         self.avglen = arrays.avglen
-        #: Each document number's linkrank (``float32``), or None: no link-graph prior.
-        #: *linkranks* is that array, or a function of the arrays that returns it.
-        self.linkranks: np.ndarray | None = (
-            linkranks(arrays, searcher) if callable(linkranks) else linkranks
-        )
+        #: Each document number's linkrank (``float32``; indexed by document numbers: an
+        #: array, or :class:`search.linkrank.LinkRanks`), or None: no link-graph prior.
+        #: *linkranks* is that, or a function of the arrays that returns it.
+        self.linkranks: Any = linkranks(arrays, searcher) if callable(linkranks) else linkranks
         #: Reads the stored text of documents by id (:mod:`search.proximity`; None: no
         #: term-proximity bonus), and the bonus the last ranking added, by document number.
         self.documents = documents
@@ -109,9 +108,8 @@ class SearchSession:
                     scores = self._scores(added, wquery, start=scores)
         p = self.params
         near = p.proximity > 0 and self.documents is not None and len(weights) > 1
-        best = self.arrays.best(
-            self._with_prior(scores), max(limit, p.proximity_depth if near else 0)
-        )
+        depth = max(limit, p.proximity_depth if near else 0)
+        best = self.arrays.best(self._with_prior(scores, depth), depth)
         ranked, self.proximity_bonus = self._ranked(best), {}
         if near:
             assert self.documents is not None
@@ -127,14 +125,21 @@ class SearchSession:
             )
         return ranked[:limit]
 
-    def _with_prior(self, scores: np.ndarray) -> np.ndarray:
-        """*scores* with the link-graph prior added to every hit's (a new array)."""
+    def _with_prior(self, scores: np.ndarray, limit: int) -> np.ndarray:
+        """*scores* with the link-graph prior added to the score of every hit that can be
+        among the best *limit* with it (a new array)."""
         weight = self.params.linkrank
         if weight <= 0 or self.linkranks is None:
             return scores
         hits = np.flatnonzero(scores > 0)
         if not len(hits):
             return scores
+        if len(hits) > limit > 0:
+            # A prior is below *weight*: a hit scoring less than the limit-th best score
+            # minus *weight* stays below the best *limit* (each scores that much or more),
+            # prior or not, so its linkrank is not needed.
+            kth = np.partition(scores[hits], len(hits) - limit)[len(hits) - limit]
+            hits = hits[scores[hits] + weight >= kth]
         out = scores.astype(np.float64)  # a copy
         out[hits] += ranking.link_prior(self.linkranks[hits], weight)
         return out

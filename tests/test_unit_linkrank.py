@@ -14,10 +14,12 @@ import pytest
 from sqlalchemy import select, update
 
 from search import db, ranking
+from search import linkrank as linkrank_module
 from search import searcher as searcher_module
 from search.analysis import analyze_document
+from search.crawldb import CrawlDB
 from search.index import Index
-from search.linkrank import pagerank, update_linkrank
+from search.linkrank import LinkRanks, pagerank, read_linkranks, update_linkrank
 from search.models import Document
 from search.query import parse_query
 from search.rebuild import reindex
@@ -201,4 +203,77 @@ def test_reindex_command_recomputes_the_linkranks(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "Linkrank of 2 documents over 2 links" in proc.stdout
     assert linkranks(engine) == {"a": pytest.approx(1.0), "b": pytest.approx(1.0)}
+    engine.dispose()
+
+
+def test_read_linkranks_reads_the_stored_ones(engine: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    DocumentStore(engine).write_batch(
+        [row(f"p{i}", f"page {i}", [f"p{(i + 1) % 7}", "p0"]) for i in range(7)]
+    )
+    ids, ranks = read_linkranks(engine)
+    assert ids.dtype == np.int64 and ranks.dtype == np.float32 and len(ids) == len(ranks) == 0
+    update_linkrank(engine)
+    stored_ids, stored_ranks = CrawlDB(engine).linkranks()
+    stored = dict(zip(stored_ids, stored_ranks, strict=True))
+    ids, ranks = read_linkranks(engine)
+    assert dict(zip(ids.tolist(), ranks.tolist(), strict=True)) == pytest.approx(stored)
+    assert len(stored) == 7
+    # By id: those asked for, in chunks, an unknown id left out.
+    monkeypatch.setattr(linkrank_module, "READ_CHUNK", 2)
+    some = np.array([*sorted(stored)[::2], 10**9], dtype=np.int64)
+    ids, ranks = read_linkranks(engine, some)
+    assert dict(zip(ids.tolist(), ranks.tolist(), strict=True)) == pytest.approx(
+        {i: stored[i] for i in sorted(stored)[::2]}
+    )
+
+
+def test_a_query_reads_the_linkranks_of_the_hits_that_can_reach_its_page(
+    tmp_path: Path,
+) -> None:
+    # 80 pages: how often they say "vacuum" and "zebra" spreads their scores, their links
+    # their linkranks, so that the prior reorders the best pages.
+    engine = db.connect(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    pages = []
+    for i in range(80):
+        rare = ["zebra"] * (1 + i // 10) if i % 10 == 0 else []  # 8 pages
+        text = " ".join(["vacuum"] * (1 + i % 4) + ["storage"] * (i % 3) + [f"filler{i}"] * 5)
+        text += " " + " ".join(rare)
+        links = [f"p{(i * 7) % 80}", f"p{(i * 11 + 3) % 80}"] + ["p5"] * (i % 2)
+        pages.append(row(f"p{i}", text, links))
+    DocumentStore(engine).write_batch(pages)
+    index = Index(tmp_path / "index")
+    reindex(engine, index)
+    update_linkrank(engine)
+    queries = [
+        (text, n)
+        for text in ("vacuum", "zebra", "vacuum storage", "storage filler7 zebra")
+        for n in (1, 3, 10, 100)
+    ]
+    lazy = Searcher(engine, index)
+    found = [lazy.search(parse_query("zebra"), per_page=1).hits]
+    with lazy.session() as session:
+        ranks = session.linkranks
+        assert isinstance(ranks, LinkRanks) and not ranks.complete
+        # Those of the hits within the prior's weight of the best score, not all 8.
+        assert 1 <= int((ranks._known & (ranks.docids >= 0)).sum()) < 8
+    found += [lazy.search(parse_query(text), per_page=n).hits for text, n in queries]
+    queries.insert(0, ("zebra", 1))
+    # A long-lived process reads every linkrank before its first query (the same ones:
+    # they are kept per index generation, for every searcher of the process).
+    eager = Searcher(engine, index)
+    eager.warm()
+    assert ranks.complete
+    for (text, n), hits in zip(queries, found, strict=True):
+        expected = eager.search(parse_query(text), per_page=n).hits
+        assert [h.url for h in hits] == [h.url for h in expected], (text, n)
+        assert [h.score for h in hits] == pytest.approx([h.score for h in expected])
+    # Not vacuous: the prior reorders most of these pages (the words alone rank otherwise).
+    off = Searcher(engine, index, ranking.DEFAULT.with_values(linkrank=0))
+    reordered = [
+        [h.url for h in off.search(parse_query(text), per_page=n).hits] != [h.url for h in hits]
+        for (text, n), hits in zip(queries, found, strict=True)
+    ]
+    assert sum(reordered) > len(queries) // 2
+    for s in (lazy, eager, off):
+        s.close()
     engine.dispose()

@@ -1,0 +1,96 @@
+"""The reader of a segment's array file (:mod:`search.arrayfile`: the layout and the
+writer): :meth:`SegmentArrays.read` maps the file (``numpy.memmap``: pages are loaded on
+demand and shared between processes) and views its arrays, without copying them and
+without decoding its terms (:class:`search.termspace.SegmentTerms` looks them up).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from search.arrayfile import EXT, MAGIC, N_SECTIONS
+from search.termspace import SegmentTerms
+
+
+def decode_arrays(buf: np.ndarray) -> dict[str, np.ndarray]:
+    """The arrays of an array file held in *buf* (a ``uint8`` array, e.g. a memmap)."""
+    if bytes(buf[: len(MAGIC)]) != MAGIC:
+        raise ValueError("not a spidersite array file")
+    size = int.from_bytes(bytes(buf[len(MAGIC) : len(MAGIC) + 4]), "little")
+    start = len(MAGIC) + 4
+    header = json.loads(bytes(buf[start : start + size]))
+    base = start + size
+    buf = buf.view(np.ndarray)  # slices of a plain array are cheaper than of a memmap
+    out = {}
+    for name, (offset, dtype, count) in header["arrays"].items():
+        dt = np.dtype(dtype)
+        a = base + offset
+        out[name] = buf[a : a + count * dt.itemsize].view(dt)
+    return out
+
+
+@dataclass(slots=True)
+class SegmentArrays:
+    """The arrays of one segment (immutable, as Whoosh segments are)."""
+
+    #: Its terms, sorted and not decoded (:class:`search.termspace.SegmentTerms`).
+    words: SegmentTerms
+    starts: np.ndarray
+    docs: np.ndarray
+    tfs: np.ndarray
+    lengths: np.ndarray
+    fwd_starts: np.ndarray
+    fwd_terms: np.ndarray
+    fwd_tfs: np.ndarray
+    #: Each posting's weighted count per section (one row a posting, SECTIONS order).
+    sections: np.ndarray
+    #: Each document's weighted length per section (one row a document).
+    section_lengths: np.ndarray
+    #: Database id of each document number (-1: none); None in files written before it.
+    docids: np.ndarray | None = None
+
+    @property
+    def terms(self) -> list[str]:
+        """Every term, decoded (a look-up needs none of this: :attr:`words`)."""
+        return self.words.all()
+
+    @classmethod
+    def read(cls, folder: Path, segment: Any) -> SegmentArrays | None:
+        """The arrays of *segment* of the index in *folder*; None if it has none."""
+        name = segment.make_filename(EXT)
+        if segment.is_compound():
+            from whoosh.filedb.filestore import FileStorage
+
+            path = folder / segment.make_filename(segment.COMPOUND_EXT)
+            compound = segment.open_compound_file(FileStorage(str(folder)))
+            try:
+                if not compound.file_exists(name):
+                    return None
+                offset, length = compound.range(name)
+            finally:
+                compound.close()
+        else:
+            path = folder / name
+            if not path.exists():
+                return None
+            offset, length = 0, path.stat().st_size
+        buf = np.memmap(path, dtype=np.uint8, mode="r", offset=offset, shape=(length,))
+        a = decode_arrays(buf)
+        return cls(
+            SegmentTerms(a["text"], a["text_starts"]),
+            a["starts"],
+            a["docs"],
+            a["tfs"],
+            a["lengths"],
+            a["fwd_starts"],
+            a["fwd_terms"],
+            a["fwd_tfs"],
+            a["sections"].reshape(-1, N_SECTIONS),
+            a["section_lengths"].reshape(-1, N_SECTIONS),
+            a.get("docids"),
+        )

@@ -1,0 +1,171 @@
+"""search.termspace: the array postings' terms looked up without decoding them all.
+
+An index generation's term ids are given to the terms looked up (a query's stems, the
+feedback documents' terms), found by binary search over each segment's sorted bytes; none
+is decoded when the index is opened.  The rankings these give are compared with the
+reference by tests/test_unit_arrays.py.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from search import arrayfile, arrayreader, termspace
+from search.analysis import analyze_document
+from search.index import Index, IndexDoc
+from search.query import parse_query
+from search.termspace import SegmentTerms, TermSpace
+
+#: Terms whose byte order is not their first byte's: accents, Chinese, Greek, prefixes of
+#: one another, and longer than the searched prefix (16 bytes) with a shared one.
+TERMS = [
+    "a",
+    "ab",
+    "caf",
+    "cafe",
+    "café",
+    "cafés",
+    "x" * 15,
+    "x" * 16,
+    "x" * 16 + "a",
+    "x" * 16 + "b",
+    "x" * 40,
+    "zebra",
+    "ö",
+    "αβγ",
+    "中",
+    "中文",
+    "中文字典",
+    "\U0001f600",
+]
+ABSENT = ["", "0", "aa", "caff", "cafè", "x" * 17, "x" * 16 + "c", "中国", "zzz", "\ud800"]
+
+
+def _segment(terms: list[str]) -> SegmentTerms:
+    raws = sorted(t.encode() for t in terms)
+    starts = np.zeros(len(raws) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in raws], out=starts[1:])
+    return SegmentTerms(np.frombuffer(b"".join(raws), dtype=np.uint8), starts)
+
+
+def test_byte_order_is_string_order() -> None:
+    # Whoosh sorts terms by their UTF-8 bytes; ties in the ranking are broken by the
+    # strings' order: the same (UTF-8 keeps the order of code points).
+    assert [r.decode() for r in sorted(t.encode() for t in TERMS)] == sorted(TERMS)
+
+
+def test_segment_finds_every_term_and_no_other() -> None:
+    seg = _segment(TERMS)
+    ordered = sorted(TERMS)
+    assert seg.all() == ordered
+    for i, term in enumerate(ordered):
+        assert seg.find(term.encode()) == i
+        assert seg.decode(i) == term
+    raws = [t.encode() for t in ordered]
+    assert seg.find_many(raws).tolist() == list(range(len(ordered)))
+    absent = [t.encode("utf-8", "surrogatepass") for t in ABSENT]
+    assert [seg.find(r) for r in absent] == [-1] * len(absent)
+    assert seg.find_many(absent).tolist() == [-1] * len(absent)
+    assert seg.find_many([]).tolist() == []
+    empty = _segment([])
+    assert empty.find(b"a") == -1 and empty.find_many([b"a"]).tolist() == [-1]
+
+
+def test_ids_are_given_on_look_up_only() -> None:
+    first, second = sorted(TERMS[::2]), sorted([*TERMS[1::3], "extra"])
+    # Each term's postings: term i of a segment has i + 1 of them.
+    starts = [np.cumsum([0] + [i + 1 for i in range(len(t))]) for t in (first, second)]
+    space = TermSpace([_segment(first), _segment(second)], starts)
+    assert len(space) == 0
+    for stem in ABSENT:
+        assert space.get(stem) is None and stem not in space
+        with pytest.raises(KeyError):
+            space[stem]
+    assert len(space) == 0  # an absent stem gets no id
+    both = sorted(set(first) & set(second))
+    assert both
+    gid = space["" + both[0]]
+    assert space.texts[gid] == both[0]
+    assert space.df[gid] == first.index(both[0]) + 1 + second.index(both[0]) + 1
+    assert space.local(0)[gid] == first.index(both[0])
+    assert space.local(1)[gid] == second.index(both[0])
+    assert space.to_global(1)[second.index(both[0])] == gid
+    # The terms of a segment by number (the forward index's): ids consistent with the
+    # look-ups, the document frequency over both segments.
+    numbers = np.arange(len(second))[::-1]
+    gids = space.ids_of(1, numbers)
+    assert [space.texts[g] for g in gids] == [second[i] for i in numbers]
+    assert gids[numbers.tolist().index(second.index(both[0]))] == gid
+    for stem in second:
+        expected = (first.index(stem) + 1 if stem in first else 0) + second.index(stem) + 1
+        assert space.df[space[stem]] == expected
+    assert space["extra"] == space.get("extra")
+    assert 7 not in space
+    only_first = next(t for t in first if t not in second)
+    assert space.local(1)[space[only_first]] == -1
+
+
+def test_many_look_ups_use_the_prefixes() -> None:
+    rng = random.Random(3)
+    words = sorted(
+        {"".join(rng.choice("abcé中") for _ in range(rng.randint(1, 12))) for _ in range(3000)}
+    )
+    seg = _segment(words)
+    raws = [w.encode() for w in words]
+    assert seg.find_many(raws).tolist() == list(range(len(words)))
+    assert seg.prefixes().dtype == np.dtype(f"S{termspace.PREFIX}")
+
+
+def _doc(docid: int, text: str) -> IndexDoc:
+    records = analyze_document({"title": "", "body": text})
+    return IndexDoc.from_records(docid, f"http://a.example/{docid}", "a.example", records.values())
+
+
+def test_opening_an_index_decodes_no_term(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from search.searchsession import SearchSession
+
+    ix = Index(tmp_path / "index")
+    rng = random.Random(5)
+    vocabulary = [f"word{i}" for i in range(300)] + ["café", "zürich", "中文", "東京"]
+    for start in (0, 40):
+        with ix.writer() as w:
+            for docid in range(start, start + 40):
+                w.add(
+                    _doc(docid, " ".join(rng.choice(vocabulary) for _ in range(60))), update=False
+                )
+    with ix.open().searcher() as s:
+        for r, _ in s.reader().leaf_readers():
+            a = arrayreader.SegmentArrays.read(Path(ix.path), r.segment())
+            assert a is not None
+            # Whoosh's order, which the binary search relies on: sorted by bytes.
+            raws = [t.encode() for t in a.terms]
+            assert raws == sorted(raws) and any(len(t) != len(t.encode()) for t in a.terms)
+        decoded: list[SegmentTerms] = []
+
+        def decode_all(self: SegmentTerms) -> list[str]:
+            decoded.append(self)
+            return []
+
+        monkeypatch.setattr(SegmentTerms, "all", decode_all)
+        session = SearchSession(s)
+        assert len(session.arrays.terms) == 0 and not decoded
+        assert session.rank(parse_query("café"), 5, expand=False)
+        assert session.arrays.terms.texts == ["café"]
+        for text in ("café", "中文", "zürich word7"):
+            q = parse_query(text)
+            assert all(session.df(stem) > 0 for stem in q.stems), text
+            assert session.rank(q, 5), text
+        assert session.rank(parse_query("nosuchword"), 5) == []
+        assert "nosuchword" not in session.arrays.terms.texts
+        # Ties of the expansion are broken by the terms' order (code points, as bytes).
+        texts = session.arrays.texts
+        gids = np.arange(len(texts))[::-1]
+        rank = session.arrays.text_rank(gids)
+        assert [texts[g] for g in gids[np.argsort(rank)]] == sorted(texts)
+        assert "中文" in texts and "café" in texts
+        assert not decoded
+    assert arrayfile.SegmentArrays is arrayreader.SegmentArrays
