@@ -13,17 +13,17 @@ This module does not import Scrapy.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, Text, and_, cast, func, null, or_, select
+from sqlalchemy import Engine, Text, and_, bindparam, cast, func, null, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import aliased
 
 from search.analysis import SECTIONS
 from search.models import Crawl, Document, Link, Posting, Server, Word
+from search.rows import NotDue, PostingsPage, StoredPostings
 
 #: What makes a stored document belong in the index.
 INDEXABLE = and_(
@@ -50,43 +50,8 @@ _REVISIT_COLUMNS = (
 _SECTION_COLUMNS = [getattr(Posting, f"{s}_count") for s in SECTIONS]
 
 
-@dataclass(slots=True)
-class StoredPostings:
-    """An indexable document with its stored postings: ``(stem, counts per section)``."""
-
-    id: int
-    url: str
-    server_id: int | None
-    postings: list[tuple[str, tuple[int, ...]]]
-
-
-@dataclass(slots=True)
-class PostingsPage:
-    """Indexable documents (consecutive in id order) with their stored postings as arrays:
-    each document's number of postings, then each posting's word id and counts per
-    section (columns in :data:`search.analysis.SECTIONS` order), document after document."""
-
-    ids: list[int]
-    urls: list[str]
-    server_ids: list[int | None]
-    sizes: np.ndarray
-    word_ids: np.ndarray
-    counts: np.ndarray
-
-
-@dataclass(slots=True)
-class NotDue:
-    """A stored document not due yet (:meth:`CrawlDB.not_due`): a re-visit row."""
-
-    id: int
-    url: str
-    hops: int
-    kind: str
-    etag: str | None
-    last_modified: datetime | None
-    checksum: str | None
-    change_interval: int | None
-    last_index_time: datetime | None
+#: Document ids a statement of :meth:`CrawlDB.linkranks` asks for at once.
+LINKRANK_CHUNK = 500
 
 
 class CrawlDB:
@@ -325,13 +290,35 @@ class CrawlDB:
         for rows in self._pages(stmt, Link.id, chunk):
             yield [(row[1], row[2]) for row in rows]
 
-    def linkranks(self) -> tuple[list[int], list[float]]:
-        """The documents that have a linkrank: their ids and linkranks."""
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(Document.id, Document.linkrank).where(Document.linkrank.is_not(None))
-            ).all()
-        return [r[0] for r in rows], [r[1] or 0.0 for r in rows]
+    def linkranks(self, ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The documents that have a linkrank, or those of *ids* that have one: their ids
+        (``int64``) and linkranks (``float32``).  Every document's: one statement through
+        the driver's own cursor, its rows straight into numpy (through SQLAlchemy's rows it
+        took ~0.3 s at 100,000 documents), answered on SQLite from the index on
+        ``documents.linkrank`` without the pages' rows.  Those of *ids*: by primary key,
+        :data:`LINKRANK_CHUNK` at a time."""
+        rows: list[Any] = []
+        if ids is not None:
+            stmt = select(Document.id, Document.linkrank).where(
+                Document.id.in_(bindparam("ids", expanding=True)), Document.linkrank.is_not(None)
+            )
+            with self.engine.connect() as conn:
+                for lo in range(0, len(ids), LINKRANK_CHUNK):
+                    chunk = ids[lo : lo + LINKRANK_CHUNK].tolist()
+                    rows += conn.execute(stmt, {"ids": chunk}).all()
+        else:
+            raw = self.engine.raw_connection()
+            try:
+                cursor = raw.cursor()
+                cursor.execute("SELECT id, linkrank FROM documents WHERE linkrank IS NOT NULL")
+                rows = list(cursor.fetchall())
+                cursor.close()
+            finally:
+                raw.close()
+        return (
+            np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+            np.fromiter((r[1] for r in rows), dtype=np.float32, count=len(rows)),
+        )
 
     # -- the searcher --------------------------------------------------------------------
 

@@ -11,9 +11,10 @@ start-up for a product it can make itself) and writes it to
 ``documents.linkrank``, scaled so that the mean over the documents is 1: an ordinary page
 has a linkrank near 1, a page every page links to one in the tens or hundreds.
 
-``python -m search reindex`` recomputes it; the searcher reads it (:func:`read_linkranks`)
-once per index generation and adds :func:`search.ranking.link_prior` to each hit's score when the
-ranking's ``linkrank`` weight is above 0 (README "Ranking").
+``python -m search reindex`` recomputes it; the searcher reads it
+(:meth:`search.crawldb.CrawlDB.linkranks`, as a query needs it: :class:`LinkRanks`) and
+adds :func:`search.ranking.link_prior` to each hit's score when the ranking's
+``linkrank`` weight is above 0 (README "Ranking").
 
 This module does not import Scrapy.
 """
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, Table, bindparam, select, update
+from sqlalchemy import Engine, Table, bindparam, update
 
 from search.crawldb import CrawlDB
 from search.models import Document
@@ -145,51 +146,6 @@ def update_linkrank(engine: Engine, chunk: int = 20_000) -> LinkRankResult:
     return result
 
 
-#: Ids looked up per statement when linkranks are read by document.
-READ_CHUNK = 500
-
-
-def read_linkranks(engine: Engine, ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The documents that have a linkrank, or those of *ids* that have one: their ids
-    (``int64``) and linkranks (``float32``).
-
-    Every document's: one statement through the driver's own cursor, its rows straight
-    into numpy (the same statement through SQLAlchemy's result rows took ~0.3 s at
-    100,000 documents); SQLite answers it from the index on ``documents.linkrank``
-    (migration 0007) without reading the pages' rows.  Those of *ids*: by primary key,
-    :data:`READ_CHUNK` at a time.
-    """
-    table = Document.__table__
-    assert isinstance(table, Table)
-    if ids is not None:
-        stmt = select(table.c.id, table.c.linkrank).where(
-            table.c.id.in_(bindparam("ids", expanding=True)), table.c.linkrank.is_not(None)
-        )
-        rows: list[Any] = []
-        with engine.connect() as conn:
-            for lo in range(0, len(ids), READ_CHUNK):
-                chunk = ids[lo : lo + READ_CHUNK].tolist()
-                rows += conn.execute(stmt, {"ids": chunk}).all()
-    else:
-        sql = (
-            f"SELECT {table.c.id.name}, {table.c.linkrank.name} FROM {table.name} "
-            f"WHERE {table.c.linkrank.name} IS NOT NULL"
-        )
-        conn_ = engine.raw_connection()
-        try:
-            cursor = conn_.cursor()
-            try:
-                cursor.execute(sql)
-                rows = list(cursor.fetchall())
-            finally:
-                cursor.close()
-        finally:
-            conn_.close()
-    ids_out = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    ranks = np.fromiter((r[1] for r in rows), dtype=np.float32, count=len(rows))
-    return ids_out, ranks
-
-
 class LinkRanks:
     """Each document number's linkrank in one index generation (0 without one), indexed
     like an array (``linkranks[docnums]``), read from the database as it is asked for.
@@ -236,7 +192,7 @@ class LinkRanks:
         with self._lock:
             if self._complete:
                 return
-            ids, ranks = read_linkranks(self.engine)
+            ids, ranks = CrawlDB(self.engine).linkranks()
             values = np.zeros(len(self._values), dtype=np.float32)
             if len(ids):
                 by_id = np.zeros(int(ids.max()) + 1, dtype=np.float32)
@@ -255,7 +211,7 @@ class LinkRanks:
             if not len(docnums):
                 return
             wanted = self.docids[docnums]
-            ids, ranks = read_linkranks(self.engine, wanted)
+            ids, ranks = CrawlDB(self.engine).linkranks(wanted)
             by_id = dict(zip(ids.tolist(), ranks.tolist(), strict=True))
             # The values first: readers without the lock trust what is marked known.
             self._values[docnums] = [by_id.get(i, 0.0) for i in wanted.tolist()]

@@ -1,16 +1,20 @@
 """The rows a crawl hands to the store (:mod:`search.store`): plain data, not Scrapy items,
 built by the crawler's pipeline, carried to the worker process and written in one
-transaction per batch; and what the store answers.
+transaction per batch; what the store answers; and the rows the read side
+(:mod:`search.crawldb`) answers with.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from search.analysis import WordRecord
 from search.servers import DEFAULTS
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(slots=True)
@@ -70,3 +74,45 @@ class GoneRow:
 class BatchResult:
     documents: list[StoredDocument] = field(default_factory=list)
     deleted: list[int] = field(default_factory=list)
+
+
+# -- what the read side answers -------------------------------------------------------
+
+
+@dataclass(slots=True)
+class StoredPostings:
+    """An indexable document with its stored postings: ``(stem, counts per section)``."""
+
+    id: int
+    url: str
+    server_id: int | None
+    postings: list[tuple[str, tuple[int, ...]]]
+
+
+@dataclass(slots=True)
+class PostingsPage:
+    """Indexable documents (consecutive in id order) with their stored postings as arrays:
+    each document's number of postings, then each posting's word id and counts per
+    section (columns in :data:`search.analysis.SECTIONS` order), document after document."""
+
+    ids: list[int]
+    urls: list[str]
+    server_ids: list[int | None]
+    sizes: np.ndarray
+    word_ids: np.ndarray
+    counts: np.ndarray
+
+
+@dataclass(slots=True)
+class NotDue:
+    """A stored document not due yet (:meth:`CrawlDB.not_due`): a re-visit row."""
+
+    id: int
+    url: str
+    hops: int
+    kind: str
+    etag: str | None
+    last_modified: datetime | None
+    checksum: str | None
+    change_interval: int | None
+    last_index_time: datetime | None

@@ -264,7 +264,8 @@ def test_linkranks_are_read_without_the_documents_text(engine: Any, store: Docum
         conn.execute(
             update(Document).where(Document.id == ids["http://a.example/1"]).values(linkrank=2.5)
         )
-    assert CrawlDB(engine).linkranks() == ([ids["http://a.example/1"]], [2.5])
+    read, ranks = CrawlDB(engine).linkranks()
+    assert (read.tolist(), ranks.tolist()) == ([ids["http://a.example/1"]], [2.5])
     if engine.dialect.name == "sqlite":
         with engine.connect() as conn:
             plan = " ".join(

@@ -11,15 +11,15 @@ from typing import Any
 import networkx as nx
 import numpy as np
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 
+from search import crawldb as crawldb_module
 from search import db, ranking
-from search import linkrank as linkrank_module
 from search import searcher as searcher_module
 from search.analysis import analyze_document
 from search.crawldb import CrawlDB
 from search.index import Index
-from search.linkrank import LinkRanks, pagerank, read_linkranks, update_linkrank
+from search.linkrank import LinkRanks, pagerank, update_linkrank
 from search.models import Document
 from search.query import parse_query
 from search.rebuild import reindex
@@ -210,18 +210,19 @@ def test_read_linkranks_reads_the_stored_ones(engine: Any, monkeypatch: pytest.M
     DocumentStore(engine).write_batch(
         [row(f"p{i}", f"page {i}", [f"p{(i + 1) % 7}", "p0"]) for i in range(7)]
     )
-    ids, ranks = read_linkranks(engine)
+    read = CrawlDB(engine).linkranks
+    ids, ranks = read()
     assert ids.dtype == np.int64 and ranks.dtype == np.float32 and len(ids) == len(ranks) == 0
     update_linkrank(engine)
-    stored_ids, stored_ranks = CrawlDB(engine).linkranks()
-    stored = dict(zip(stored_ids, stored_ranks, strict=True))
-    ids, ranks = read_linkranks(engine)
+    with engine.connect() as conn:
+        stored = dict(conn.execute(text("SELECT id, linkrank FROM documents")).all())
+    ids, ranks = read()
     assert dict(zip(ids.tolist(), ranks.tolist(), strict=True)) == pytest.approx(stored)
     assert len(stored) == 7
     # By id: those asked for, in chunks, an unknown id left out.
-    monkeypatch.setattr(linkrank_module, "READ_CHUNK", 2)
+    monkeypatch.setattr(crawldb_module, "LINKRANK_CHUNK", 2)
     some = np.array([*sorted(stored)[::2], 10**9], dtype=np.int64)
-    ids, ranks = read_linkranks(engine, some)
+    ids, ranks = read(some)
     assert dict(zip(ids.tolist(), ranks.tolist(), strict=True)) == pytest.approx(
         {i: stored[i] for i in sorted(stored)[::2]}
     )
