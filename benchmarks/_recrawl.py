@@ -6,7 +6,6 @@ RSS sampled as the first crawl's was."""
 from __future__ import annotations
 
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +21,7 @@ def run_recrawl(
     downloaded (responses by status, bytes, pages found changed)."""
     result = crawl.RunResult(run="unchanged re-crawl (scrapy crawl site -a recrawl=all)")
     log = data / "recrawl.log"
-    cmd = [
-        sys.executable, "-m", "scrapy", "crawl", "site",
-        "-a", "recrawl=all",
-        "-s", f"SPIDERSITE_DATA_DIR={data}",
-        "-s", "LOG_LEVEL=INFO",
-        "-s", f"LOG_FILE={log}",
-    ]  # fmt: skip
-    for setting in settings:
-        cmd += ["-s", setting]
+    cmd = crawl.product_command(data, log, settings, "-a", "recrawl=all")
     measured = _measure.run_measured(
         cmd,
         cwd=_corpus.REPO_ROOT,

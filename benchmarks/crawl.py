@@ -212,6 +212,20 @@ def read_product_db(db: Path) -> tuple[dict[str, Any], Any, Any, int]:
     return stats, started_at, finished_at, int(documents)
 
 
+def product_command(data: Path, log: Path, settings: Sequence[str], *args: str) -> list[str]:
+    """``scrapy crawl site ARGS`` into the data folder *data*, logging at INFO into *log*,
+    with the ``NAME=VALUE`` *settings*."""
+    cmd = [
+        sys.executable, "-m", "scrapy", "crawl", "site", *args,
+        "-s", f"SPIDERSITE_DATA_DIR={data}",
+        "-s", "LOG_LEVEL=INFO",
+        "-s", f"LOG_FILE={log}",
+    ]  # fmt: skip
+    for setting in settings:
+        cmd += ["-s", setting]
+    return cmd
+
+
 def run_product(
     seeds: list[str],
     work: Path,
@@ -225,15 +239,7 @@ def run_product(
     data = work / "product"
     data.mkdir()
     log = data / "crawl.log"
-    cmd = [
-        sys.executable, "-m", "scrapy", "crawl", "site",
-        "-a", "seeds=" + ",".join(seeds),
-        "-s", f"SPIDERSITE_DATA_DIR={data}",
-        "-s", "LOG_LEVEL=INFO",
-        "-s", f"LOG_FILE={log}",
-    ]  # fmt: skip
-    for setting in settings:
-        cmd += ["-s", setting]
+    cmd = product_command(data, log, settings, "-a", "seeds=" + ",".join(seeds))
     stdout, stderr = work / "product-stdout.txt", work / "product-stderr.txt"
     try:
         measured = _measure.run_measured(
