@@ -144,6 +144,7 @@ class _FieldWriter(W3FieldWriter):
         weights: np.ndarray,
         lengths: np.ndarray,
         sections: np.ndarray,
+        freqs: np.ndarray | None = None,
     ) -> None:
         """Whole posting lists of consecutive terms of the current field: term
         ``texts[i]`` has the postings ``cuts[i]:cuts[i + 1]`` of the documents *docs*
@@ -151,8 +152,9 @@ class _FieldWriter(W3FieldWriter):
         each one's document and their weighted counts per section (one row a posting).
         What :meth:`start_term`, one :meth:`add` per posting and
         :meth:`finish_term` write, byte for byte, a block at a time.  The value of each
-        posting is its frequency, the rounded weight (:func:`search.index.postings`), and
-        its weighted counts per section (:func:`search.arrayfile.section_value`)."""
+        posting is its frequency (*freqs*; by default the rounded weight, as
+        :func:`search.index.postings` rounds it), and its weighted counts per section
+        (:func:`search.arrayfile.section_value`)."""
         if not texts:
             return
         writer = self._postwriter
@@ -166,7 +168,9 @@ class _FieldWriter(W3FieldWriter):
         lengths_l = lengths.tolist()
         ids_b = docs.astype(np.uint32).tobytes()
         weights_b = weights.astype(np.float32).tobytes()
-        values_b = arrayfile.section_values(np.maximum(np.rint(weights), 1), sections)
+        if freqs is None:
+            freqs = np.maximum(np.rint(weights), 1)
+        values_b = arrayfile.section_values(freqs, sections)
         vsize = arrayfile.VALUE_SIZE
         in_words = self._in_words
         if in_words:
