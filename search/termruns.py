@@ -73,7 +73,16 @@ class TermRuns:
             sections[:, 0] = weights
         if freqs is None:
             freqs = np.maximum(np.rint(weights), 1)
-        self._pending.append((terms, docs, weights, sections, freqs))
+        # Held as they are written: 32 bytes a posting.
+        self._pending.append(
+            (
+                np.asarray(terms, dtype=np.uint32),
+                np.asarray(docs, dtype=np.uint32),
+                np.asarray(weights, dtype=np.float64),
+                np.asarray(sections, dtype=arrayfile.SECTION_DTYPE),
+                np.asarray(freqs, dtype=np.uint32),
+            )
+        )
         self._held += len(terms)
         if self._held >= self.buffer:
             self._spill()
@@ -81,12 +90,11 @@ class TermRuns:
     def _spill(self) -> None:
         if not self._held:
             return
-        terms = np.concatenate([p[0] for p in self._pending]).astype(np.uint32)
-        docs = np.concatenate([p[1] for p in self._pending]).astype(np.uint32)
-        weights = np.concatenate([p[2] for p in self._pending]).astype(np.float64)
-        sections = np.concatenate([p[3] for p in self._pending]).astype(arrayfile.SECTION_DTYPE)
-        freqs = np.concatenate([p[4] for p in self._pending]).astype(np.uint32)
-        self._pending, self._held = [], 0
+        pending, self._pending, self._held = self._pending, [], 0
+        terms, docs, weights, sections, freqs = (
+            np.concatenate([p[i] for p in pending]) for i in range(5)
+        )
+        del pending
         if self._ranking is not None:
             self.ranks = self._ranking()
         # Documents stay ascending within a term.
