@@ -37,7 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import scale  # noqa: E402
+import _scalesite as scale  # noqa: E402
 
 import search.index  # noqa: E402
 from search.analysis import DEFAULT_WEIGHTS  # noqa: E402
@@ -87,7 +87,7 @@ class Documents:
     """Analyzed documents of ``scale.py``'s kind (its pages' words, drawn as it draws them)."""
 
     def __init__(self, seed: int) -> None:
-        self.words = scale._Words(seed)
+        self.words = scale.Words(seed)
         self.rng = random.Random(seed + 1)
 
     def _draw(self, k: int) -> list[str]:

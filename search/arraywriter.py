@@ -73,12 +73,19 @@ class ArraySegmentWriter(SegmentWriter):
         #: The stems in sorted order (a term's rank is its place here).
         self._stems: list[str] = []
         folder = getattr(self.storage, "folder", None)
-        self._runs = TermRuns(folder, np.zeros(0, dtype=np.int64), ranking=self._ranks)
+        self._runs = TermRuns(
+            folder, np.zeros(0, dtype=np.int64), self._buffer(), ranking=self._ranks
+        )
         #: The ``words`` length byte of each document of the segment (0: none).
         self._length_bytes = bytearray()
 
     def _ranks(self) -> np.ndarray:
         raise NotImplementedError
+
+    def _buffer(self) -> int | None:
+        """Postings held before they are sorted into a run on disk (None:
+        :data:`search.arrayfile.BUFFER_POSTINGS`)."""
+        return None
 
     def add_batch(self, batch: DocBatch, update: bool = False) -> None:
         """Add the documents of *batch* (with *update*, each replaces the documents of

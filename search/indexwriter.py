@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from search import arrayfile
 from search.arrayfile import FIELD as WORDS_FIELD
 from search.arrayfile import N_SECTIONS
 from search.arraywriter import ArraySegmentWriter, DocBatch
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 
 #: Documents the writer gathers before it adds them as one batch.
 PENDING_DOCS = 256
+#: The share of :data:`search.arrayfile.BUFFER_POSTINGS` a commit holds before it sorts
+#: its postings into a run on disk (and a merge reads of a segment at a time).
+BUFFER_SHARE = 4
 
 
 class IncrementalSegmentWriter(ArraySegmentWriter):
@@ -40,6 +44,9 @@ class IncrementalSegmentWriter(ArraySegmentWriter):
         self._rank_of = np.zeros(0, dtype=np.int64)
         self._pending: list[IndexDoc] = []
         self._pending_update = True
+
+    def _buffer(self) -> int:
+        return max(1, arrayfile.BUFFER_POSTINGS // BUFFER_SHARE)
 
     def _ranks(self) -> np.ndarray:
         if len(self._rank_of) != len(self._vocabulary):
