@@ -1,9 +1,10 @@
 """The Whoosh codec that writes the array file of each segment (:mod:`search.arrayfile`):
 Whoosh's W3 codec, whose field writer also collects the ``words`` field's postings, each
 document's field length and database id, and writes them as the segment's ``.wpa`` file
-when the segment's files are closed (new documents and merges alike).  A full rebuild
-(:mod:`search.indexrebuild`) gives it whole posting lists at a time
-(:meth:`_FieldWriter.add_terms`).
+when the segment's files are closed (new documents and merges alike).  The index's segment
+writer (:mod:`search.arraywriter`) gives it the ``words`` field's postings as whole posting
+lists (:meth:`_FieldWriter.add_terms`, written in Whoosh's format by
+:mod:`search.w3terms`); the other fields' come one posting at a time, as Whoosh gives them.
 """
 
 from __future__ import annotations
@@ -104,8 +105,8 @@ class _FieldWriter(W3FieldWriter):
         ``texts[i]`` has the postings ``cuts[i]:cuts[i + 1]`` of the documents *docs*
         (ascending within a term), their *weights* (``float64``), the field length of
         each one's document and their weighted counts per section (one row a posting).
-        What :meth:`start_term`, one :meth:`add` per posting and
-        :meth:`finish_term` write, byte for byte, a block at a time.  The value of each
+        What :meth:`start_term`, one :meth:`add` per posting and :meth:`finish_term`
+        write, byte for byte (:func:`search.w3terms.write_terms`).  The value of each
         posting is its frequency (*freqs*; by default the rounded weight, as
         :func:`search.index.postings` rounds it), and its weighted counts per section
         (:func:`search.arrayfile.section_value`)."""
