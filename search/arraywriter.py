@@ -82,6 +82,9 @@ class ArraySegmentWriter(SegmentWriter):
     def _ranks(self) -> np.ndarray:
         raise NotImplementedError
 
+    def _forget_stems(self) -> None:
+        self._stems = []
+
     def _buffer(self) -> int | None:
         """Postings held before they are sorted into a run on disk (None:
         :data:`search.arrayfile.BUFFER_POSTINGS`)."""
@@ -129,6 +132,9 @@ class ArraySegmentWriter(SegmentWriter):
         try:
             self.fieldwriter.add_postings(self.schema, pdr, self.pool.iter_postings())
             self._write_words()
+            self._runs.close()
+            # Written: the stems go before the array file is (its sort's peak).
+            self._forget_stems()
             self.fieldwriter.close()
         finally:
             pdr.close()

@@ -45,6 +45,11 @@ class IncrementalSegmentWriter(ArraySegmentWriter):
         self._pending: list[IndexDoc] = []
         self._pending_update = True
 
+    def _forget_stems(self) -> None:
+        super()._forget_stems()
+        self._vocabulary = {}
+        self._rank_of = np.zeros(0, dtype=np.int64)
+
     def _buffer(self) -> int:
         return max(1, arrayfile.BUFFER_POSTINGS // BUFFER_SHARE)
 
