@@ -10,7 +10,7 @@ those of Whoosh's own segment writer and merge, byte for byte.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
@@ -82,31 +82,28 @@ class IncrementalSegmentWriter(ArraySegmentWriter):
             self.add_batch(self._batch_of(docs), update=self._pending_update)
 
     def _batch_of(self, docs: Sequence[IndexDoc]) -> DocBatch:
+        """The arrays of *docs*, read straight into numpy (no list of every posting's
+        numbers: six Python floats a posting would be ~20 MB for 256 pages)."""
         vocabulary = self._vocabulary
         term_id = vocabulary.setdefault
-        terms: list[int] = []
-        weights: list[float] = []
-        sections: list[float] = []
-        for doc in docs:
-            w = doc.weights
-            # A new stem's id is the vocabulary's size before it is added.
-            terms += [term_id(s, len(vocabulary)) for s in w]
-            weights += w.values()
-            given = doc.sections
-            if len(given) == len(w) and list(given) == list(w):
-                sections += chain.from_iterable(given.values())
-            else:
-                for stem, weight in w.items():
-                    counts = given.get(stem)
-                    sections += counts if counts is not None else _as_body(weight)
+        sizes = np.array([len(d.weights) for d in docs], dtype=np.int64)
+        n = int(sizes.sum())
+        # A new stem's id is the vocabulary's size before it is added.
+        terms = np.fromiter(
+            (term_id(s, len(vocabulary)) for d in docs for s in d.weights), np.int64, n
+        )
+        weights = np.fromiter(chain.from_iterable(d.weights.values() for d in docs), np.float64, n)
+        sections = np.fromiter(
+            chain.from_iterable(_sections_of(d) for d in docs), np.float64, n * N_SECTIONS
+        )
         return DocBatch(
             [d.docid for d in docs],
             [d.url for d in docs],
             [d.host for d in docs],
-            np.array([len(d.weights) for d in docs], dtype=np.int64),
-            np.array(terms, dtype=np.int64),
-            np.array(weights, dtype=np.float64),
-            np.array(sections, dtype=np.float64).reshape(-1, N_SECTIONS),
+            sizes,
+            terms,
+            weights,
+            sections.reshape(-1, N_SECTIONS),
         )
 
     def commit(self, *args: Any, **kwargs: Any) -> None:
@@ -175,6 +172,18 @@ class IncrementalSegmentWriter(ArraySegmentWriter):
                     chunk.sections[keep],
                     freqs[keep],
                 )
+
+
+def _sections_of(doc: IndexDoc) -> Iterator[float]:
+    """The weighted counts per section of each stem of *doc*, in its stems' order (a stem
+    without them counts as body)."""
+    w, given = doc.weights, doc.sections
+    if len(given) == len(w) and list(given) == list(w):
+        return chain.from_iterable(given.values())
+    return chain.from_iterable(
+        counts if (counts := given.get(stem)) is not None else _as_body(weight)
+        for stem, weight in w.items()
+    )
 
 
 def _as_body(weight: float) -> tuple[float, ...]:
