@@ -30,7 +30,6 @@ import tempfile
 import threading
 import time
 import tracemalloc
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -103,11 +102,11 @@ class Documents:
                 max(150, int(rng.lognormvariate(math.log(scale.MEDIAN_WORDS), 0.25)))
             ),
         }
-        weights: Counter[str] = Counter()
+        weights: dict[str, float] = {}
         for section, words in sections.items():
             w = DEFAULT_WEIGHTS[section]
             for word in words:
-                weights[word] += w
+                weights[word] = weights.get(word, 0.0) + w
         url = f"http://bench.example/p/{docid // 1000}/{docid}.html"
         return IndexDoc(docid, url, "bench.example", dict(weights))
 
