@@ -30,14 +30,13 @@ import tempfile
 import threading
 import time
 import tracemalloc
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import scale  # noqa: E402
+import _scalesite as scale  # noqa: E402
 
 import search.index  # noqa: E402
 from search.analysis import DEFAULT_WEIGHTS  # noqa: E402
@@ -87,7 +86,7 @@ class Documents:
     """Analyzed documents of ``scale.py``'s kind (its pages' words, drawn as it draws them)."""
 
     def __init__(self, seed: int) -> None:
-        self.words = scale._Words(seed)
+        self.words = scale.Words(seed)
         self.rng = random.Random(seed + 1)
 
     def _draw(self, k: int) -> list[str]:
@@ -103,11 +102,11 @@ class Documents:
                 max(150, int(rng.lognormvariate(math.log(scale.MEDIAN_WORDS), 0.25)))
             ),
         }
-        weights: Counter[str] = Counter()
+        weights: dict[str, float] = {}
         for section, words in sections.items():
             w = DEFAULT_WEIGHTS[section]
             for word in words:
-                weights[word] += w
+                weights[word] = weights.get(word, 0.0) + w
         url = f"http://bench.example/p/{docid // 1000}/{docid}.html"
         return IndexDoc(docid, url, "bench.example", dict(weights))
 

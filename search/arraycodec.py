@@ -1,9 +1,10 @@
 """The Whoosh codec that writes the array file of each segment (:mod:`search.arrayfile`):
 Whoosh's W3 codec, whose field writer also collects the ``words`` field's postings, each
 document's field length and database id, and writes them as the segment's ``.wpa`` file
-when the segment's files are closed (new documents and merges alike).  A full rebuild
-(:mod:`search.indexrebuild`) gives it whole posting lists at a time
-(:meth:`_FieldWriter.add_terms`).
+when the segment's files are closed (new documents and merges alike).  The index's segment
+writer (:mod:`search.arraywriter`) gives it the ``words`` field's postings as whole posting
+lists (:meth:`_FieldWriter.add_terms`, written in Whoosh's format by
+:mod:`search.w3terms`); the other fields' come one posting at a time, as Whoosh gives them.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from array import array
 from typing import Any
 
 import numpy as np
-from whoosh.codec.whoosh3 import W3Codec, W3FieldWriter, W3PostingsWriter
+from whoosh.codec.whoosh3 import W3Codec, W3FieldWriter
 from whoosh.util.numeric import length_to_byte
 
 from search import arrayfile, faults
 from search.arrayfile import DOCID_FIELD, FIELD
+from search.w3terms import write_terms
 
 
 class ArrayCodec(W3Codec):
@@ -24,53 +26,6 @@ class ArrayCodec(W3Codec):
 
     def field_writer(self, storage: Any, segment: Any) -> W3FieldWriter:
         return _FieldWriter(self, storage, segment)
-
-    def postings_writer(self, dbfile: Any, byteids: bool = False) -> W3PostingsWriter:
-        return _PostingsWriter(
-            dbfile,
-            blocklimit=self._blocklimit,
-            byteids=byteids,
-            compression=self._compression,
-            inlinelimit=self._inlinelimit,
-        )
-
-
-class _PostingsWriter(W3PostingsWriter):
-    """Whoosh's writer of posting blocks, which can also be given a whole block at once
-    (:meth:`set_block`) instead of one posting at a time."""
-
-    _deltas: list[int] | None = None
-
-    def set_block(
-        self,
-        ids: bytes,
-        deltas: list[int],
-        weights: bytes,
-        maxweight: float,
-        values: bytes,
-        minlength: int | None,
-        maxlength: int,
-    ) -> None:
-        """Make the buffered block what ``add_posting`` leaves after one call per posting:
-        the documents *ids* (``uint32``, ascending) and their differences *deltas* (the
-        first one's from 0), the *weights* (``float32``) and the largest one as given
-        (*maxweight*), the values joined, and the shortest non-zero and the longest field
-        length of the postings' documents."""
-        block = array("I")
-        block.frombytes(ids)
-        self._ids = block
-        stored = array("f")
-        stored.frombytes(weights)
-        self._weights = stored
-        self._values = [values] if values else []
-        self._maxweight = max(0.0, maxweight)
-        self._minlength = minlength
-        self._maxlength = max(0, maxlength)
-        self._deltas = deltas
-
-    def _mini_ids(self) -> Any:
-        deltas, self._deltas = self._deltas, None
-        return tuple(deltas) if deltas is not None else super()._mini_ids()
 
 
 class _FieldWriter(W3FieldWriter):
@@ -144,61 +99,30 @@ class _FieldWriter(W3FieldWriter):
         weights: np.ndarray,
         lengths: np.ndarray,
         sections: np.ndarray,
+        freqs: np.ndarray | None = None,
     ) -> None:
         """Whole posting lists of consecutive terms of the current field: term
         ``texts[i]`` has the postings ``cuts[i]:cuts[i + 1]`` of the documents *docs*
         (ascending within a term), their *weights* (``float64``), the field length of
         each one's document and their weighted counts per section (one row a posting).
-        What :meth:`start_term`, one :meth:`add` per posting and
-        :meth:`finish_term` write, byte for byte, a block at a time.  The value of each
-        posting is its frequency, the rounded weight (:func:`search.index.postings`), and
-        its weighted counts per section (:func:`search.arrayfile.section_value`)."""
+        What :meth:`start_term`, one :meth:`add` per posting and :meth:`finish_term`
+        write, byte for byte (:func:`search.w3terms.write_terms`).  The value of each
+        posting is its frequency (*freqs*; by default the rounded weight, as
+        :func:`search.index.postings` rounds it), and its weighted counts per section
+        (:func:`search.arrayfile.section_value`)."""
         if not texts:
             return
-        writer = self._postwriter
-        size = writer._blocklimit
-        first = np.asarray(cuts[:-1], dtype=np.int64)
-        docs64 = docs.astype(np.int64)
-        deltas = np.diff(docs64, prepend=0)
-        deltas[first] = docs64[first]
-        deltas_l = deltas.tolist()
-        weights_l = weights.tolist()
-        lengths_l = lengths.tolist()
-        ids_b = docs.astype(np.uint32).tobytes()
-        weights_b = weights.astype(np.float32).tobytes()
-        values_b = arrayfile.section_values(np.maximum(np.rint(weights), 1), sections)
-        vsize = arrayfile.VALUE_SIZE
-        in_words = self._in_words
-        if in_words:
+        if freqs is None:
+            freqs = np.maximum(np.rint(weights), 1)
+        values = arrayfile.section_values(freqs, sections)
+        if self._in_words:
             base = len(self._docs)
             self._docs.extend(docs)
             self._tfs.extend(weights)
             self._sections.extend(np.asarray(sections, dtype=arrayfile.SECTION_DTYPE).ravel())
             self._terms.extend(texts)
             self._starts.extend([base + c for c in cuts[1:]])
-        start_term = W3FieldWriter.start_term
-        finish_term = W3FieldWriter.finish_term
-        for i, btext in enumerate(texts):
-            start_term(self, btext)
-            lo, end = cuts[i], cuts[i + 1]
-            while True:
-                hi = min(lo + size, end)
-                chunk = lengths_l[lo:hi]
-                writer.set_block(
-                    ids_b[4 * lo : 4 * hi],
-                    deltas_l[lo:hi],
-                    weights_b[4 * lo : 4 * hi],
-                    max(weights_l[lo:hi]),
-                    values_b[vsize * lo : vsize * hi],
-                    min(chunk),
-                    max(chunk),
-                )
-                if hi == end:
-                    break
-                writer._write_block()
-                deltas_l[hi] = docs64[hi].item()  # a block's first id is not a difference
-                lo = hi
-            finish_term(self)
+        write_terms(self, texts, cuts, docs, weights, lengths, values, arrayfile.VALUE_SIZE)
 
     def close(self) -> None:
         super().close()

@@ -109,20 +109,32 @@ class _Column:
     def full(self) -> bool:
         return len(self.buf) >= self.limit
 
-    def spill(self) -> None:
-        if not self.buf:
-            return
+    def _open(self) -> Any:
         if self.file is None:
             # Open across calls, closed by close().
             self.file = tempfile.TemporaryFile(  # noqa: SIM115
                 dir=self.folder, prefix="spidersite-", suffix=".tmp"
             )
-        self.buf.tofile(self.file)
+        return self.file
+
+    def spill(self) -> None:
+        if not self.buf:
+            return
+        self.buf.tofile(self._open())
         self.spilled += len(self.buf)
         self.buf = array(self.buf.typecode)
 
     def extend(self, values: np.ndarray) -> None:
-        self.buf.frombytes(np.ascontiguousarray(values, dtype=self.dtype).tobytes())
+        """Append *values*; the column never holds more than its limit (what does not
+        fit goes to its file, *values* of the limit or more straight there)."""
+        data = np.ascontiguousarray(values, dtype=self.dtype)
+        if len(self.buf) + len(data) > self.limit:
+            self.spill()
+            if len(data) >= self.limit:
+                data.tofile(self._open())
+                self.spilled += len(data)
+                return
+        self.buf.frombytes(data.tobytes())
         if self.full():
             self.spill()
 

@@ -13,10 +13,13 @@ merges them (see :mod:`search.ranking`): a stem's posting carries its weighted c
 term vector, for query expansion, is kept by the array postings (:mod:`search.arrayfile`,
 written by the same writer), which the product ranks on.
 
-A full rebuild (:meth:`Index.rebuild`) takes documents as arrays (:class:`DocBatch`) and
-writes the ``words`` postings from arrays (its writer is :mod:`search.indexrebuild`).  Its
-files are those of :meth:`Index.writer` fed the same documents one by one, byte for byte.
-The merge policy of every incremental commit is :mod:`search.mergepolicy`'s.
+Both writers write the ``words`` postings from arrays (:mod:`search.arraywriter`): a full
+rebuild (:meth:`Index.rebuild`) takes documents as arrays (:class:`DocBatch`, its writer is
+:mod:`search.indexrebuild`); an incremental commit (:meth:`Index.writer`) gathers the
+documents it is given into arrays, and writes the segments it merges from their array
+files (:mod:`search.indexwriter`).  Their files are those of Whoosh's own writer fed the
+same documents one by one, and of Whoosh's own merge, byte for byte.  The merge policy of
+every incremental commit is :mod:`search.mergepolicy`'s.
 
 The index records its format, :data:`FORMAT`, in a file of its folder (:data:`FORMAT_FILE`),
 written when the index is created and by every full rebuild.  An index of another format
@@ -46,6 +49,7 @@ from search.arraycodec import ArrayCodec
 from search.arrayfile import N_SECTIONS
 from search.indexrebuild import DocBatch, RebuildWriter, _RebuildSegmentWriter
 from search.indexschema import WORDS_FIELD, PreAnalyzed, make_schema, postings
+from search.indexwriter import IncrementalSegmentWriter
 from search.mergepolicy import MERGE_FACTOR, merge_policy
 from search.ranking import SECTION_B
 
@@ -233,7 +237,7 @@ class Index:
         """
         ix = self._open_for_writing(clear)
         with self._committed(
-            ix, SegmentWriter, clear, limitmb=limitmb, timeout=wait, delay=0.25
+            ix, IncrementalSegmentWriter, clear, limitmb=limitmb, timeout=wait, delay=0.25
         ) as w:
             yield IndexWriter(w)
 
@@ -327,13 +331,23 @@ class Index:
 
 
 class IndexWriter:
-    """Adds, replaces and deletes documents through one Whoosh writer."""
+    """Adds, replaces and deletes documents through one writer: the index's own
+    (:class:`search.indexwriter.IncrementalSegmentWriter`, which gathers them into arrays),
+    or any Whoosh writer of the index's schema (one document at a time, through its
+    posting pool)."""
 
     def __init__(self, writer: SegmentWriter) -> None:
         self._w = writer
+        self._add_doc = getattr(writer, "add_doc", None)
         self.added = 0
 
     def add(self, doc: IndexDoc, update: bool = True) -> None:
+        """Add *doc*; with *update*, it replaces the document of its id in the index (not
+        one added by this writer: a document added twice in one commit is there twice)."""
+        self.added += 1
+        if self._add_doc is not None:
+            self._add_doc(doc, update)
+            return
         values: dict[str, Any] = {"docid": str(doc.docid), "url": doc.url, "host": doc.host}
         words = postings(doc.weights, doc.sections)
         if words:
@@ -342,7 +356,6 @@ class IndexWriter:
             self._w.update_document(**values)
         else:
             self._w.add_document(**values)
-        self.added += 1
 
     def delete(self, docid: int) -> None:
         self._w.delete_by_term("docid", str(docid))

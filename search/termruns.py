@@ -6,7 +6,7 @@ document after document, given back term after term, in bounded memory
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -18,10 +18,11 @@ class TermRuns:
     """Postings added document after document, given back term after term, in bounded
     memory: an external sort by (term, document) for a segment written whole.
 
-    Postings are (term id, document number, weight, weighted counts per section);
-    :attr:`ranks` gives each term id's
-    place in the terms' sort order, and may be replaced by a longer one as new terms come
-    (the order of the terms already seen must stay the same).  At most
+    Postings are (term id, document number, weight, weighted counts per section,
+    frequency); :attr:`ranks` gives each term id's place in the terms' sort order, and may
+    be replaced by a longer one as new terms come (the order of the terms already seen
+    must stay the same).  With *ranking*, it is asked for them before each sort (a writer
+    whose vocabulary grows as documents come ranks its terms only when they are sorted).  At most
     :data:`BUFFER_POSTINGS` postings are held before they are sorted by term into a *run*
     on disk (anonymous temporary files in *folder*); the runs cover ascending ranges of
     documents.  :meth:`terms` then reads the runs back by ranges of terms of at most
@@ -29,16 +30,23 @@ class TermRuns:
     the segment's size.
     """
 
-    def __init__(self, folder: str | None, ranks: np.ndarray, buffer: int | None = None) -> None:
+    def __init__(
+        self,
+        folder: str | None,
+        ranks: np.ndarray,
+        buffer: int | None = None,
+        ranking: Callable[[], np.ndarray] | None = None,
+    ) -> None:
         self.buffer = buffer or arrayfile.BUFFER_POSTINGS
         #: Postings read back at a time: a quarter of the buffer, as their encoding into
         #: Whoosh's blocks takes ~150 bytes a posting of Python lists (~20 MB).
         self.window = max(1, self.buffer // 4)
         self.folder = folder
         self.ranks = ranks
+        self._ranking = ranking
         #: Postings per term id.
         self.df = np.zeros(len(ranks), dtype=np.int64)
-        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._pending: list[tuple[np.ndarray, ...]] = []
         self._held = 0
         self._files: list[Any] = []
         #: Each run's first posting and size.
@@ -54,13 +62,27 @@ class TermRuns:
         docs: np.ndarray,
         weights: np.ndarray,
         sections: np.ndarray | None = None,
+        freqs: np.ndarray | None = None,
     ) -> None:
         """Postings of documents after every one added so far (*sections*: one row of
-        weighted counts a posting; without them, each weight is its body's)."""
+        weighted counts a posting; without them, each weight is its body's; *freqs*: each
+        posting's frequency, by default its rounded weight, at least 1).  Within one call,
+        a term's postings must come in document order."""
         if sections is None:
             sections = np.zeros((len(terms), arrayfile.N_SECTIONS))
             sections[:, 0] = weights
-        self._pending.append((terms, docs, weights, sections))
+        if freqs is None:
+            freqs = np.maximum(np.rint(weights), 1)
+        # Held as they are written: 32 bytes a posting.
+        self._pending.append(
+            (
+                np.asarray(terms, dtype=np.uint32),
+                np.asarray(docs, dtype=np.uint32),
+                np.asarray(weights, dtype=np.float64),
+                np.asarray(sections, dtype=arrayfile.SECTION_DTYPE),
+                np.asarray(freqs, dtype=np.uint32),
+            )
+        )
         self._held += len(terms)
         if self._held >= self.buffer:
             self._spill()
@@ -68,19 +90,21 @@ class TermRuns:
     def _spill(self) -> None:
         if not self._held:
             return
-        terms = np.concatenate([p[0] for p in self._pending]).astype(np.uint32)
-        docs = np.concatenate([p[1] for p in self._pending]).astype(np.uint32)
-        weights = np.concatenate([p[2] for p in self._pending]).astype(np.float64)
-        sections = np.concatenate([p[3] for p in self._pending]).astype(arrayfile.SECTION_DTYPE)
-        self._pending, self._held = [], 0
+        pending, self._pending, self._held = self._pending, [], 0
+        terms, docs, weights, sections, freqs = (
+            np.concatenate([p[i] for p in pending]) for i in range(5)
+        )
+        del pending
+        if self._ranking is not None:
+            self.ranks = self._ranking()
         # Documents stay ascending within a term.
         order = np.argsort(self.ranks[terms], kind="stable")
         if not self._files:
             self._files = [
                 tempfile.TemporaryFile(dir=self.folder, prefix="spidersite-", suffix=".tmp")  # noqa: SIM115
-                for _ in range(4)
+                for _ in range(5)
             ]
-        columns: tuple[np.ndarray, ...] = (terms, docs, weights, sections)
+        columns: tuple[np.ndarray, ...] = (terms, docs, weights, sections, freqs)
         for f, a in zip(self._files, columns, strict=True):
             a[order].tofile(f)
         counts = np.bincount(terms, minlength=len(self.df))
@@ -99,14 +123,16 @@ class TermRuns:
 
     def terms(
         self,
-    ) -> Iterator[tuple[list[int], list[int], np.ndarray, np.ndarray, np.ndarray]]:
+    ) -> Iterator[tuple[list[int], list[int], np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
         """The terms that have postings, in rank order, a range of them at a time: their
         ranks, where each one's postings start (and where the last one's end), then the
-        postings' documents (ascending within a term), weights and weighted counts per
-        section (one row a posting)."""
+        postings' documents (ascending within a term), weights, weighted counts per
+        section (one row a posting) and frequencies."""
         self._spill()
         if not self._runs:
             return
+        if self._ranking is not None:
+            self.ranks = self._ranking()
         for f in self._files:
             f.flush()
         ranks = self.ranks
@@ -138,12 +164,13 @@ class TermRuns:
             sections = np.concatenate(
                 [self._read(3, arrayfile.SECTION_DTYPE, a, n, width) for a, n in parts]
             ).reshape(-1, width)
+            freqs = np.concatenate([self._read(4, np.uint32, a, n) for a, n in parts])
             # The runs come in document order: a stable sort by term keeps it per term.
             order = np.argsort(got, kind="stable")
             got, docs, weights = got[order], docs[order], weights[order]
-            sections = sections[order]
+            sections, freqs = sections[order], freqs[order]
             cuts = [0, *(np.flatnonzero(np.diff(got)) + 1).tolist(), len(got)]
-            yield got[cuts[:-1]].tolist(), cuts, docs, weights, sections
+            yield got[cuts[:-1]].tolist(), cuts, docs, weights, sections, freqs
 
     def close(self) -> None:
         for f in self._files:

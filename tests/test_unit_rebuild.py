@@ -29,6 +29,7 @@ from search.rows import DocumentRow
 from search.store import DocumentStore
 from tests.conftest import ROOT
 from tests.test_unit_linkrank import NOW
+from tests.whooshwriter import whoosh_writer
 
 
 def random_docs(n: int, vocabulary: list[str], seed: int = 1) -> list[IndexDoc]:
@@ -87,8 +88,9 @@ def segment_files(path: Path) -> dict[str, bytes]:
 
 
 def added_one_by_one(path: Path, docs: list[IndexDoc]) -> Index:
+    """The index of *docs* added one by one by Whoosh's own writer."""
     index = Index(path)
-    with index.writer(clear=True) as w:
+    with whoosh_writer(index, clear=True) as w:
         for doc in docs:
             w.add(doc, update=False)
     return index
@@ -218,7 +220,8 @@ def test_term_runs_hold_at_most_their_buffer(tmp_path: Path) -> None:
         held = max(held, runs._held)
     assert held < 100 + 30
     seen: list[tuple[int, int]] = []
-    for terms, cuts, docs, _, sections in runs.terms():
+    for terms, cuts, docs, _, sections, freqs in runs.terms():
+        assert len(freqs) == len(docs)
         assert sections.shape == (len(docs), 6)
         assert cuts[-1] <= runs.window or len(terms) == 1  # a range of terms: bounded
         for i, rank in enumerate(terms):

@@ -1,0 +1,217 @@
+"""The writer of every incremental commit (:meth:`search.index.Index.writer`): documents
+(:class:`search.index.IndexDoc`) are gathered into arrays (:class:`DocBatch`, term ids of a
+vocabulary the writer grows as stems come) and written by the segment writer from arrays
+(:class:`search.arraywriter.ArraySegmentWriter`), and the segments a commit merges
+(:mod:`search.mergepolicy`) are written from their array files
+(:class:`search.segmentwords.SegmentWords`): their documents in order, the deleted ones
+dropped, their ``words`` postings never read through Whoosh's matchers.  The files are
+those of Whoosh's own segment writer and merge, byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from itertools import chain
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from search import arrayfile
+from search.arrayfile import FIELD as WORDS_FIELD
+from search.arrayfile import N_SECTIONS
+from search.arraywriter import ArraySegmentWriter, DocBatch
+from search.segmentwords import SegmentWords, WordsChunk
+
+if TYPE_CHECKING:
+    from search.index import IndexDoc
+
+#: Documents the writer gathers before it adds them as one batch.
+PENDING_DOCS = 256
+#: The share of :data:`search.arrayfile.BUFFER_POSTINGS` a commit holds before it sorts
+#: its postings into a run on disk (and a merge reads of a segment at a time).
+BUFFER_SHARE = 4
+
+
+class IncrementalSegmentWriter(ArraySegmentWriter):
+    """The segment writer of an incremental commit: documents one by one
+    (:meth:`add_doc`, gathered :data:`PENDING_DOCS` at a time), deletions, and the
+    merges of its merge policy (:meth:`add_reader`)."""
+
+    def __init__(self, ix: Any, **kwargs: Any) -> None:
+        super().__init__(ix, **kwargs)
+        #: Term id of each stem of the segment, in the order they came.
+        self._vocabulary: dict[str, int] = {}
+        self._rank_of = np.zeros(0, dtype=np.int64)
+        self._pending: list[IndexDoc] = []
+        self._pending_update = True
+
+    def _forget_stems(self) -> None:
+        super()._forget_stems()
+        self._vocabulary = {}
+        self._rank_of = np.zeros(0, dtype=np.int64)
+
+    def _buffer(self) -> int:
+        return max(1, arrayfile.BUFFER_POSTINGS // BUFFER_SHARE)
+
+    def _ranks(self) -> np.ndarray:
+        if len(self._rank_of) != len(self._vocabulary):
+            stems = list(self._vocabulary)
+            order = sorted(range(len(stems)), key=stems.__getitem__)
+            ranks = np.empty(len(stems), dtype=np.int64)
+            ranks[order] = np.arange(len(stems))
+            self._stems = [stems[i] for i in order]
+            self._rank_of = ranks
+        return self._rank_of
+
+    # -- new documents ------------------------------------------------------------
+
+    def add_doc(self, doc: IndexDoc, update: bool = True) -> None:
+        """Add *doc* (with *update*, it replaces the documents of its id in the index's
+        segments, as Whoosh's ``update_document`` does)."""
+        if self._pending and update != self._pending_update:
+            self.flush_docs()
+        self._pending_update = update
+        self._pending.append(doc)
+        if len(self._pending) >= PENDING_DOCS:
+            self.flush_docs()
+
+    def flush_docs(self) -> None:
+        """Add the documents gathered so far."""
+        if self._pending:
+            docs, self._pending = self._pending, []
+            self.add_batch(self._batch_of(docs), update=self._pending_update)
+
+    def _batch_of(self, docs: Sequence[IndexDoc]) -> DocBatch:
+        """The arrays of *docs*, read straight into numpy (no list of every posting's
+        numbers: six Python floats a posting would be ~20 MB for 256 pages)."""
+        vocabulary = self._vocabulary
+        term_id = vocabulary.setdefault
+        sizes = np.array([len(d.weights) for d in docs], dtype=np.int64)
+        n = int(sizes.sum())
+        # A new stem's id is the vocabulary's size before it is added.
+        terms = np.fromiter(
+            (term_id(s, len(vocabulary)) for d in docs for s in d.weights), np.int64, n
+        )
+        weights = np.fromiter(chain.from_iterable(d.weights.values() for d in docs), np.float64, n)
+        sections = np.fromiter(
+            chain.from_iterable(_sections_of(d) for d in docs), np.float64, n * N_SECTIONS
+        )
+        return DocBatch(
+            [d.docid for d in docs],
+            [d.url for d in docs],
+            [d.host for d in docs],
+            sizes,
+            terms,
+            weights,
+            sections.reshape(-1, N_SECTIONS),
+        )
+
+    def commit(self, *args: Any, **kwargs: Any) -> None:
+        self.flush_docs()  # before the merge: new documents come first in the segment
+        super().commit(*args, **kwargs)
+
+    def cancel(self) -> None:
+        self._pending = []
+        super().cancel()
+
+    # -- merges -------------------------------------------------------------------
+
+    def add_reader(self, reader: Any) -> None:
+        """Append the live documents of the segment of *reader* (Whoosh's
+        ``add_reader``): stored fields, lengths and the postings of every field but
+        ``words`` through Whoosh (a few a document), the ``words`` postings from the
+        segment's array file."""
+        self._check_state()
+        self.flush_docs()
+        basedoc = self.docnum
+        indexed = {f for f in reader.indexed_field_names() if f in self.schema}
+        docmap = self.write_per_doc(set(self.schema.names()) | indexed, reader)
+        self.add_postings_to_pool(reader, basedoc, docmap)
+        self._add_words_of(reader, basedoc)
+        self._added = True
+
+    def add_postings_to_pool(self, reader: Any, startdoc: int, docmap: Any) -> None:
+        add = self.pool.add
+        for fieldname in reader.indexed_field_names():
+            if fieldname == WORDS_FIELD or fieldname not in self.schema:
+                continue
+            for btext in reader.lexicon(fieldname):
+                m = reader.postings(fieldname, btext)
+                while m.is_active():
+                    docnum = m.id()
+                    newdoc = docmap[docnum] if docmap is not None else startdoc + docnum
+                    add((fieldname, btext, newdoc, m.weight(), m.value()))
+                    m.next()
+
+    def _add_words_of(self, reader: Any, basedoc: int) -> None:
+        total = reader.doc_count_all()
+        live = np.fromiter(reader.all_doc_ids(), dtype=np.int64)
+        newdoc = np.full(total, -1, dtype=np.int64)
+        newdoc[live] = basedoc + np.arange(len(live), dtype=np.int64)
+        with SegmentWords(self.storage.folder, reader.segment()) as words:
+            self._length_bytes += words.lengths(total)[live].tobytes()
+            vocabulary = self._vocabulary
+            term_id = vocabulary.setdefault
+            ids = np.array(
+                [term_id(t.decode("utf-8"), len(vocabulary)) for t in words.terms],
+                dtype=np.int64,
+            )
+            for chunk in words.chunks(self._runs.buffer):
+                # Each term of the segment is in one chunk: its postings, in document
+                # order, come after those of the documents added before this segment.
+                n_terms = len(chunk.starts) - 1
+                local = np.repeat(np.arange(n_terms), np.diff(chunk.starts))
+                new = newdoc[chunk.docs]
+                keep = new >= 0
+                weights = chunk.tfs.astype(np.float64)
+                freqs = _freqs(reader, words.terms, chunk, local, weights, keep)
+                self._runs.add(
+                    ids[chunk.first + local[keep]],
+                    new[keep],
+                    weights[keep],
+                    chunk.sections[keep],
+                    freqs[keep],
+                )
+
+
+def _sections_of(doc: IndexDoc) -> Iterator[float]:
+    """The weighted counts per section of each stem of *doc*, in its stems' order (a stem
+    without them counts as body)."""
+    w, given = doc.weights, doc.sections
+    if len(given) == len(w) and list(given) == list(w):
+        return chain.from_iterable(given.values())
+    return chain.from_iterable(
+        counts if (counts := given.get(stem)) is not None else _as_body(weight)
+        for stem, weight in w.items()
+    )
+
+
+def _as_body(weight: float) -> tuple[float, ...]:
+    return (weight,) + (0.0,) * (N_SECTIONS - 1)
+
+
+def _freqs(
+    reader: Any,
+    terms: list[bytes],
+    chunk: WordsChunk,
+    local: np.ndarray,
+    weights: np.ndarray,
+    keep: np.ndarray,
+) -> np.ndarray:
+    """The frequency of each posting of *chunk* (the first 4 bytes of its Whoosh value):
+    its weight rounded (``max(1, round(w))`` of the exact weight, :func:`postings`), but
+    the array file keeps the weight as ``float32``: one whose fraction is exactly .5 may
+    have been rounded from either side, and its frequency is read from Whoosh."""
+    freqs = np.maximum(np.rint(weights), 1)
+    unsure = np.flatnonzero(keep & (weights >= 1.5) & (weights % 1 == 0.5))
+    matcher: Any = None
+    term = -1
+    for i in unsure.tolist():
+        if local[i] != term:
+            term = int(local[i])
+            matcher = reader.postings(WORDS_FIELD, terms[chunk.first + term])
+        doc = int(chunk.docs[i])
+        matcher.skip_to(doc)
+        if matcher.is_active() and matcher.id() == doc:
+            freqs[i] = int.from_bytes(matcher.value()[:4], "big")
+    return freqs

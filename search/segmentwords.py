@@ -1,0 +1,117 @@
+"""The ``words`` postings of a segment read back from its array file
+(:mod:`search.arrayfile`) for a merge (:mod:`search.indexwriter`): its terms, each
+document's length byte, and its postings term after term, a bounded chunk at a time, read
+from the file (not mapped), so that a merge's memory does not grow with the segments it
+reads.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from search.arrayfile import EXT, MAGIC, N_SECTIONS, SECTION_DTYPE
+
+
+@dataclass(slots=True)
+class WordsChunk:
+    """The postings of the terms ``first:first + len(starts) - 1`` of a segment: where
+    each term's postings start (from 0; the last entry is where the last one's end),
+    their document numbers, weights (``float32``, Whoosh's) and weighted counts per
+    section (one row a posting)."""
+
+    first: int
+    starts: np.ndarray
+    docs: np.ndarray
+    tfs: np.ndarray
+    sections: np.ndarray
+
+
+class SegmentWords:
+    """The array file of one segment of the index in *folder*, open for reading."""
+
+    def __init__(self, folder: str | Path, segment: Any) -> None:
+        folder = Path(folder)
+        name = segment.make_filename(EXT)
+        if segment.is_compound():
+            from whoosh.filedb.filestore import FileStorage
+
+            path = folder / segment.make_filename(segment.COMPOUND_EXT)
+            compound = segment.open_compound_file(FileStorage(str(folder), supports_mmap=False))
+            try:
+                if not compound.file_exists(name):
+                    raise FileNotFoundError(f"segment {segment.segment_id()} has no {EXT} file")
+                offset, _ = compound.range(name)
+            finally:
+                compound.close()
+        else:
+            path = folder / name
+            offset = 0
+        self._file: BinaryIO = open(path, "rb")  # noqa: SIM115 (closed by close())
+        try:
+            self._file.seek(offset)
+            head = self._file.read(len(MAGIC) + 4)
+            if head[: len(MAGIC)] != MAGIC:
+                raise ValueError("not a spidersite array file")
+            size = int.from_bytes(head[len(MAGIC) :], "little")
+            header = json.loads(self._file.read(size))
+        except BaseException:
+            self._file.close()
+            raise
+        self._base = offset + len(MAGIC) + 4 + size
+        self._layout: dict[str, tuple[int, np.dtype[Any], int]] = {
+            k: (off, np.dtype(dt), count) for k, (off, dt, count) in header["arrays"].items()
+        }
+        text = self._array("text").tobytes()
+        ts = self._array("text_starts").tolist()
+        #: The segment's terms, in Whoosh's (sorted) order.
+        self.terms = [text[ts[i] : ts[i + 1]] for i in range(len(ts) - 1)]
+        self._starts = self._array("starts")
+
+    def _array(self, name: str, start: int = 0, count: int | None = None) -> np.ndarray:
+        """*count* items (all by default) of the array *name* from item *start*."""
+        offset, dtype, size = self._layout[name]
+        count = size - start if count is None else count
+        self._file.seek(self._base + offset + start * dtype.itemsize)
+        return np.fromfile(self._file, dtype=dtype, count=count)
+
+    def lengths(self, docs: int) -> np.ndarray:
+        """The ``words`` length byte of each of the segment's *docs* documents (0: the
+        document has no posting of the field)."""
+        out = np.zeros(docs, dtype=np.uint8)
+        got = self._array("lengths")[:docs]
+        out[: len(got)] = got
+        return out
+
+    def chunks(self, size: int) -> Iterator[WordsChunk]:
+        """The postings, the terms of at most *size* postings at a time (or one term)."""
+        starts = self._starts
+        n_terms = len(starts) - 1
+        lo = 0
+        while lo < n_terms:
+            hi = int(np.searchsorted(starts, starts[lo] + size, side="right")) - 1
+            hi = min(max(hi, lo + 1), n_terms)
+            a, b = int(starts[lo]), int(starts[hi])
+            sections = self._array("sections", a * N_SECTIONS, (b - a) * N_SECTIONS)
+            yield WordsChunk(
+                lo,
+                starts[lo : hi + 1] - a,
+                self._array("docs", a, b - a),
+                self._array("tfs", a, b - a),
+                sections.view(SECTION_DTYPE).reshape(-1, N_SECTIONS),
+            )
+            lo = hi
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> SegmentWords:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

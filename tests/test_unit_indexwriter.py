@@ -1,0 +1,187 @@
+"""The incremental writer (search.indexwriter, search.index.Index.writer): a commit of new
+documents written from arrays, and a merge written from the merged segments' array files,
+are Whoosh's own commit and merge, byte for byte, without a ``words`` posting going
+through Whoosh's posting-by-posting path; deletions and updates as Whoosh's."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from whoosh.filedb.filestore import FileStorage
+from whoosh.reading import SegmentReader
+
+from search import arraycodec, arrayfile, indexwriter
+from search.index import INDEX_NAME, MERGE_FACTOR, WORDS_FIELD, Index, IndexDoc
+from tests.test_unit_rebuild import random_docs, segment_files
+from tests.whooshwriter import whoosh_writer
+
+VOCABULARY = [f"w{(i * 7919) % 900:03d}" for i in range(900)] + ["été", "日本", "a"]
+
+
+class Watch:
+    """Whether a words posting went one by one to the codec (fails the test while on),
+    and the terms whose words postings were read through a Whoosh matcher."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.looked_up: list[bytes] = []
+
+
+@pytest.fixture
+def watch(monkeypatch: pytest.MonkeyPatch) -> Iterator[Watch]:
+    seen = Watch()
+    add = arraycodec._FieldWriter.add
+    postings = SegmentReader.postings
+
+    def add_one(self: Any, docnum: int, *args: Any) -> None:
+        assert not (seen.on and self._in_words), "a words posting added one by one"
+        add(self, docnum, *args)
+
+    def postings_of(self: Any, fieldname: str, text: Any, *args: Any, **kwargs: Any) -> Any:
+        if seen.on and fieldname == WORDS_FIELD:
+            seen.looked_up.append(text)
+        return postings(self, fieldname, text, *args, **kwargs)
+
+    monkeypatch.setattr(arraycodec._FieldWriter, "add", add_one)
+    monkeypatch.setattr(SegmentReader, "postings", postings_of)
+    yield seen
+
+
+def renumbered(docs: list[IndexDoc], start: int) -> list[IndexDoc]:
+    for n, doc in enumerate(docs):
+        doc.docid = start + n
+        doc.url = f"http://h{n % 5}.example/p{start + n}"
+    return docs
+
+
+def write(index: Index, docs: list[IndexDoc], ours: bool, deletes: tuple[int, ...] = ()) -> None:
+    writer = index.writer() if ours else whoosh_writer(index)
+    with writer as w:
+        for docid in deletes:
+            w.delete(docid)
+        for doc in docs:
+            w.add(doc)
+
+
+@pytest.mark.parametrize(("buffer", "pending"), [(None, 256), (2000, 7)])
+def test_a_commit_writes_what_whoosh_writes(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    watch: Watch,
+    buffer: int | None,
+    pending: int,
+) -> None:
+    if buffer:
+        monkeypatch.setattr(arrayfile, "BUFFER_POSTINGS", buffer)
+    monkeypatch.setattr(indexwriter, "PENDING_DOCS", pending)
+    docs = random_docs(300, VOCABULARY, seed=4)
+    expected = Index(tmp_path / "whoosh")
+    write(expected, docs, ours=False)
+    ours = Index(tmp_path / "ours")
+    watch.on = True
+    write(ours, docs, ours=True)
+    watch.on = False
+    assert segment_files(ours.path) == segment_files(expected.path)
+
+
+def segments_to_merge(path: Path, weights: list[float] | None = None) -> Index:
+    """An index of MERGE_FACTOR segments of one level, written by Whoosh, with deleted
+    documents in each (updated in a later commit, or deleted): the next commit merges
+    them all."""
+    index = Index(path)
+    for k in range(MERGE_FACTOR):
+        docs = renumbered(random_docs(40, VOCABULARY, seed=10 + k), 100 * k)
+        if k:  # replaces two documents of the first commit, deletes one of the last
+            docs += renumbered(random_docs(2, VOCABULARY, seed=20 + k), 2 * k)
+        if weights and k == 1:
+            docs[3].weights = {f"x{i}": w for i, w in enumerate(weights)}
+            docs[3].sections = {f"x{i}": (w, 0, 0, 0, 0, 0) for i, w in enumerate(weights)}
+        write(index, docs, ours=False, deletes=(100 * (k - 1) + 5,) if k else ())
+    assert len(index.open()._segments()) == MERGE_FACTOR
+    return index
+
+
+#: Weights a float32 rounds to a fraction of exactly .5: their frequency (their exact
+#: weight rounded) is not the float32's rounded.
+UNSURE = [2.5000000000000004, 2.4999999999999996, 3.5, 1.5, 0.5, 7.25]
+
+
+@pytest.mark.parametrize(("buffer", "weights"), [(None, None), (700, None), (None, UNSURE)])
+def test_a_merge_writes_what_whoosh_merges(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    watch: Watch,
+    buffer: int | None,
+    weights: list[float] | None,
+) -> None:
+    if buffer:
+        monkeypatch.setattr(arrayfile, "BUFFER_POSTINGS", buffer)
+    start = segments_to_merge(tmp_path / "start", weights)
+    shutil.copytree(start.path, tmp_path / "whoosh")
+    shutil.copytree(start.path, tmp_path / "ours")
+    # New documents, of which one replaces a document of the segments (an update).
+    new = renumbered(random_docs(12, VOCABULARY, seed=30), 1000)
+    new[0].docid = 205
+    expected, ours = Index(tmp_path / "whoosh"), Index(tmp_path / "ours")
+    write(expected, new, ours=False, deletes=(301,))
+    watch.on = True
+    write(ours, new, ours=True, deletes=(301,))
+    watch.on = False
+    # No words posting read through Whoosh, but those whose frequency the arrays do not
+    # tell (weights of 2.5000000000000004 and 3.5 merged as 2.5 and 3.5).
+    assert sorted(set(watch.looked_up)) == ([b"x0", b"x1", b"x2", b"x3"] if weights else [])
+    got = segment_files(ours.path)  # one segment: the four merged, the new documents
+    assert got == segment_files(expected.path)
+    assert ours.docids() == expected.docids()
+    assert 205 in ours.docids() and 301 not in ours.docids() and 105 not in ours.docids()
+    assert ours.doc_count() == expected.doc_count() == len(ours.docids())
+
+
+def all_segment_files(path: Path) -> list[dict[str, bytes]]:
+    """The files of every segment of the index at *path*, in order (ids taken out)."""
+    storage = FileStorage(str(path))
+    out = []
+    for segment in storage.open_index(INDEX_NAME)._segments():
+        compound = segment.open_compound_file(storage)
+        try:
+            out.append(
+                {
+                    name.replace(segment.segment_id(), "SEG"): compound.open_file(name).read()
+                    for name in compound.list()
+                }
+            )
+        finally:
+            compound.close()
+    return out
+
+
+def test_commits_and_merges_write_what_whoosh_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commits of documents with and without words, updates of documents of earlier
+    commits and of the same commit, deletions, merges of several levels."""
+    monkeypatch.setattr(indexwriter, "PENDING_DOCS", 3)
+    ours, expected = Index(tmp_path / "ours"), Index(tmp_path / "whoosh")
+    for k in range(12):
+        docs = []
+        for n in range(5):
+            docid = 10 * k + n
+            weights = {} if n == 3 else {"owl": n + 1.0, f"w{docid}": 2.0}
+            docs.append(IndexDoc(docid, f"http://h/{docid}", "h", weights))
+        if k:
+            docs.append(IndexDoc(10 * (k - 1), "http://h/again", "h", {"kestrel": 2.0}))
+            docs.append(IndexDoc(10 * k + 1, "http://h/twice", "h", {"kestrel": 3.0}))
+        for index, mine in ((ours, True), (expected, False)):
+            write(index, docs, ours=mine, deletes=(10 * k - 8,) if k else ())
+        assert all_segment_files(ours.path) == all_segment_files(expected.path), k
+    assert len(all_segment_files(ours.path)) < 12  # merged
+    assert ours.docids() == expected.docids()
+    with ours.open().searcher() as s:
+        kestrels = {
+            int(s.stored_fields(d)["docid"]) for d in s.postings(WORDS_FIELD, "kestrel").all_ids()
+        }
+    assert {10 * k for k in range(11)} <= kestrels
