@@ -12,35 +12,17 @@ from typing import Any
 from whoosh.writing import CLEAR, SegmentWriter
 
 from search.arraycodec import ArrayCodec
-from search.index import LIMITMB, WORDS_FIELD, Index, IndexDoc, merge_policy, postings
-
-
-class WhooshWriter:
-    def __init__(self, writer: SegmentWriter) -> None:
-        self._w = writer
-
-    def add(self, doc: IndexDoc, update: bool = True) -> None:
-        values: dict[str, Any] = {"docid": str(doc.docid), "url": doc.url, "host": doc.host}
-        words = postings(doc.weights, doc.sections)
-        if words:
-            values[WORDS_FIELD] = words
-        if update:
-            self._w.update_document(**values)
-        else:
-            self._w.add_document(**values)
-
-    def delete(self, docid: int) -> None:
-        self._w.delete_by_term("docid", str(docid))
+from search.index import LIMITMB, Index, IndexWriter, merge_policy
 
 
 @contextmanager
 def whoosh_writer(
     index: Index, clear: bool = False, mergetype: Any = None
-) -> Iterator[WhooshWriter]:
+) -> Iterator[IndexWriter]:
     ix = index._open_for_writing(clear)
     w = SegmentWriter(ix, codec=ArrayCodec(), limitmb=LIMITMB)
     try:
-        yield WhooshWriter(w)
+        yield IndexWriter(w)  # a plain Whoosh writer: one document at a time
     except BaseException:
         w.cancel()
         raise
