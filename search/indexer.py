@@ -1,5 +1,5 @@
 """The indexer process: the one writer of the Whoosh index during a crawl (with
-:mod:`search.rebuild`, the design documents' CIndexer; its per-page word cap ``mwords`` is
+:mod:`search.reindex`, the design documents' CIndexer; its per-page word cap ``mwords`` is
 ``ANALYZE_MAX_WORDS``, applied when a page is analyzed, :func:`search.analysis.analyze_document`).
 
 Whoosh is pure Python and allows one writer at a time.  During a crawl the documents are
@@ -7,7 +7,7 @@ sent, already analyzed, by the crawl's worker (:mod:`search.worker`) to one
 :class:`IndexerProcess` (its child process, so that indexing overlaps analysis and
 storage) through a bounded inbox; the indexer adds them through one writer, commits every
 ``batch_size`` documents and marks them ``indexed`` in the database.  It first indexes
-what a killed crawl left unindexed, with :func:`search.rebuild.reindex`.
+what a killed crawl left unindexed, with :func:`search.reindex.reindex`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from search import db, faults
 from search.crawldb import CrawlDB
 from search.index import LIMITMB, Index, IndexDoc
 from search.process import freeze_startup, release_memory, spawning
-from search.rebuild import reindex
+from search.reindex import reindex
 from search.store import DocumentStore
 
 logger = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from search.analysis import (
 from search.content import MAX_HTML_BYTES, main_text, split_content
 from search.index import Index
 from search.query import parse_query
-from search.rebuild import reindex
+from search.reindex import reindex
 from search.rows import DocumentRow
 from search.searcher import Searcher
 from search.servers import ServerConfig

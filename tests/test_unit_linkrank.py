@@ -22,7 +22,7 @@ from search.index import Index
 from search.linkrank import LinkRanks, pagerank, update_linkrank
 from search.models import Document
 from search.query import parse_query
-from search.rebuild import reindex
+from search.reindex import reindex
 from search.rows import DocumentRow
 from search.searcher import Searcher
 from search.store import DocumentStore

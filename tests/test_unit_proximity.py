@@ -17,7 +17,7 @@ from search.commands.query import add_ranking_options, ranking_params
 from search.index import Index
 from search.proximity import accumulators, bonus, document_bonus, rerank
 from search.query import parse_query
-from search.rebuild import reindex
+from search.reindex import reindex
 from search.results import Ranked
 from search.searcher import Searcher
 from search.searchsession import SearchSession

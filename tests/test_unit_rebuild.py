@@ -1,4 +1,4 @@
-"""A full rebuild from arrays (search.index.Index.rebuild, search.rebuild.reindex): the
+"""A full rebuild from arrays (search.index.Index.rebuild, search.reindex.reindex): the
 same index, byte for byte, as documents added one by one through the writer; read from
 the database as the document path reads it (SQLite and PostgreSQL); bounded memory;
 cancelled on error."""
@@ -24,7 +24,7 @@ from search.analysis import analyze_document
 from search.crawldb import CrawlDB
 from search.index import INDEX_NAME, DocBatch, Index, IndexDoc
 from search.models import Document, Server
-from search.rebuild import iter_doc_batches, iter_index_docs, reindex
+from search.reindex import iter_doc_batches, iter_index_docs, reindex
 from search.rows import DocumentRow
 from search.store import DocumentStore
 from tests.conftest import ROOT

@@ -13,7 +13,7 @@ import pytest
 from search import db
 from search.index import Index
 from search.query import parse_query, replace_words
-from search.rebuild import reindex
+from search.reindex import reindex
 from search.searcher import Searcher
 from search.spelling import edits1
 from search.store import DocumentStore

@@ -385,7 +385,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, list[int], A
     from search import db
     from search.analysis import analyze_document
     from search.index import Index
-    from search.rebuild import reindex
+    from search.reindex import reindex
     from search.rows import DocumentRow, ErrorRow
     from search.store import DocumentStore
 

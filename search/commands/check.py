@@ -26,7 +26,7 @@ def add_parser(sub: Any, common: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from search.rebuild import check
+    from search.reindex import check
 
     engine = open_engine(args, upgrade=False)
     index = open_index(args)

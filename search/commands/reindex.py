@@ -62,7 +62,7 @@ def add_parser(sub: Any, common: Any) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from tqdm import tqdm
 
-    from search.rebuild import count_indexable, reindex
+    from search.reindex import count_indexable, reindex
 
     if args.batch_size < 1:
         raise CLIError("--batch-size must be at least 1", 2)
@@ -100,7 +100,7 @@ def follow(args: argparse.Namespace, out: TextIO) -> int:
     import time
 
     from search.indexer import LOCK_WAIT
-    from search.rebuild import check, reindex
+    from search.reindex import check, reindex
 
     if args.interval <= 0:
         raise CLIError("--interval must be greater than 0", 2)
