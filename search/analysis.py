@@ -166,15 +166,14 @@ class Analyzer:
         #: The stems computed so far, by lowercased word (:meth:`stem`'s cache; read it
         #: directly where a loop over many words cannot afford a call a word).
         self.known_stems: dict[str, str] = {}
-        self._stems = self.known_stems
 
     def stem(self, word: str) -> str:
         """The normal form of one lowercased word (CJK words are returned unchanged)."""
-        stem = self._stems.get(word)
+        stem = self.known_stems.get(word)
         if stem is None:
             stem = word if _CJK_RE.match(word) else self._stemmer.stemWord(word)
-            if len(self._stems) < 500_000:
-                self._stems[word] = stem
+            if len(self.known_stems) < 500_000:
+                self.known_stems[word] = stem
         return stem
 
     def spans(self, text: str, limit: int | None = None) -> Iterator[tuple[int, int, str]]:

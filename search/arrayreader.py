@@ -16,13 +16,45 @@ import numpy as np
 from search.arrayfile import EXT, MAGIC, N_SECTIONS
 from search.termspace import SegmentTerms
 
+#: Bytes before an array file's JSON header: the magic, then the header's size.
+HEAD = len(MAGIC) + 4
+
+
+def header_size(head: bytes) -> int:
+    """The size of an array file's JSON header, from the file's first :data:`HEAD` bytes."""
+    if head[: len(MAGIC)] != MAGIC:
+        raise ValueError("not a spidersite array file")
+    return int.from_bytes(head[len(MAGIC) : HEAD], "little")
+
+
+def locate(folder: Path, segment: Any) -> tuple[Path, int, int] | None:
+    """Where the array file of *segment* of the index in *folder* is: the file that holds
+    it (the segment's compound file, or its own), its offset and length there; None if
+    the segment has none."""
+    name = segment.make_filename(EXT)
+    if segment.is_compound():
+        from whoosh.filedb.filestore import FileStorage
+
+        path = folder / segment.make_filename(segment.COMPOUND_EXT)
+        # Only the compound file's directory is read: nothing mapped.
+        compound = segment.open_compound_file(FileStorage(str(folder), supports_mmap=False))
+        try:
+            if not compound.file_exists(name):
+                return None
+            offset, length = compound.range(name)
+        finally:
+            compound.close()
+        return path, offset, length
+    path = folder / name
+    if not path.exists():
+        return None
+    return path, 0, path.stat().st_size
+
 
 def decode_arrays(buf: np.ndarray) -> dict[str, np.ndarray]:
     """The arrays of an array file held in *buf* (a ``uint8`` array, e.g. a memmap)."""
-    if bytes(buf[: len(MAGIC)]) != MAGIC:
-        raise ValueError("not a spidersite array file")
-    size = int.from_bytes(bytes(buf[len(MAGIC) : len(MAGIC) + 4]), "little")
-    start = len(MAGIC) + 4
+    size = header_size(bytes(buf[:HEAD]))
+    start = HEAD
     header = json.loads(bytes(buf[start : start + size]))
     base = start + size
     buf = buf.view(np.ndarray)  # slices of a plain array are cheaper than of a memmap
@@ -62,23 +94,10 @@ class SegmentArrays:
     @classmethod
     def read(cls, folder: Path, segment: Any) -> SegmentArrays | None:
         """The arrays of *segment* of the index in *folder*; None if it has none."""
-        name = segment.make_filename(EXT)
-        if segment.is_compound():
-            from whoosh.filedb.filestore import FileStorage
-
-            path = folder / segment.make_filename(segment.COMPOUND_EXT)
-            compound = segment.open_compound_file(FileStorage(str(folder)))
-            try:
-                if not compound.file_exists(name):
-                    return None
-                offset, length = compound.range(name)
-            finally:
-                compound.close()
-        else:
-            path = folder / name
-            if not path.exists():
-                return None
-            offset, length = 0, path.stat().st_size
+        where = locate(folder, segment)
+        if where is None:
+            return None
+        path, offset, length = where
         buf = np.memmap(path, dtype=np.uint8, mode="r", offset=offset, shape=(length,))
         a = decode_arrays(buf)
         return cls(

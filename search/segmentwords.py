@@ -15,7 +15,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from search.arrayfile import EXT, MAGIC, N_SECTIONS, SECTION_DTYPE
+from search.arrayfile import EXT, N_SECTIONS, SECTION_DTYPE
+from search.arrayreader import HEAD, header_size, locate
 
 
 @dataclass(slots=True)
@@ -36,34 +37,19 @@ class SegmentWords:
     """The array file of one segment of the index in *folder*, open for reading."""
 
     def __init__(self, folder: str | Path, segment: Any) -> None:
-        folder = Path(folder)
-        name = segment.make_filename(EXT)
-        if segment.is_compound():
-            from whoosh.filedb.filestore import FileStorage
-
-            path = folder / segment.make_filename(segment.COMPOUND_EXT)
-            compound = segment.open_compound_file(FileStorage(str(folder), supports_mmap=False))
-            try:
-                if not compound.file_exists(name):
-                    raise FileNotFoundError(f"segment {segment.segment_id()} has no {EXT} file")
-                offset, _ = compound.range(name)
-            finally:
-                compound.close()
-        else:
-            path = folder / name
-            offset = 0
+        where = locate(Path(folder), segment)
+        if where is None:
+            raise FileNotFoundError(f"segment {segment.segment_id()} has no {EXT} file")
+        path, offset, _ = where
         self._file: BinaryIO = open(path, "rb")  # noqa: SIM115 (closed by close())
         try:
             self._file.seek(offset)
-            head = self._file.read(len(MAGIC) + 4)
-            if head[: len(MAGIC)] != MAGIC:
-                raise ValueError("not a spidersite array file")
-            size = int.from_bytes(head[len(MAGIC) :], "little")
+            size = header_size(self._file.read(HEAD))
             header = json.loads(self._file.read(size))
         except BaseException:
             self._file.close()
             raise
-        self._base = offset + len(MAGIC) + 4 + size
+        self._base = offset + HEAD + size
         self._layout: dict[str, tuple[int, np.dtype[Any], int]] = {
             k: (off, np.dtype(dt), count) for k, (off, dt, count) in header["arrays"].items()
         }
