@@ -139,8 +139,10 @@ class Worker:
                 )
                 continue
             result.documents += one.documents
-        rest = self.store.write_batch((), [*batch.errors, *refused], batch.revisits, batch.gone)
-        result.deleted += rest.deleted
+        errors = [*batch.errors, *refused]
+        if errors or batch.revisits or batch.gone:
+            rest = self.store.write_batch((), errors, batch.revisits, batch.gone)
+            result.deleted += rest.deleted
         return result
 
     def _index(self, result: BatchResult, report: Report) -> None:
