@@ -41,16 +41,11 @@ def run_recrawl(
         ) + f" (log: {log})\n{crawl.tail(log)}"
         return result, fetched
     try:
-        stats, _, _, documents = crawl.read_product_db(data / "spidersite.db")
+        stats, started_at, finished_at, documents = crawl.read_product_db(data / "spidersite.db")
     except (sqlite3.Error, LookupError, ValueError) as exc:
         result.message = f"cannot read figures: {exc}"
         return result, fetched
-    result.stats = stats
-    result.documents = documents
-    result.responses = crawl.as_int(stats.get("response_received_count"))
-    elapsed = stats.get("elapsed_time_seconds")
-    result.elapsed_s = None if elapsed is None else float(elapsed)
-    result.pages_per_s = crawl.rate(result.responses, result.elapsed_s)
+    crawl.apply_stats(result, stats, documents, started_at, finished_at)
     result.ok = result.elapsed_s is not None
     status_200 = stats.get("downloader/response_status_count/200", 0)
     fetched = {

@@ -212,6 +212,25 @@ def read_product_db(db: Path) -> tuple[dict[str, Any], Any, Any, int]:
     return stats, started_at, finished_at, int(documents)
 
 
+def apply_stats(
+    result: RunResult, stats: dict[str, Any], documents: int, started_at: Any, finished_at: Any
+) -> float | None:
+    """A product crawl's figures from its stats and ``crawls`` row (:func:`read_product_db`):
+    responses, elapsed time, pages/s; returns its start (unix time, None if unknown)."""
+    result.stats = stats
+    result.documents = documents
+    result.responses = as_int(stats.get("response_received_count"))
+    start = to_epoch(stats.get("start_time")) or to_epoch(started_at)
+    finish = to_epoch(stats.get("finish_time")) or to_epoch(finished_at)
+    elapsed = stats.get("elapsed_time_seconds")
+    if elapsed is not None:
+        result.elapsed_s = float(elapsed)
+    elif start is not None and finish is not None:
+        result.elapsed_s = finish - start
+    result.pages_per_s = rate(result.responses, result.elapsed_s)
+    return start
+
+
 def product_command(data: Path, log: Path, settings: Sequence[str], *args: str) -> list[str]:
     """``scrapy crawl site ARGS`` into the data folder *data*, logging at INFO into *log*,
     with the ``NAME=VALUE`` *settings*."""
@@ -273,17 +292,7 @@ def run_product(
     except (sqlite3.Error, LookupError, ValueError) as exc:
         result.message += f"cannot read figures from {db}: {exc}"
         return result
-    result.stats = stats
-    result.documents = documents
-    result.responses = as_int(stats.get("response_received_count"))
-    start = to_epoch(stats.get("start_time")) or to_epoch(started_at)
-    finish = to_epoch(stats.get("finish_time")) or to_epoch(finished_at)
-    elapsed = stats.get("elapsed_time_seconds")
-    if elapsed is not None:
-        result.elapsed_s = float(elapsed)
-    elif start is not None and finish is not None:
-        result.elapsed_s = finish - start
-    result.pages_per_s = rate(result.responses, result.elapsed_s)
+    start = apply_stats(result, stats, documents, started_at, finished_at)
     missing = []
     if start is None:
         missing.append("start_time")
