@@ -160,9 +160,10 @@ class Analyzer:
     def __init__(self, language: str = "english") -> None:
         self.language = snowball_language(language)
         self._stemmer = snowballstemmer.stemmer(self.language)
-        self._stop = _STOP_WORDS.get(self.language, frozenset())
         #: Stop words of this language, Chinese ones included.
-        self.stop_words: frozenset[str] = self._stop | CHINESE_STOP_WORDS
+        self.stop_words: frozenset[str] = (
+            _STOP_WORDS.get(self.language, frozenset()) | CHINESE_STOP_WORDS
+        )
         #: The stems computed so far, by lowercased word (:meth:`stem`'s cache; read it
         #: directly where a loop over many words cannot afford a call a word).
         self.known_stems: dict[str, str] = {}
@@ -220,16 +221,15 @@ class Analyzer:
         *limit* caps the number of words read (stop words included), like the design
         documents' per-page word cap.
         """
-        stop = self._stop
+        stop = self.stop_words
         stem = self.stem
         for word in self.words(text, limit):
-            if word in stop or word in CHINESE_STOP_WORDS or len(word) > MAX_TOKEN_LENGTH:
+            if word in stop or len(word) > MAX_TOKEN_LENGTH:
                 continue
             yield Token(stem(word), word)
 
     def is_stop_word(self, word: str) -> bool:
-        word = word.lower()
-        return word in self._stop or word in CHINESE_STOP_WORDS
+        return word.lower() in self.stop_words
 
 
 @lru_cache(maxsize=64)
