@@ -22,6 +22,7 @@ import time
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Engine
@@ -79,9 +80,12 @@ class Searcher:
         _close(self._open)
 
     @contextmanager
-    def session(self, params: ranking.Params | None = None) -> Iterator[SearchSession]:
+    def session(
+        self, params: ranking.Params | None = None, read: dict[int, Any] | None = None
+    ) -> Iterator[SearchSession]:
         """A :class:`SearchSession` on the current index (the reader is kept open), with
-        the Searcher's ranking parameters or *params*."""
+        the Searcher's ranking parameters or *params*; the stored texts its ranking reads
+        (term proximity) are kept in *read*, by id, when given."""
         if self._searcher is None:
             self._open.append(open_searcher(self.index))
         elif not self._searcher.up_to_date():
@@ -89,7 +93,9 @@ class Searcher:
             self._open[0] = self._searcher.refresh()
         params = params or self.params
         linkranks = self._linkranks if params.linkrank > 0 and self.db is not None else None
-        texts = self._texts if params.proximity > 0 and self.db is not None else None
+        texts = None
+        if params.proximity > 0 and self.db is not None:
+            texts = partial(self._documents, with_text=True, read=read)
         yield SearchSession(self._searcher, params, linkranks, texts)
 
     def warm(self) -> None:
@@ -131,13 +137,16 @@ class Searcher:
         offset = (page - 1) * per_page
         query_stems = set(q.stems)
         words_of: dict[int, list[tuple[int, int, str]]] = {}
-        with self.session() as session:
+        # The stored texts read for this search, by id: each read once, whether by the
+        # ranking (term proximity), the phrase check or the hits' snippets.
+        read: dict[int, Any] = {}
+        with self.session(read=read) as session:
             if q.phrases:
                 # Phrases are checked on the stored text: rank, then filter candidates.
                 ranked = session.rank(
                     q, max(200, 10 * (offset + per_page)), expand=expand, wquery=wquery
                 )
-                docs = self._documents([r.docid for r in ranked], with_text=True)
+                docs = self._documents([r.docid for r in ranked], with_text=True, read=read)
                 kept = []
                 for r in ranked:
                     doc = docs.get(r.docid)
@@ -154,7 +163,7 @@ class Searcher:
                 chosen = ranked[offset:]
                 total, exact = session.count(q, wquery)
                 total = max(total, len(ranked))
-                docs = self._documents([r.docid for r in chosen], with_text=True)
+                docs = self._documents([r.docid for r in chosen], with_text=True, read=read)
             suggestion = spelling.suggest(
                 session, q, self._surfaces, few_hits=total <= spelling.MAX_HITS
             )
@@ -195,11 +204,19 @@ class Searcher:
             q.text, total, page, per_page, time.perf_counter() - started, hits, exact, suggestion
         )
 
-    def _documents(self, ids: Sequence[int], with_text: bool) -> dict[int, Any]:
-        return self.db.documents(ids, with_text) if self.db is not None and ids else {}
-
-    def _texts(self, ids: Sequence[int]) -> dict[int, Any]:
-        return self._documents(ids, with_text=True)
+    def _documents(
+        self, ids: Sequence[int], with_text: bool, read: dict[int, Any] | None = None
+    ) -> dict[int, Any]:
+        """The rows of documents *ids* (with their text); with *read* (rows with their
+        text, by id), only those not in it are read, and it keeps them."""
+        if self.db is None or not ids:
+            return {}
+        if read is None:
+            return self.db.documents(ids, with_text)
+        missing = [i for i in ids if i not in read]
+        if missing:
+            read.update(self.db.documents(missing, with_text=True))
+        return {i: read[i] for i in ids if i in read}
 
     def _surfaces(self, stem: str) -> list[tuple[str, int]]:
         return self.db.surfaces(stem) if self.db is not None else []

@@ -236,3 +236,27 @@ def _texts(engine: Any, session: SearchSession, docnums: np.ndarray) -> list[Any
     ids = [stored(session.s, int(d))[0] for d in docnums]
     rows = CrawlDB(engine).documents(ids, with_text=True)
     return [rows[i] for i in ids]
+
+
+def test_a_search_reads_each_text_once(
+    searchable: tuple[Any, Index], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The ranking's re-ranking reads the candidates' texts; the hits' snippets (and a
+    # phrase's check) use those rows instead of reading them again.
+    engine, index = searchable
+    searcher = Searcher(engine, index, ON)
+    assert searcher.db is not None
+    reads: list[list[int]] = []
+    real = searcher.db.documents
+
+    def counted(ids: Any, with_text: bool = False) -> Any:
+        reads.append(list(ids))
+        return real(ids, with_text)
+
+    monkeypatch.setattr(searcher.db, "documents", counted)
+    for text in ("vacuum storage", '"vacuum storage" page'):
+        reads.clear()
+        page = searcher.search(parse_query(text))
+        assert page.hits and all(hit.snippet for hit in page.hits)
+        read = [i for ids in reads for i in ids]
+        assert len(read) == len(set(read)), text
