@@ -114,11 +114,21 @@ def screenshot(page: Any, name: str) -> None:
         page.screenshot(path=str(path / name), full_page=False)
 
 
+def follow(page: Any, selector: str) -> None:
+    """Click what loads a new page, and wait until it has loaded.
+
+    Reading the page right after a bare click (``count()`` does not wait) can read the
+    page being left: the search form's result count once read 0 hits that way.
+    """
+    with page.expect_navigation():
+        page.click(selector)
+
+
 def login(page: Any, base: str) -> None:
     page.goto(base + "/admin/")
     assert "/admin/login" in page.url
     page.fill("input[name=password]", PASSWORD)
-    page.click("button:has-text('Log in')")
+    follow(page, "button:has-text('Log in')")
     page.wait_for_url(re.compile(r".*/admin/$"))
 
 
@@ -127,20 +137,20 @@ def test_search_and_paging(page: Any, server: tuple[str, Any]) -> None:
     page.goto(base + "/")
     page.fill("input[name=q]", "eat ants")
     page.select_option("select[name=n]", "10")
-    page.click("button:has-text('Search')")
+    follow(page, "button:has-text('Search')")
     summary = page.inner_text("#summary")
     assert re.match(r"Results 1–\d+ of \d+ for", summary), summary
     assert page.locator("li.hit mark").count() > 0
     screenshot(page, "search.png")
     page.goto(base + "/?q=ants&n=2")
     assert page.inner_text("#summary").startswith("Results 1–2 of")
-    page.click("a[rel=next]")
+    follow(page, "a[rel=next]")
     assert page.inner_text("#summary").startswith("Results 3–4 of")
-    page.click("a[rel=prev]")
+    follow(page, "a[rel=prev]")
     assert page.inner_text("#summary").startswith("Results 1–2 of")
     page.select_option("select[name=mode]", "all")
     page.fill("input[name=q]", "ants termites")
-    page.click("button:has-text('Search')")
+    follow(page, "button:has-text('Search')")
     assert page.locator("li.hit").count() == 1
     assert "echidna" in page.inner_text("li.hit .url")
 
@@ -148,7 +158,7 @@ def test_search_and_paging(page: Any, server: tuple[str, Any]) -> None:
 def test_document_page(page: Any, server: tuple[str, Any]) -> None:
     base, _ = server
     page.goto(base + "/?q=echidna")
-    page.click("li.hit >> text=page info")
+    follow(page, "li.hit >> text=page info")
     assert page.inner_text("h1") == "Echidna"
     assert "echidna" in page.inner_text("#words")
     assert "/" in page.inner_text("#outgoing")
@@ -159,7 +169,7 @@ def test_xss_page_renders_as_text(page: Any, server: tuple[str, Any]) -> None:
     base, _ = server
     page.goto(base + "/?q=injection")
     assert page.inner_text("li.hit a.title") == "<script>alert(1)</script>"
-    page.click("li.hit >> text=page info")
+    follow(page, "li.hit >> text=page info")
     assert page.inner_text("h1") == "<script>alert(1)</script>"
     time.sleep(0.3)
     assert page.dialogs == []
@@ -180,21 +190,21 @@ def test_admin_add_server_seed_crawl_and_search(
     site2.page("/", "Platypus home", "The platypus lays eggs", ["/more.html"])
     site2.page("/more.html", "Platypus facts", "A platypus hunts underwater with its bill", [])
     login(page, base)
-    page.click("a:has-text('Servers')")
-    page.click("text=Add a server")
+    follow(page, "a:has-text('Servers')")
+    follow(page, "text=Add a server")
     page.fill("#f-url", site2.url)
     page.fill("#f-maxhops", "-2")
-    page.click("button:has-text('Save')")
+    follow(page, "button:has-text('Save')")
     assert "must be ≥ 0" in page.inner_text("#error-maxhops")
     assert "field 'maxhops'" in page.inner_text("#form-errors")
     page.fill("#f-maxhops", "2")
-    page.click("button:has-text('Save')")
+    follow(page, "button:has-text('Save')")
     assert "added" in page.inner_text(".flash")
     page.fill("input[name=url][aria-label='Seed URL']", site2.url)
-    page.click("button:has-text('Add seed')")
+    follow(page, "button:has-text('Add seed')")
     assert site2.url in page.inner_text("#seeds")
-    page.click("a:has-text('Crawls')")
-    page.click("button:has-text('Start crawl')")
+    follow(page, "a:has-text('Crawls')")
+    follow(page, "button:has-text('Start crawl')")
     assert "Crawl started" in page.inner_text(".flash")
     # the page refreshes itself while a crawl runs
     from playwright.sync_api import expect
