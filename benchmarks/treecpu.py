@@ -1,15 +1,16 @@
 """CPU seconds and RSS of each process of a product crawl's tree, sampled beside a run.
 
     python benchmarks/treecpu.py --out tree.json [--cwd DIR] [--pid PID] [--interval 0.5]
-                                 [--spy]
+                                 [--spy [ROLE]]
 
 Waits for a ``scrapy crawl site`` process whose parent runs in *--cwd* (``scale.py``'s
 product crawl started from that checkout; or takes *--pid*), then samples every
 *--interval* seconds, until the crawler exits, the CPU time (user + system) and the RSS of
 the crawler, its worker, the worker's indexer child and the resource trackers (psutil).
 Writes the last CPU time and the peak RSS of each process, and every sample, to *--out*;
-with *--spy*, a profile of the indexer for its whole life (``py-spy record``, 20 samples a
-second, raw collapsed stacks) to ``<out>.spy.txt``.  A process's CPU after its last
+with *--spy*, a profile of the indexer (or of the process of that role: ``worker``,
+``crawler``) for its whole life (``py-spy record``, 20 samples a second, raw collapsed
+stacks) to ``<out>.spy.txt``.  A process's CPU after its last
 sample is not counted (at most one interval).
 """
 
@@ -60,7 +61,13 @@ def main() -> None:
     ap.add_argument("--cwd", help="the crawl's parent runs in this folder")
     ap.add_argument("--pid", type=int, help="the crawler's pid")
     ap.add_argument("--interval", type=float, default=0.5)
-    ap.add_argument("--spy", action="store_true", help="py-spy record the indexer")
+    ap.add_argument(
+        "--spy",
+        nargs="?",
+        const="indexer",
+        metavar="ROLE",
+        help="py-spy record the process of this role (indexer when none is named)",
+    )
     args = ap.parse_args()
     root = psutil.Process(args.pid) if args.pid else find_crawler(args.cwd)
     start = time.time()
@@ -87,7 +94,7 @@ def main() -> None:
             info["cpu_s"] = cpu.user + cpu.system
             info["peak_rss"] = max(info["peak_rss"], rss)
             row[str(p.pid)] = [info["cpu_s"], rss]
-            if args.spy and spy is None and info["role"] == "indexer":
+            if args.spy and spy is None and info["role"] == args.spy:
                 command = ["py-spy", "record", "-p", str(p.pid), "-r", "20", "-f", "raw"]
                 spy = subprocess.Popen(
                     [*command, "-o", args.out + ".spy.txt"],
