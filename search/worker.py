@@ -93,6 +93,12 @@ class Report:
     values: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
 
+    def add(self, other: Report) -> None:
+        """Take in what *other* reports, as if it came after this one."""
+        self.inc.update(other.inc)
+        self.values.update(other.values)
+        self.error = self.error or other.error
+
 
 def watch_parent() -> None:
     """Exit when the parent process dies (kill -9 included): what is in flight is lost, and
@@ -138,13 +144,25 @@ def _call(method: str, *args: Any) -> Any:
 class CrawlWorker:
     """The crawler's handle on its worker process (one, spawned, calls run in order).
 
-    ``submit`` hands a batch on and returns at once; ``wait_for_room`` is what a caller
-    awaits before it, so that at most *queue_batches* batches are in flight.
+    ``write`` hands a batch on and returns at once; ``wait_for_room`` is what a caller
+    awaits before it, so that at most *queue_batches* calls are in flight (and one batch
+    more, which the worker stores while it analyzes the next).  Reports of what the
+    worker did go to *reports* as futures: a batch's comes with a later call's
+    (``write``, or ``settle``, which ``drain`` makes).
     """
 
-    def __init__(self, config: WorkerConfig, queue_batches: int = 4) -> None:
+    def __init__(
+        self,
+        config: WorkerConfig,
+        reports: Callable[[asyncio.Future[Report]], None],
+        queue_batches: int = 4,
+    ) -> None:
         self.config = config
         self.queue_batches = max(1, queue_batches)
+        self.reports = reports
+        #: A batch was written since the last ``settle``: the worker may still store it,
+        #: and its report is still to come.
+        self.unsettled = False
         self.pending: deque[asyncio.Future[Any]] = deque()
         self.executor = ProcessPoolExecutor(
             max_workers=1,
@@ -177,6 +195,17 @@ class CrawlWorker:
         while not self.has_room():
             await asyncio.wait([self.pending[0]])
 
+    def write(self, batch: WorkBatch) -> None:
+        """Hand *batch* on to be analyzed, stored and indexed, after every call before."""
+        self.unsettled = True
+        self.submit("write", batch, done=self.reports)
+
+    def settle(self) -> None:
+        """Have the worker finish storing what it was given and report it (to *reports*)."""
+        if self.unsettled:
+            self.unsettled = False
+            self.submit("settle", done=self.reports)
+
     def submit(self, method: str, *args: Any, done: Callable[[asyncio.Future[Any]], None]) -> None:
         """Run a :class:`Worker` method after every call submitted before; *done* gets its
         future, on the event loop."""
@@ -194,7 +223,8 @@ class CrawlWorker:
         return await asyncio.wrap_future(self.executor.submit(_call, method, *args))
 
     async def drain(self) -> None:
-        """Wait for every batch in flight."""
+        """Wait until every batch handed on is stored and reported."""
+        self.settle()
         while self.pending:
             await asyncio.wait(list(self.pending))
 

@@ -110,7 +110,9 @@ class StorePipeline:
         self.batch_text = 0
         self.log_file: Any = None
         # The worker process starts now, while Scrapy builds the crawl's other components.
-        self.worker: CrawlWorker | None = CrawlWorker(self.config, self.queue_batches)
+        self.worker: CrawlWorker | None = CrawlWorker(
+            self.config, self._written, self.queue_batches
+        )
         self.worker.start()
         self.failed = False
         self.closing: asyncio.Future[None] | None = None
@@ -151,7 +153,8 @@ class StorePipeline:
     async def _flush_periodically(self) -> None:
         """Hand on a batch that has waited ``STORE_FLUSH_SECONDS`` without filling up (a
         slow crawl, or its last pages): searchable soon after it was fetched, and a kill
-        loses at most that much of it."""
+        loses at most that much of it.  When the worker has nothing queued, ask for the
+        report of the batch it stored last."""
         while True:
             await asyncio.sleep(self.flush_seconds / 2)
             if (
@@ -162,6 +165,10 @@ class StorePipeline:
             ):
                 self.stats.inc_value("store/timed_flushes")
                 self._submit()
+            elif self.worker is not None and not self.worker.pending:
+                # The worker has every batch handed on: the last one's report (it is
+                # stored, or being stored) is asked for, not left until the next batch.
+                self.worker.settle()
 
     def server_disabled(self, server: str, errors: int, reason: str) -> None:
         if self.worker is not None and not self.failed:
@@ -224,7 +231,7 @@ class StorePipeline:
         if not len(batch) or self.worker is None or self.failed:
             return
         try:
-            self.worker.submit("write", batch, done=self._written)
+            self.worker.write(batch)
         except Exception as exc:  # the worker process is gone
             self._failed(exc)
 
