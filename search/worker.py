@@ -12,6 +12,9 @@ re-visits; gone pages) goes to one worker process, which
 3. sends the stored pages, as :class:`search.index.IndexDoc`, to the indexer, its own child
    process (:class:`search.indexer.IndexerProcess`), the one writer of the Whoosh index.
 
+Steps 2 and 3 run on the worker's store thread while step 1 runs for the next batch
+(:class:`search.workerprocess.Worker`); a batch's report comes back with a later call.
+
 Every hand-off is bounded and pushes back: the crawler keeps at most ``queue_batches``
 batches in flight (:meth:`CrawlWorker.wait_for_room` waits, and with it Scrapy's scraper
 slot fills and the downloader stops); the indexer's inbox holds at most

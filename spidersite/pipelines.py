@@ -58,13 +58,13 @@ class StorePipeline:
     from the environment, else ``sqlite:///<SPIDERSITE_DATA_DIR>/spidersite.db``),
     ``STORE_BATCH_SIZE`` (rows per transaction, 100), ``STORE_BATCH_BYTES`` (page text per
     batch, 4,000,000 characters), ``STORE_QUEUE_BATCHES`` (batches in flight to the
-    worker, 4), ``STORE_FLUSH_SECONDS`` (a batch that has not filled up is handed on
-    after this long, 2.0; 0 = only when full), ``STORE_RETRY_TIMES`` (retries of a batch
-    while the database is unreachable, 10), ``STORE_WORD_CACHE`` (bytes of the worker's
-    cache of stem ids, 16 MB); ``ANALYZE_ENABLED`` (True) and
-    ``ANALYZE_MAX_WORDS`` (50000) and ``ANALYZE_PROCESSES`` (the cores less one, 1 to 4) for the
-    worker's analysis; the ``INDEX_`` settings of
-    the indexer it feeds (:func:`index_config`; the index's checks and failures are
+    worker, 4, besides the one it stores), ``STORE_FLUSH_SECONDS`` (a batch that has not
+    filled up is handed on after this long, 2.0; 0 = only when full),
+    ``STORE_RETRY_TIMES`` (retries of a batch while the database is unreachable, 10),
+    ``STORE_WORD_CACHE`` (bytes of the worker's cache of stem ids, 16 MB);
+    ``ANALYZE_ENABLED`` (True), ``ANALYZE_MAX_WORDS`` (50000) and ``ANALYZE_PROCESSES``
+    (the cores less one, 1 to 4) for the worker's analysis; the ``INDEX_`` settings of the
+    indexer it feeds (:func:`index_config`; the index's checks and failures are
     :class:`spidersite.extensions.IndexExtension`'s).
     Failures also go, one line each, to ``<data dir>/logs/crawl-<id>.log``.
     Stats (counted by the worker, applied here): ``analyze/pages``, ``analyze/words``,
