@@ -144,8 +144,11 @@ class Worker:
                 report.inc["store/near_duplicates"] += 1
         report.values["store/flushed_at_last"] = time.time()
         self._index(result, report)
-        # What the batches before this one left (the caller still holds this one): the
-        # analysis of 100 pages and their rows are ~15 MB of small objects.
+        # The batch is stored and handed on: its rows and their analysis (~15 MB of small
+        # objects for 100 pages) go now, not when the executor lets go of the call, and
+        # with them what the batches before left.
+        del result
+        batch.docs.clear()
         release_memory()
         return report
 
