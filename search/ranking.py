@@ -30,6 +30,8 @@ first ranking as relevant and adds ``fb_terms`` of their stems to the query:
 
 - ``rm3`` (the default): RM3, Lavrenko & Croft's relevance model interpolated with the
   query, as Anserini computes it (:func:`rm3_terms`);
+- ``bo1``: Amati's Bo1, the divergence-from-randomness (Bose-Einstein) weight of each stem
+  of the feedback documents against its frequency in the collection (:func:`bo1_terms`);
 - ``rocchio``: the mean BM25 weight of each stem over the feedback documents
   (:func:`feedback_terms`), the product's earlier method;
 - ``none``: no expansion.
@@ -65,7 +67,7 @@ import numpy as np
 POSITION_CAP = 4
 
 #: Expansion methods (:attr:`Params.expansion`).
-EXPANSIONS = ("rm3", "rocchio", "none")
+EXPANSIONS = ("rm3", "bo1", "rocchio", "none")
 #: BM25F forms (:attr:`Params.bm25f`): Robertson & Zaragoza's, with a length
 #: normalisation per section, or the sections merged before it.
 BM25F_FORMS = ("per-field", "merged")
@@ -82,11 +84,12 @@ SECTION_B = {
 
 #: Rocchio: the added terms' weight (relative to the heaviest query word) ...
 FEEDBACK_BETA = 0.5
-#: ... and a Rocchio feedback term must occur in this many feedback documents.
+#: ... and a Rocchio or Bo1 feedback term must occur in this many feedback documents
+#: (Terrier's ``expansion.mindocuments``).
 FEEDBACK_MIN_SHARED = 2
-#: Stems found in more than this share of the documents are not feedback terms: RM3's 10 %
-#: (Anserini's threshold, in place of a stop list), Rocchio's 5 % (long posting lists,
-#: low idf).  A query's own words are always kept.
+#: Stems found in more than this share of the documents are not feedback terms: RM3's and
+#: Bo1's 10 % (Anserini's threshold, in place of a stop list), Rocchio's 5 % (long posting
+#: lists, low idf).  A query's own words are always kept.
 RM3_MAX_DF_SHARE = 0.10
 ROCCHIO_MAX_DF_SHARE = 0.05
 #: Expansion applies to queries of at least this many distinct words (descriptions,
@@ -304,6 +307,56 @@ def feedback_terms(
     if not best or best[0][1] <= 0:
         return dict(query)
     scale = beta * max(query.values()) / best[0][1]
+    expanded = dict(query)
+    for stem, w in best:
+        expanded[stem] = expanded.get(stem, 0.0) + scale * w
+    return expanded
+
+
+def bo1_weight(tfx: Any, collection_freq: Any, doc_count: int) -> Any:
+    """Amati's Bo1 weight of a stem found *tfx* times in the feedback documents and
+    *collection_freq* times in the *doc_count* documents (numbers or numpy arrays):
+    ``tfx · log2((1 + Pn) / Pn) + log2(1 + Pn)``, ``Pn = collection_freq / doc_count``."""
+    pn = np.asarray(collection_freq, dtype=np.float64) / max(doc_count, 1)
+    return tfx * np.log2((1 + pn) / pn) + np.log2(1 + pn)
+
+
+def bo1_terms(
+    doc_vectors: Sequence[Mapping[str, float]],
+    collection_freq: Mapping[str, float],
+    doc_count: int,
+    query: Mapping[str, float],
+    terms: int = 10,
+) -> dict[str, float]:
+    """Bo1: *query* plus the stems of the feedback documents most informative by Amati's
+    Bose-Einstein model ("Probability models for information retrieval based on divergence
+    from randomness", 2003; Terrier's default expansion).
+
+    *doc_vectors* are the feedback documents' ``{stem: tf}``, *collection_freq* each
+    stem's tf summed over the *doc_count* documents.  A stem found in
+    :data:`FEEDBACK_MIN_SHARED` of them weighs :func:`bo1_weight` of its tf summed over
+    them; the *terms* heaviest are added as Terrier adds them, the query's weights divided
+    by their largest plus ``w / heaviest w``, here scaled by that largest (the same
+    ranking): ``qw(t) + max qw · w(t) / max w``.
+    """
+    if not doc_vectors or not query or terms <= 0:
+        return dict(query)
+    tfx: dict[str, float] = {}
+    seen: dict[str, int] = {}
+    for vector in doc_vectors:
+        for stem, tf in vector.items():
+            tfx[stem] = tfx.get(stem, 0.0) + tf
+            seen[stem] = seen.get(stem, 0) + 1
+    least = min(FEEDBACK_MIN_SHARED, len(doc_vectors))
+    weights = {
+        s: float(bo1_weight(x, collection_freq[s], doc_count))
+        for s, x in tfx.items()
+        if seen[s] >= least and x > 0 and collection_freq.get(s, 0) > 0
+    }
+    best = _heaviest(weights, terms)
+    if not best or best[0][1] <= 0:
+        return dict(query)
+    scale = max(query.values()) / best[0][1]
     expanded = dict(query)
     for stem, w in best:
         expanded[stem] = expanded.get(stem, 0.0) + scale * w

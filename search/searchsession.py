@@ -178,6 +178,9 @@ class SearchSession:
             return expansion.rm3(
                 self.arrays, docnums, scores, weights, frequent, p.fb_terms, p.fb_weight
             )
+        if p.expansion == "bo1":
+            frequent = ranking.RM3_MAX_DF_SHARE * self.n
+            return expansion.bo1(self.arrays, docnums, weights, frequent, p.fb_terms)
         if p.expansion == "rocchio":
             frequent = ranking.ROCCHIO_MAX_DF_SHARE * self.n
             return expansion.rocchio(self.arrays, docnums, weights, frequent, p.fb_terms)
