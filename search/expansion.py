@@ -11,6 +11,7 @@ import numpy as np
 
 from search import ranking
 from search.arrays import ArrayIndex
+from search.dfr import collection_freq
 
 
 def _unique(gids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -117,23 +118,6 @@ def rm3(
         return dict(query)
     scale = (1 - weight) / weight * sum(query.values()) / total
     return _add_terms(arrays, query, unique[best], p[best], scale)
-
-
-def collection_freq(arrays: ArrayIndex, gids: np.ndarray) -> np.ndarray:
-    """Each of terms *gids*' weighted tf summed over its postings in every segment (as
-    the index's term statistics count it: a deleted page's until its segment is merged)."""
-    out = np.zeros(len(gids), dtype=np.float64)
-    for i, leaf in enumerate(arrays.leaves):
-        local = arrays.terms.local(i)[gids]
-        present = np.flatnonzero(local >= 0)
-        if not len(present):
-            continue
-        a = leaf.arrays
-        los = a.starts[local[present]].tolist()
-        his = a.starts[local[present] + 1].tolist()
-        sums = [float(a.tfs[lo:hi].sum(dtype=np.float64)) for lo, hi in zip(los, his, strict=True)]
-        out[present] += sums
-    return out
 
 
 def bo1(

@@ -109,7 +109,9 @@ class ReferenceSession:
         out (but for the query's own)."""
         p = self.params
         rm3 = p.expansion in ("rm3", "bo1")
-        share = ranking.RM3_MAX_DF_SHARE if rm3 else ranking.ROCCHIO_MAX_DF_SHARE
+        share = {"rm3": ranking.RM3_MAX_DF_SHARE, "bo1": ranking.BO1_MAX_DF_SHARE}.get(
+            p.expansion, ranking.ROCCHIO_MAX_DF_SHARE
+        )
         frequent = share * self.n
         texts = self._forward.texts
         vectors = []
