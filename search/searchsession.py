@@ -326,10 +326,13 @@ class SearchSession:
         terms.sort(key=lambda t: -t.contribution)
         prior = self.prior(docnum)
         near = self.proximity_bonus.get(docnum, 0.0)
+        avglen = self.avglen
+        if p.model == "dph":
+            length, avglen = dfr.page_length(self.arrays, docnum), dfr.page_lengths(self.arrays)[1]
         return Explanation(
             sum(t.contribution for t in terms) + prior + near,
             length,
-            self.avglen,
+            avglen,
             p.k1,
             p.b,
             terms,
@@ -337,4 +340,5 @@ class SearchSession:
             prior,
             p.bm25f,
             near,
+            p.model,
         )

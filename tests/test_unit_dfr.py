@@ -105,3 +105,6 @@ def test_explain_under_dph_sums_to_the_score(index: Index) -> None:
     hit = session.rank(q, 1, expand=False)[0]
     explanation = session.explain(hit.docnum, session.query(q).weights)
     assert explanation.score == pytest.approx(hit.score)
+    assert explanation.model == "dph"
+    assert "DPH" in explanation.lines()[0]
+    assert explanation.avg_length == pytest.approx(dfr.page_lengths(session.arrays)[1])
