@@ -1,7 +1,8 @@
 """Query expansion over the array postings (pseudo-relevance feedback): the feedback
 documents' postings read by document from the arrays' forward index, and the stems added to
 the query, vectorised.  The formulas are :mod:`search.ranking`'s (:func:`search.ranking.rm3_terms`,
-:func:`search.ranking.feedback_terms`), which the tests hold these against.
+:func:`search.ranking.bo1_terms`, :func:`search.ranking.feedback_terms`), which the tests
+hold these against.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import numpy as np
 
 from search import ranking
 from search.arrays import ArrayIndex
+from search.dfr import collection_freq
 
 
 def _unique(gids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -116,3 +118,33 @@ def rm3(
         return dict(query)
     scale = (1 - weight) / weight * sum(query.values()) / total
     return _add_terms(arrays, query, unique[best], p[best], scale)
+
+
+def bo1(
+    arrays: ArrayIndex, docnums: list[int], query: dict[str, float], frequent: float, terms: int
+) -> dict[str, float]:
+    """:func:`search.ranking.bo1_terms` over the feedback documents *docnums*,
+    vectorised, their stems found in more than *frequent* documents left out (but for the
+    query's own)."""
+    if not docnums or not query:
+        return dict(query)
+    gids, tf, _, _ = _feedback_vectors(arrays, docnums, query, frequent)
+    if not len(gids):
+        return dict(query)
+    unique, inverse = _unique(gids)
+    tfx = np.bincount(inverse, weights=tf)
+    seen = np.bincount(inverse)
+    chosen = np.flatnonzero((seen >= min(ranking.FEEDBACK_MIN_SHARED, len(docnums))) & (tfx > 0))
+    if not len(chosen):
+        return dict(query)
+    cf = collection_freq(arrays, unique[chosen])
+    chosen, cf = chosen[cf > 0], cf[cf > 0]
+    if not len(chosen):
+        return dict(query)
+    weights = ranking.bo1_weight(tfx[chosen], cf, arrays.n)
+    best = _heaviest(arrays, unique[chosen], weights, terms)
+    heaviest = float(weights[best[0]])
+    if heaviest <= 0:
+        return dict(query)
+    scale = max(query.values()) / heaviest
+    return _add_terms(arrays, query, unique[chosen][best], weights[best], scale)

@@ -30,6 +30,8 @@ first ranking as relevant and adds ``fb_terms`` of their stems to the query:
 
 - ``rm3`` (the default): RM3, Lavrenko & Croft's relevance model interpolated with the
   query, as Anserini computes it (:func:`rm3_terms`);
+- ``bo1``: Amati's Bo1, the divergence-from-randomness (Bose-Einstein) weight of each stem
+  of the feedback documents against its frequency in the collection (:func:`bo1_terms`);
 - ``rocchio``: the mean BM25 weight of each stem over the feedback documents
   (:func:`feedback_terms`), the product's earlier method;
 - ``none``: no expansion.
@@ -47,6 +49,14 @@ query independent evidence", SIGIR 2005):
 bounded by ``linkrank``, so a page every page links to cannot outrank the words of the
 query by more than that; a page without a linkrank gets nothing.
 
+The weighting model (``model``) is BM25F (``bm25``, above) or Amati's parameter-free DPH
+(``dph``, :mod:`search.dfr`).  With ``fuse`` naming the other one, the query is ranked
+under both models, each with its own expansion (from its own first ranking) and the
+link-graph prior, and the two rankings are fused by reciprocal rank fusion (Cormack,
+Clarke & Büttcher, "Reciprocal rank fusion outperforms Condorcet and individual rank
+learning methods", SIGIR 2009): ``score(d) = Σ 1 / (RRF_K + rank(d))`` over the
+:data:`RRF_DEPTH` best of each (:func:`rrf`).
+
 Term proximity (``proximity``, 0: off) re-ranks the ``proximity_depth`` best candidates of
 a query of two distinct words or more by Büttcher, Clarke & Lushman's BM25TP bonus, read
 from their stored text (:mod:`search.proximity`).
@@ -55,17 +65,33 @@ from their stored text (:mod:`search.proximity`).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 
+# The feedback formulas, kept importable from here.
+from search.feedback import FEEDBACK_BETA as FEEDBACK_BETA
+from search.feedback import FEEDBACK_MIN_SHARED as FEEDBACK_MIN_SHARED
+from search.feedback import bo1_terms as bo1_terms
+from search.feedback import bo1_weight as bo1_weight
+from search.feedback import feedback_terms as feedback_terms
+from search.feedback import rm3_terms as rm3_terms
+
 #: Position from which query words all weigh the same.
 POSITION_CAP = 4
 
 #: Expansion methods (:attr:`Params.expansion`).
-EXPANSIONS = ("rm3", "rocchio", "none")
+EXPANSIONS = ("rm3", "bo1", "rocchio", "none")
+#: Weighting models (:attr:`Params.model`): BM25F, or Amati's DPH (:mod:`search.dfr`).
+MODELS = ("bm25", "dph")
+#: Rankings fused with the model's (:attr:`Params.fuse`): none, or another model's.
+FUSIONS = ("none", *MODELS)
+#: Reciprocal rank fusion's k (Cormack, Clarke & Büttcher's 60) ...
+RRF_K = 60
+#: ... over each ranking's best this many documents.
+RRF_DEPTH = 1000
 #: BM25F forms (:attr:`Params.bm25f`): Robertson & Zaragoza's, with a length
 #: normalisation per section, or the sections merged before it.
 BM25F_FORMS = ("per-field", "merged")
@@ -80,15 +106,14 @@ SECTION_B = {
     "boilerplate": "b_boilerplate",
 }
 
-#: Rocchio: the added terms' weight (relative to the heaviest query word) ...
-FEEDBACK_BETA = 0.5
-#: ... and a Rocchio feedback term must occur in this many feedback documents.
-FEEDBACK_MIN_SHARED = 2
-#: Stems found in more than this share of the documents are not feedback terms: RM3's 10 %
-#: (Anserini's threshold, in place of a stop list), Rocchio's 5 % (long posting lists,
+#: Stems found in more than this share of the documents are not feedback terms: RM3's
+#: 10 % (Anserini's threshold, in place of a stop list), Rocchio's 5 % (long posting lists,
 #: low idf).  A query's own words are always kept.
 RM3_MAX_DF_SHARE = 0.10
 ROCCHIO_MAX_DF_SHARE = 0.05
+#: Bo1 leaves none out (1: every stem may be one), as Terrier does: its weight already
+#: discounts a stem by its frequency in the collection.
+BO1_MAX_DF_SHARE = 1.0
 #: Expansion applies to queries of at least this many distinct words (descriptions,
 #: questions: where the user's words alone miss the vocabulary of relevant pages) ...
 FEEDBACK_MIN_WORDS = 4
@@ -141,6 +166,11 @@ class Params:
     b_desc: float = -1.0
     b_keywords: float = -1.0
     b_boilerplate: float = -1.0
+    #: The weighting model: ``bm25`` (BM25F, above) or ``dph`` (:mod:`search.dfr`).
+    model: str = "bm25"
+    #: ``none``, or a model whose ranking (with its own expansion) is fused with
+    #: *model*'s by reciprocal rank fusion.
+    fuse: str = "none"
     #: Weight of the term-proximity bonus (BM25TP, :mod:`search.proximity`; 0: off).
     proximity: float = 0.0
     #: Candidates the proximity bonus re-ranks: the best this many of the ranking.
@@ -159,6 +189,10 @@ class Params:
         for name in SECTION_B.values():
             if getattr(self, name) > 1:
                 raise ValueError(f"{name} must be at most 1 (below 0: b)")
+        if self.model not in MODELS:
+            raise ValueError(f"model must be one of {', '.join(MODELS)}")
+        if self.fuse not in FUSIONS or self.fuse == self.model:
+            raise ValueError(f"fuse must be none or a model other than {self.model}")
         if self.decay < 0:
             raise ValueError("decay must be >= 0")
         if self.expansion not in EXPANSIONS:
@@ -204,7 +238,9 @@ class Params:
 #: The product's ranking.
 DEFAULT = Params()
 #: Numeric parameters ``eval --sweep`` may vary.
-NUMERIC = tuple(f.name for f in fields(Params) if f.name not in ("expansion", "bm25f"))
+NUMERIC = tuple(
+    f.name for f in fields(Params) if f.name not in ("expansion", "bm25f", "model", "fuse")
+)
 #: Kept for callers of the module constants (the defaults of :data:`DEFAULT`).
 K1 = DEFAULT.k1
 B = DEFAULT.b
@@ -271,82 +307,12 @@ def query_weights(stems: Sequence[str], decay: float | None = None) -> dict[str,
     return {s: n * position_weight(positions[s], decay) for s, n in weights.items()}
 
 
-def _heaviest(weights: Mapping[str, float], n: int) -> list[tuple[str, float]]:
-    """The *n* heaviest items, weight descending, then stem ascending (deterministic)."""
-    return sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
-
-
-def feedback_terms(
-    doc_vectors: Iterable[Mapping[str, float]],
-    query: Mapping[str, float],
-    terms: int = 20,
-    beta: float = FEEDBACK_BETA,
-) -> dict[str, float]:
-    """Rocchio's expansion: *query* plus the heaviest stems of the feedback documents.
-
-    *doc_vectors* are the feedback documents' ``{stem: BM25 weight}`` (idf included).  Each
-    stem is weighed by its mean over them (it must occur in :data:`FEEDBACK_MIN_SHARED` of
-    them); the *terms* heaviest are added with weight ``beta · max qw · weight / heaviest
-    weight``.  A stem already in the query gets the feedback weight added to its own.
-    """
-    vectors = list(doc_vectors)
-    if not vectors or not query or terms <= 0 or beta <= 0:
-        return dict(query)
-    mean: dict[str, float] = {}
-    seen: dict[str, int] = {}
-    for vector in vectors:
-        for stem, w in vector.items():
-            mean[stem] = mean.get(stem, 0.0) + w / len(vectors)
-            seen[stem] = seen.get(stem, 0) + 1
-    # A word of one feedback document only (a name, a number) says nothing of the topic.
-    least = min(FEEDBACK_MIN_SHARED, len(vectors))
-    best = _heaviest({s: w for s, w in mean.items() if seen[s] >= least}, terms)
-    if not best or best[0][1] <= 0:
-        return dict(query)
-    scale = beta * max(query.values()) / best[0][1]
-    expanded = dict(query)
-    for stem, w in best:
-        expanded[stem] = expanded.get(stem, 0.0) + scale * w
-    return expanded
-
-
-def rm3_terms(
-    doc_vectors: Sequence[Mapping[str, float]],
-    doc_scores: Sequence[float],
-    query: Mapping[str, float],
-    terms: int = 10,
-    weight: float = 0.5,
-) -> dict[str, float]:
-    """RM3: *query* interpolated with the relevance model of the feedback documents.
-
-    *doc_vectors* are the feedback documents' ``{stem: tf}``, *doc_scores* their scores in
-    the first ranking.  As Anserini's RM3 computes it (Lavrenko & Croft's RM1, then
-    interpolated — "RM3", Abdul-Jaleel et al., UMass at TREC 2004):
-
-        P(t|d)  = tf(t, d) / Σ tf over d's *terms* heaviest stems (the others: 0)
-        P(t|R)  ∝ Σ_d P(t|d) · score(d)          the *terms* heaviest, summing to 1
-        q'(t)   = weight · qw(t) / Σ qw  +  (1 − weight) · P(t|R)
-
-    A score is linear in the query weights, so ``q'`` is returned scaled by
-    ``Σ qw / weight``: the query's own words keep their weights, ``qw(t) + (1 − weight) /
-    weight · Σ qw · P(t|R)`` (the same ranking, and the first scores can be reused).
-    """
-    if not doc_vectors or not query or terms <= 0 or weight >= 1:
-        return dict(query)
-    model: dict[str, float] = {}
-    for vector, score in zip(doc_vectors, doc_scores, strict=True):
-        top = _heaviest(vector, terms)
-        norm = sum(w for _, w in top)
-        if norm <= 0:
-            continue
-        for stem, w in top:
-            model[stem] = model.get(stem, 0.0) + w / norm * score
-    best = _heaviest(model, terms)
-    total = sum(w for _, w in best)
-    if total <= 0:
-        return dict(query)
-    scale = (1 - weight) / weight * sum(query.values()) / total
-    expanded = dict(query)
-    for stem, w in best:
-        expanded[stem] = expanded.get(stem, 0.0) + scale * w
-    return expanded
+def rrf(rankings: Sequence[Sequence[int]], doc_count: int, k: int = RRF_K) -> np.ndarray:
+    """Reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009) of *rankings*
+    (document numbers, best first): each document's ``Σ 1 / (k + rank)`` over the
+    rankings that hold it (rank from 1), one score per document number (0: in none)."""
+    out = np.zeros(doc_count, dtype=np.float64)
+    for ranked in rankings:
+        docs = np.asarray(ranked, dtype=np.int64)
+        np.add.at(out, docs, 1.0 / (k + np.arange(1, len(docs) + 1)))
+    return out

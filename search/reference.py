@@ -6,7 +6,8 @@ Whoosh's matchers and the weighting model :class:`search.indexquery.BM25`.  The 
 (``tests/test_unit_arrays.py``) and ``benchmarks/query.py`` compare the two; nothing the
 product runs imports this module.
 
-Query expansion here is the pure-Python :func:`search.ranking.rm3_terms` or
+Query expansion here is the pure-Python :func:`search.ranking.rm3_terms`,
+:func:`search.ranking.bo1_terms` (collection frequencies from Whoosh's term statistics) or
 :func:`search.ranking.feedback_terms`, over the feedback documents' term vectors read from
 the arrays' forward index (the index keeps no Whoosh term vectors).  The Whoosh searcher
 must be opened with the weighting of the same parameters, ``BM25(params.b, params.k1)``;
@@ -107,8 +108,10 @@ class ReferenceSession:
         Python; their stems found in more than the method's share of the documents left
         out (but for the query's own)."""
         p = self.params
-        rm3 = p.expansion == "rm3"
-        share = ranking.RM3_MAX_DF_SHARE if rm3 else ranking.ROCCHIO_MAX_DF_SHARE
+        rm3 = p.expansion in ("rm3", "bo1")
+        share = {"rm3": ranking.RM3_MAX_DF_SHARE, "bo1": ranking.BO1_MAX_DF_SHARE}.get(
+            p.expansion, ranking.ROCCHIO_MAX_DF_SHARE
+        )
         frequent = share * self.n
         texts = self._forward.texts
         vectors = []
@@ -124,6 +127,10 @@ class ReferenceSession:
                     tf if rm3 else ranking.bm25(self.idf(stem), tf, length, self.avglen, p.b, p.k1)
                 )
             vectors.append(vector)
+        if p.expansion == "bo1":
+            stems = {s for v in vectors for s in v}
+            cf = {s: float(self.s.frequency(WORDS_FIELD, s)) for s in stems}
+            return ranking.bo1_terms(vectors, cf, self.n, weights, p.fb_terms)
         if rm3:
             scores = [h.score for h in feedback]
             return ranking.rm3_terms(vectors, scores, weights, p.fb_terms, p.fb_weight)

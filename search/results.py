@@ -60,12 +60,21 @@ class Explanation:
     bm25f: str = "merged"
     #: The term-proximity bonus added to the score (0: off, or none).
     proximity: float = 0.0
+    #: The weighting model (:attr:`search.ranking.Params.model`): under ``dph``, each
+    #: term's part is DPH's (:mod:`search.dfr`), *length* the page's weighted length.
+    model: str = "bm25"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def lines(self) -> list[str]:
-        if self.bm25f == "per-field":
+        if self.model == "dph":
+            out = [
+                f"score {self.score:.4f} = Σ qw · (1−f)²/(tf+1) · (tf·log2(tf·avglen/len·N/F) "
+                f"+ ½·log2(2π·tf·(1−f))),  f = tf/len;  len {self.length:.0f}, "
+                f"avglen {self.avg_length:.1f} (DPH)"
+            ]
+        elif self.bm25f == "per-field":
             out = [
                 f"score {self.score:.4f} = Σ qw · idf · (k1+1)·tf~ / (k1+tf~),  "
                 f"tf~ = Σ_f w_f·count_f / (1 − b_f + b_f·len_f/avglen_f);  k1 {self.k1}"

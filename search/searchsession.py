@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from search import expansion, proximity, ranking
+from search import dfr, expansion, proximity, ranking
 from search.arrays import ArrayIndex
 from search.index import REINDEX, IndexOutdated
 from search.indexquery import WhooshQuery, build_query, matching_docs, stored
@@ -92,24 +92,20 @@ class SearchSession:
         wquery = wquery or self.query(q)
         weights = wquery.weights
         expand = expand and not q.require_all and self.expands(weights)
-        scores = self._scores(weights, wquery, q.require_all)
-        if expand:
-            feedback = self.arrays.best(scores, self.params.fb_docs)
-            if feedback:
-                expanded = self._expand(weights, feedback)
-                # A score is linear in the query weights: the expanded query's scores are
-                # the first ones plus those of the weights the expansion added.
-                added = {
-                    s: w - weights.get(s, 0.0)
-                    for s, w in expanded.items()
-                    if w != weights.get(s, 0.0)
-                }
-                if added:
-                    scores = self._scores(added, wquery, start=scores)
         p = self.params
         near = p.proximity > 0 and self.documents is not None and len(weights) > 1
         depth = max(limit, p.proximity_depth if near else 0)
-        best = self.arrays.best(self._with_prior(scores, depth), depth)
+        scores = self._model_scores(p.model, q, wquery, expand)
+        if p.fuse != "none":
+            other = self._model_scores(p.fuse, q, wquery, expand)
+            rankings = [
+                self.arrays.best(self._with_prior(x, ranking.RRF_DEPTH), ranking.RRF_DEPTH)
+                for x in (scores, other)
+            ]
+            scores = ranking.rrf([[d for _, d in r] for r in rankings], self.n)
+            best = self.arrays.best(scores, depth)
+        else:
+            best = self.arrays.best(self._with_prior(scores, depth), depth)
         ranked, self.proximity_bonus = self._ranked(best), {}
         if near:
             assert self.documents is not None
@@ -124,6 +120,28 @@ class SearchSession:
                 p.proximity_window,
             )
         return ranked[:limit]
+
+    def _model_scores(
+        self, model: str, q: ParsedQuery, wquery: WhooshQuery, expand: bool
+    ) -> np.ndarray:
+        """Every document's score for *q* under weighting *model*, after the expansion of
+        the session's method from that model's own first ranking."""
+        weights = wquery.weights
+        scores = self._scores(weights, wquery, q.require_all, model=model)
+        if expand:
+            feedback = self.arrays.best(scores, self.params.fb_docs)
+            if feedback:
+                expanded = self._expand(weights, feedback)
+                # A score is linear in the query weights: the expanded query's scores are
+                # the first ones plus those of the weights the expansion added.
+                added = {
+                    s: w - weights.get(s, 0.0)
+                    for s, w in expanded.items()
+                    if w != weights.get(s, 0.0)
+                }
+                if added:
+                    scores = self._scores(added, wquery, start=scores, model=model)
+        return scores
 
     def _with_prior(self, scores: np.ndarray, limit: int) -> np.ndarray:
         """*scores* with the link-graph prior added to the score of every hit that can be
@@ -178,6 +196,9 @@ class SearchSession:
             return expansion.rm3(
                 self.arrays, docnums, scores, weights, frequent, p.fb_terms, p.fb_weight
             )
+        if p.expansion == "bo1":
+            frequent = ranking.BO1_MAX_DF_SHARE * self.n
+            return expansion.bo1(self.arrays, docnums, weights, frequent, p.fb_terms)
         if p.expansion == "rocchio":
             frequent = ranking.ROCCHIO_MAX_DF_SHARE * self.n
             return expansion.rocchio(self.arrays, docnums, weights, frequent, p.fb_terms)
@@ -196,15 +217,21 @@ class SearchSession:
         wquery: WhooshQuery,
         require_all: bool = False,
         start: np.ndarray | None = None,
+        model: str | None = None,
     ) -> np.ndarray:
-        """Every document's score (0: not a hit), added to *start* if given, filter and
-        mask applied.  The scores of the query as typed are kept for :meth:`count`."""
-        key = (tuple(weights.items()), require_all)
+        """Every document's score under weighting *model* (the session's by default; 0:
+        not a hit), added to *start* if given, filter and mask applied.  The scores of the
+        query as typed are kept for :meth:`count`."""
+        model = model or self.params.model
+        key = (tuple(weights.items()), require_all, model)
         first = self._first
         if start is None and first is not None and first[0] is wquery and first[1] == key:
             return first[2]
         arrays = self.arrays
-        scores, matched = arrays.accumulate(weights, require_all, start)
+        if model == "dph":
+            scores, matched = dfr.accumulate(arrays, weights, require_all, start)
+        else:
+            scores, matched = arrays.accumulate(weights, require_all, start)
         if matched is not None:
             present = sum(1 for s in weights if s in arrays.ids)
             if present < len(weights):
@@ -280,10 +307,15 @@ class SearchSession:
         for stem, qw in weights.items():
             gid = self.arrays.ids.get(stem)
             tf = tf_of.get(gid, 0.0) if gid is not None else 0.0
-            if not tf:
+            if not tf or gid is None:
                 continue
             idf_value = self.idf(stem)
-            if self.arrays.section_b is not None:
+            if p.model == "dph":
+                cf = dfr.collection_freq(self.arrays, np.array([gid], dtype=np.int64))[0]
+                _, avg = dfr.page_lengths(self.arrays)
+                page = dfr.page_length(self.arrays, docnum)
+                part = qw * float(dfr.dph(tf, page, avg, self.n, cf))
+            elif self.arrays.section_b is not None:
                 tf = self.arrays.field_tf(docnum, gid)[0] if gid is not None else 0.0
                 part = qw * ranking.bm25(idf_value, tf, 1.0, 1.0, 0.0, p.k1)
             else:
@@ -294,10 +326,13 @@ class SearchSession:
         terms.sort(key=lambda t: -t.contribution)
         prior = self.prior(docnum)
         near = self.proximity_bonus.get(docnum, 0.0)
+        avglen = self.avglen
+        if p.model == "dph":
+            length, avglen = dfr.page_length(self.arrays, docnum), dfr.page_lengths(self.arrays)[1]
         return Explanation(
             sum(t.contribution for t in terms) + prior + near,
             length,
-            self.avglen,
+            avglen,
             p.k1,
             p.b,
             terms,
@@ -305,4 +340,5 @@ class SearchSession:
             prior,
             p.bm25f,
             near,
+            p.model,
         )

@@ -150,6 +150,22 @@ def test_parse_sweep_grid() -> None:
         ("merged", 0.0),
         ("merged", 0.5),
     ]
+    _, grid = parse_sweep("model=bm25/dph,expansion=bo1", DEFAULT)
+    assert [(p.model, p.expansion) for p in grid] == [("bm25", "bo1"), ("dph", "bo1")]
+
+
+def test_ranking_options_give_the_model_and_the_fusion() -> None:
+    import argparse
+
+    from search.commands.query import add_ranking_options, ranking_params
+
+    parser = argparse.ArgumentParser()
+    add_ranking_options(parser)
+    params = ranking_params(parser.parse_args(["--model", "dph", "--fuse", "bm25"]))
+    assert (params.model, params.fuse) == ("dph", "bm25")
+    assert ranking_params(parser.parse_args(["--expansion", "bo1"])).expansion == "bo1"
+    with pytest.raises(CLIError):
+        ranking_params(parser.parse_args(["--fuse", "bm25"]))  # the model itself
 
 
 def test_ranking_options_give_the_bm25f_form_and_each_sections_b() -> None:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from search.ranking import feedback_terms, position_weight, query_weights, rm3_terms
+from search.ranking import (
+    bo1_terms,
+    bo1_weight,
+    feedback_terms,
+    position_weight,
+    query_weights,
+    rm3_terms,
+)
 
 
 def test_position_weight_is_capped() -> None:
@@ -52,6 +59,29 @@ def test_rm3_terms_weight_of_the_query() -> None:
     assert rm3_terms(docs, [2.0], query, weight=1.0) == query
     assert rm3_terms([], [], query) == query
     assert rm3_terms([{}], [1.0], query) == query
+
+
+def test_bo1_weight_by_hand() -> None:
+    # tfx 4, Pn = 4 / 10: 4 · log2(1.4 / 0.4) + log2(1.4)
+    assert bo1_weight(4.0, 4.0, 10) == pytest.approx(4 * 1.8073549 + 0.4854268)
+    # Pn 1: tfx · 1 + 1
+    assert bo1_weight(3.0, 10.0, 10) == pytest.approx(4.0)
+
+
+def test_bo1_terms_by_hand() -> None:
+    query = {"a": 2.0, "b": 1.0}  # max qw 2
+    docs = [{"a": 2.0, "x": 3.0, "y": 1.0}, {"x": 1.0, "y": 2.0, "z": 5.0}, {"y": 1.0, "a": 1.0}]
+    cf = {"a": 10.0, "x": 4.0, "y": 20.0, "z": 50.0}
+    # z is in one feedback document only: no candidate.  tfx: a 3, x 4, y 4; Pn = cf / 10
+    # w(x) = 4 · log2(1.4 / 0.4) + log2(1.4) = 7.714847, w(a) = 3 · log2(2) + log2(2) = 4,
+    # w(y) = 4 · log2(3 / 2) + log2(3) = 3.924813: the two heaviest x, a, scaled 2 / w(x)
+    wx = 4 * 1.8073549 + 0.4854268
+    expanded = bo1_terms(docs, cf, 10, query, terms=2)
+    assert expanded == pytest.approx({"a": 2.0 + 2 * 4 / wx, "b": 1.0, "x": 2.0}, rel=1e-6)
+    three = bo1_terms(docs, cf, 10, query, terms=3)
+    assert three["y"] == pytest.approx(2 * (4 * 0.5849625 + 1.5849625) / wx, rel=1e-6)
+    assert "z" not in three
+    assert bo1_terms([], cf, 10, query) == query
 
 
 def test_query_weights_without_decay_count_only_repeats() -> None:

@@ -76,6 +76,8 @@ def _sessions(
 PARAMS = [
     ranking.DEFAULT,
     ranking.Params(expansion="rocchio", fb_terms=20),
+    ranking.Params(expansion="bo1"),
+    ranking.Params(expansion="bo1", fb_docs=5, fb_terms=20, decay=0.0),
     ranking.Params(k1=2.0, b=0.75, decay=0.25, fb_docs=5, fb_terms=15, fb_weight=0.3),
     ranking.Params(bm25f="merged"),
     ranking.Params(bm25f="merged", expansion="rocchio", fb_terms=20),

@@ -18,6 +18,8 @@ def test_defaults_are_the_published_ones() -> None:
     # BM25F in Robertson & Zaragoza's per-field form, every section's b the same 0.75.
     assert DEFAULT.bm25f == "per-field"
     assert DEFAULT.section_b() == (0.75,) * 6
+    # BM25F alone: DPH and fusion are options.
+    assert (DEFAULT.model, DEFAULT.fuse) == ("bm25", "none")
 
 
 def test_section_b_of_each_section_or_b() -> None:
@@ -39,6 +41,9 @@ def test_section_b_of_each_section_or_b() -> None:
         {"fb_weight": 0},
         {"bm25f": "fielded"},
         {"b_title": 1.5},
+        {"model": "lm"},
+        {"fuse": "tfidf"},
+        {"model": "dph", "fuse": "dph"},
     ],
 )
 def test_params_out_of_range(values: dict) -> None:

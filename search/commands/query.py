@@ -43,12 +43,26 @@ def add_parser(sub: Any, common: Any) -> None:
 def add_ranking_options(p: argparse.ArgumentParser) -> None:
     """Options of how queries are analyzed and ranked (shared with ``eval``); README
     "Ranking" gives the formula, :class:`search.ranking.Params` the defaults."""
-    from search.ranking import BM25F_FORMS, DEFAULT, EXPANSIONS, SECTION_B
+    from search.ranking import BM25F_FORMS, DEFAULT, EXPANSIONS, FUSIONS, MODELS, SECTION_B
 
     p.add_argument(
         "--k1", type=float, default=DEFAULT.k1, help=f"BM25's k1 (default: {DEFAULT.k1})"
     )
     p.add_argument("--b", type=float, default=DEFAULT.b, help=f"BM25's b (default: {DEFAULT.b})")
+    p.add_argument(
+        "--model",
+        choices=MODELS,
+        default=DEFAULT.model,
+        help="weighting model: bm25 (BM25F) or dph (Amati's parameter-free divergence from "
+        f"randomness) (default: {DEFAULT.model})",
+    )
+    p.add_argument(
+        "--fuse",
+        choices=FUSIONS,
+        default=DEFAULT.fuse,
+        help="fuse the ranking with this other model's (each with its own expansion) by "
+        f"reciprocal rank fusion; none: no fusion (default: {DEFAULT.fuse})",
+    )
     p.add_argument(
         "--bm25f",
         choices=BM25F_FORMS,
@@ -154,6 +168,8 @@ def ranking_params(args: argparse.Namespace) -> Any:
             k1=args.k1,
             b=args.b,
             bm25f=args.bm25f,
+            model=args.model,
+            fuse=args.fuse,
             **{name: getattr(args, name) for name in SECTION_B.values()},
             decay=args.decay,
             expansion=args.expansion,

@@ -1,0 +1,137 @@
+"""Divergence from randomness on the array postings: DPH, and the collection statistics it
+and Bo1 read (each term's frequency in the collection, each page's length).
+
+DPH is Amati's parameter-free DFR model ("Frequentist and Bayesian approach to information
+retrieval", ECIR 2006; Terrier's default weighting model), a hypergeometric model of a
+term's frequency in a document against its frequency in the collection, with Popper's
+normalisation:
+
+    score(d, q) = Σ_t qw(t) · (1 − f)² / (tf + 1)
+                        · (tf · log2(tf · avglen / len · N / F_t) + ½ · log2(2π · tf · (1 − f)))
+    f           = tf / len
+
+``tf`` is the term's weighted count in the page (the sections' counts times their
+weights, as BM25F's merged form counts it), ``len`` the page's weighted length (the sum of
+its sections' weighted lengths), ``avglen`` their mean over the pages, ``F_t`` the term's
+weighted count summed over the pages and ``N`` the number of pages.  No parameter: no k1,
+no b.  A posting whose score comes out below :data:`DPH_FLOOR` (a term less frequent in
+the page than in the collection, in a long page) scores that floor, so that every page
+that holds a query word stays a hit, as with BM25.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+#: The least a posting scores under DPH (the formula may go below 0).
+DPH_FLOOR = 1e-6
+
+
+def dph(tf: Any, length: Any, avg_length: float, doc_count: int, collection_freq: Any) -> Any:
+    """DPH's score of postings of weighted counts *tf* in pages of weighted lengths
+    *length* (numbers or numpy arrays; the query weight not included), floored at
+    :data:`DPH_FLOOR`."""
+    tf = np.asarray(tf, dtype=np.float64)
+    length = np.maximum(np.asarray(length, dtype=np.float64), tf)
+    cf = np.maximum(np.asarray(collection_freq, dtype=np.float64), tf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(length > 0, tf / length, 1.0)
+        norm = (1 - f) ** 2 / (tf + 1)
+        gain = tf * np.log2(tf * avg_length / length * doc_count / cf) + 0.5 * np.log2(
+            2 * math.pi * tf * (1 - f)
+        )
+        score = np.where(f < 1, norm * gain, 0.0)
+    return np.maximum(np.nan_to_num(score, nan=0.0, neginf=0.0), DPH_FLOOR)
+
+
+def collection_freq(arrays: Any, gids: np.ndarray) -> np.ndarray:
+    """Each of terms *gids*' weighted tf summed over its postings in every segment (as
+    the index's term statistics count it: a deleted page's until its segment is merged)."""
+    out = np.zeros(len(gids), dtype=np.float64)
+    for i, leaf in enumerate(arrays.leaves):
+        local = arrays.terms.local(i)[gids]
+        present = np.flatnonzero(local >= 0)
+        if not len(present):
+            continue
+        a = leaf.arrays
+        los = a.starts[local[present]].tolist()
+        his = a.starts[local[present] + 1].tolist()
+        sums = [float(a.tfs[lo:hi].sum(dtype=np.float64)) for lo, hi in zip(los, his, strict=True)]
+        out[present] += sums
+    return out
+
+
+def page_lengths(arrays: Any) -> tuple[list[np.ndarray], float]:
+    """Each segment's pages' weighted lengths (the sums of their sections'), and their
+    mean over the live pages; computed once per index generation (kept in the arrays'
+    ``per_doc``)."""
+    cached = arrays.per_doc.get("dfr_lengths")
+    if cached is not None:
+        return cached
+    lengths, total, live = [], 0.0, 0
+    for leaf in arrays.leaves:
+        doc_lengths = leaf.arrays.section_lengths.astype(np.float64).sum(axis=1)
+        alive = np.ones(len(doc_lengths), dtype=bool)
+        alive[leaf.deleted[leaf.deleted < len(doc_lengths)]] = False
+        total += float(doc_lengths[alive].sum())
+        live += int(alive.sum())
+        lengths.append(doc_lengths)
+    result = (lengths, total / live if live and total > 0 else 1.0)
+    arrays.per_doc["dfr_lengths"] = result
+    return result
+
+
+def accumulate(
+    arrays: Any,
+    weights: dict[str, float],
+    require_all: bool = False,
+    start: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """:meth:`search.arrays.ArrayIndex.accumulate` with DPH in place of BM25F: each
+    document's score for the weighted query (0: no match), added to a copy of *start* if
+    given, and with *require_all* how many of the query's terms each document holds."""
+    known = [(g, qw) for s, qw in weights.items() if (g := arrays.terms.get(s)) is not None]
+    gids = np.array([g for g, _ in known], dtype=np.int64)
+    qws = np.array([qw for _, qw in known], dtype=np.float64)
+    cf = collection_freq(arrays, gids)
+    lengths, avg = page_lengths(arrays)
+    all_docs, all_parts = [], []
+    for i, leaf in enumerate(arrays.leaves):
+        local = arrays.terms.local(i)[gids]
+        present = np.flatnonzero(local >= 0)
+        if not len(present):
+            continue
+        a = leaf.arrays
+        los = a.starts[local[present]].tolist()
+        his = a.starts[local[present] + 1].tolist()
+        docs = np.concatenate([a.docs[lo:hi] for lo, hi in zip(los, his, strict=True)])
+        tf = np.concatenate([a.tfs[lo:hi] for lo, hi in zip(los, his, strict=True)])
+        sizes = np.subtract(his, los)
+        part = np.repeat(qws[present], sizes) * dph(
+            tf, lengths[i][docs], avg, arrays.n, np.repeat(cf[present], sizes)
+        )
+        all_docs.append(docs + leaf.base if leaf.base else docs)
+        all_parts.append(part)
+    docs = np.concatenate(all_docs) if all_docs else np.empty(0, dtype=np.int64)
+    parts = np.concatenate(all_parts) if all_parts else np.empty(0, dtype=np.float64)
+    scores = np.bincount(docs, parts, minlength=arrays.n)
+    if start is not None:
+        scores += start
+    matched = np.bincount(docs, minlength=arrays.n).astype(np.int16) if require_all else None
+    if len(arrays.deleted):
+        scores[arrays.deleted] = 0.0
+    return scores, matched
+
+
+def page_length(arrays: Any, docnum: int) -> float:
+    """Document *docnum*'s weighted length (the sum of its sections')."""
+    lengths, _ = page_lengths(arrays)
+    for i in reversed(range(len(arrays.leaves))):
+        leaf = arrays.leaves[i]
+        if docnum >= leaf.base:
+            local = docnum - leaf.base
+            return float(lengths[i][local]) if local < len(lengths[i]) else 0.0
+    return 0.0

@@ -1,0 +1,110 @@
+"""search.dfr (DPH), Bo1 on the array postings and reciprocal rank fusion: by hand, and on a
+small index against the formulas computed from the analyzed pages."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from search import dfr, ranking
+from search.analysis import analyze_document
+from search.index import Index, IndexDoc
+from search.indexquery import BM25
+from search.query import parse_query
+from search.searchsession import SearchSession
+
+PAGES = {
+    1: ("Tree search", "search trees and the search of trees in memory"),
+    2: ("Sorting", "sorting arrays in memory, merge sort and quick sort of arrays"),
+    3: ("Graphs", "graph search: depth first and breadth first search of a graph"),
+    4: ("Hash tables", "hash tables in memory: open addressing and chaining"),
+    5: ("Search engines", "an index of words, ranked search of documents"),
+    6: ("Memory", "memory allocation of arrays and trees"),
+}
+
+
+def test_dph_by_hand() -> None:
+    # tf 2, len 10, avglen 20, N 100, F 50: f 0.2, (1 − f)² / (tf + 1) = 0.64 / 3,
+    # 2 · log2(2 · 20 / 10 · 100 / 50) = 6, ½ · log2(2π · 2 · 0.8) = 1.6647967
+    expected = 0.64 / 3 * (6 + 0.5 * math.log2(2 * math.pi * 1.6))
+    assert float(dfr.dph(2.0, 10.0, 20.0, 100, 50.0)) == pytest.approx(expected)
+    # A page that is nothing but the term: (1 − f)² = 0, floored.
+    assert float(dfr.dph(3.0, 3.0, 20.0, 100, 50.0)) == dfr.DPH_FLOOR
+
+
+def test_rrf_by_hand() -> None:
+    scores = ranking.rrf([[3, 1, 2], [1, 4]], 5, k=60)
+    assert scores.tolist() == pytest.approx([0.0, 1 / 62 + 1 / 61, 1 / 63, 1 / 61, 1 / 62])
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Index:
+    ix = Index(Path(tmp_path_factory.mktemp("dfr")) / "index")
+    with ix.writer() as w:
+        for docid, (title, body) in PAGES.items():
+            records = analyze_document({"title": title, "body": body})
+            w.add(
+                IndexDoc.from_records(
+                    docid, f"http://a.example/{docid}", "a.example", records.values()
+                )
+            )
+    return ix
+
+
+def _session(ix: Index, params: ranking.Params) -> SearchSession:
+    return SearchSession(ix.open().searcher(weighting=BM25(params.b, params.k1)), params)
+
+
+def _pure_dph(text: str) -> dict[int, float]:
+    """DPH of every page for *text*, from the analyzed pages' weighted counts."""
+    pages = {d: analyze_document({"title": t, "body": b}) for d, (t, b) in PAGES.items()}
+    lengths = {d: sum(r.weight for r in recs.values()) for d, recs in pages.items()}
+    avg = sum(lengths.values()) / len(lengths)
+    weights = ranking.query_weights(parse_query(text).all_stems, ranking.DEFAULT.decay)
+    scores: dict[int, float] = {}
+    for stem, qw in weights.items():
+        cf = sum(recs[stem].weight for recs in pages.values() if stem in recs)
+        for d, recs in pages.items():
+            if stem in recs:
+                tf = recs[stem].weight
+                part = qw * float(dfr.dph(tf, lengths[d], avg, len(PAGES), cf))
+                scores[d] = scores.get(d, 0.0) + part
+    return scores
+
+
+@pytest.mark.parametrize("text", ["search", "memory arrays", "search trees memory"])
+def test_dph_ranks_by_the_formula(index: Index, text: str) -> None:
+    session = _session(index, ranking.Params(model="dph", linkrank=0))
+    hits = session.rank(parse_query(text), 10, expand=False)
+    expected = _pure_dph(text)
+    assert {h.docid: h.score for h in hits} == pytest.approx(expected)
+    # ... and not by BM25F's.
+    bm25 = _session(index, ranking.Params(linkrank=0)).rank(parse_query(text), 10, expand=False)
+    assert [round(h.score, 6) for h in hits] != [round(h.score, 6) for h in bm25]
+
+
+def test_fusion_is_rrf_of_the_two_rankings(index: Index) -> None:
+    q = parse_query("search memory trees")
+    bm25 = _session(index, ranking.Params(linkrank=0)).rank(q, 10, expand=False)
+    dph = _session(index, ranking.Params(model="dph", linkrank=0)).rank(q, 10, expand=False)
+    fused = _session(index, ranking.Params(fuse="dph", linkrank=0)).rank(q, 10, expand=False)
+    expected: dict[int, float] = {}
+    for hits in (bm25, dph):
+        for rank, h in enumerate(hits, 1):
+            expected[h.docid] = expected.get(h.docid, 0.0) + 1 / (ranking.RRF_K + rank)
+    assert {h.docid: h.score for h in fused} == pytest.approx(expected)
+    best = sorted(expected, key=lambda d: -expected[d])
+    assert [h.docid for h in fused][:1] == best[:1]
+
+
+def test_explain_under_dph_sums_to_the_score(index: Index) -> None:
+    session = _session(index, ranking.Params(model="dph", linkrank=0))
+    q = parse_query("search trees")
+    hit = session.rank(q, 1, expand=False)[0]
+    explanation = session.explain(hit.docnum, session.query(q).weights)
+    assert explanation.score == pytest.approx(hit.score)
+    assert explanation.model == "dph"
+    assert "DPH" in explanation.lines()[0]
+    assert explanation.avg_length == pytest.approx(dfr.page_lengths(session.arrays)[1])
