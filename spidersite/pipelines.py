@@ -165,10 +165,13 @@ class StorePipeline:
             ):
                 self.stats.inc_value("store/timed_flushes")
                 self._submit()
-            elif self.worker is not None and not self.worker.pending:
+            elif self.worker is not None and not self.worker.pending and not self.failed:
                 # The worker has every batch handed on: the last one's report (it is
                 # stored, or being stored) is asked for, not left until the next batch.
-                self.worker.settle()
+                try:
+                    self.worker.settle()
+                except Exception as exc:  # the worker process is gone
+                    self._failed(exc)
 
     def server_disabled(self, server: str, errors: int, reason: str) -> None:
         if self.worker is not None and not self.failed:
