@@ -533,3 +533,24 @@ def test_the_crawler_does_not_import_what_only_other_processes_or_options_use() 
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_the_last_batch_is_reported_while_the_crawl_idles(tmp_path: Path) -> None:
+    # The worker stores a batch on its store thread and reports it with its next call;
+    # when no batch follows, the pipeline's tick asks for the report.
+    crawler = _crawler(tmp_path, STORE_BATCH_SIZE=1, STORE_FLUSH_SECONDS=0.4)
+    pipeline = StorePipeline.from_crawler(crawler)
+
+    async def scenario() -> None:
+        await pipeline.open_spider()
+        await pipeline.process_item(_page(1))
+        for _ in range(150):
+            if crawler.stats.get_value("store/documents"):
+                break
+            await asyncio.sleep(0.1)
+        assert crawler.stats.get_value("store/documents") == 1, "not reported before the close"
+        await pipeline.close_spider()
+        await pipeline.finish("finished")
+
+    asyncio.run(scenario())
+    assert crawler.stats.get_value("store/batches") == 1
