@@ -1,0 +1,252 @@
+"""Scale-out at size: one crawl process against several on one shared frontier.
+
+    python benchmarks/scaleout.py [--pages 20000] [--seed 1] [--nodes 2]
+                                  [--redis redis://127.0.0.1:6379/15]
+                                  [--postgres postgresql+psycopg://127.0.0.1:5432/postgres]
+                                  [--json FILE] [--keep] [--timeout S]
+
+``scale.py``'s synthetic site (generated once, served by nginx) is crawled twice, each time
+into a fresh PostgreSQL database and on a fresh crawl key in Redis, as README's "Scaling
+out" runs it: first by one ``scrapy crawl site`` process, then by ``--nodes`` processes
+started together (``SCALEOUT_REDIS_URL``, ``INDEX_ENABLED=False``), each time with one
+``python -m search reindex --follow --interval 1`` beside them feeding the index.  The
+database is polled every half second: the time until every page is stored, and until
+every page is indexed (searchable), from the start of the crawl processes.  It prints
+stored and searchable pages/s of each run, their ratio (issue 13's target: ≥ 1.6 with two
+processes), the pages fetched by all processes together against the site's (each page
+must be fetched and stored exactly once), and the peak RSS of everything started.
+
+The exit status is 1 when a run fails or a page is missing or stored twice, never because
+the ratio is missed.  Needs PostgreSQL and Redis (as the test suite does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import _corpus
+import _measure
+import crawl
+import psutil
+from _scalesite import generate_site, page_path
+from sqlalchemy import create_engine, text
+
+from search import db
+
+RATIO_TARGET = 1.6
+POLL = 0.5
+
+
+def fresh_database(admin_url: str, name: str) -> str:
+    """Create the empty database *name* next to *admin_url*'s; its URL."""
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return admin_url.rsplit("/", 1)[0] + "/" + name
+
+
+def drop_database(admin_url: str, name: str) -> None:
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def tree_rss_mb(procs: list[subprocess.Popen[bytes]]) -> float:
+    total = 0
+    for proc in procs:
+        try:
+            root = psutil.Process(proc.pid)
+            for p in [root, *root.children(recursive=True)]:
+                total += p.memory_info().rss
+        except psutil.Error:
+            continue
+    return total / 2**20
+
+
+def run_nodes(
+    nodes: int, seeds: list[str], args: argparse.Namespace, work: Path, tag: str
+) -> dict[str, Any]:
+    """Crawl the site with *nodes* processes on one shared frontier; the figures."""
+    name = f"spidersite_scaleout_{tag}_{os.getpid()}"
+    db_url = fresh_database(args.postgres, name)
+    db.connect(db_url).dispose()  # the schema, before anything polls it
+    key = f"bench-scaleout-{tag}-{os.getpid()}"
+    settings = [
+        f"SCALEOUT_REDIS_URL={args.redis}",
+        "SCALEOUT_IDLE_TIMEOUT=10",
+        "INDEX_ENABLED=False",
+        f"STORE_DATABASE_URL={db_url}",
+    ]
+    env = crawl.clean_env()
+    procs: list[subprocess.Popen[bytes]] = []
+    figures: dict[str, Any] = {"nodes": nodes, "pages": args.pages}
+    engine = create_engine(db_url)
+    start = time.monotonic()
+    try:
+        for n in range(nodes):
+            data = work / f"{tag}-node{n}"
+            data.mkdir()
+            cmd = crawl.product_command(
+                data, data / "crawl.log", settings, "-a", "seeds=" + ",".join(seeds),
+                "-a", f"crawl_key={key}",
+            )  # fmt: skip
+            with (data / "stderr.txt").open("wb") as err:
+                procs.append(subprocess.Popen(cmd, cwd=_corpus.REPO_ROOT, env=env, stderr=err))
+            if n == 0:
+                time.sleep(1.0)  # the first pushes the seeds; the others find the crawl
+        index_dir = work / f"{tag}-index"
+        follower = subprocess.Popen(
+            [sys.executable, "-m", "search", "reindex", "--follow", "--interval", "1",
+             "--no-linkrank", "--database-url", db_url, "--index-dir", str(index_dir)],
+            cwd=_corpus.REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
+            stderr=(work / f"{tag}-follow.txt").open("wb"),
+        )  # fmt: skip
+        peak = 0.0
+        stored_at = searchable_at = None
+        while time.monotonic() - start < args.timeout:
+            peak = max(peak, tree_rss_mb([*procs, follower]))
+            with engine.connect() as conn:
+                stored, indexed = conn.execute(
+                    text("SELECT count(*), count(*) FILTER (WHERE indexed) FROM documents")
+                ).one()
+            now = time.monotonic() - start
+            if stored_at is None and stored >= args.pages:
+                stored_at = now
+            if searchable_at is None and indexed >= args.pages:
+                searchable_at = now
+            crawling = any(p.poll() is None for p in procs)
+            if searchable_at is not None and not crawling:
+                break
+            if not crawling and follower.poll() is not None:
+                break
+            time.sleep(POLL)
+        follower.send_signal(signal.SIGINT)
+        follower.wait(60)
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        with engine.connect() as conn:
+            count, distinct = conn.execute(
+                text("SELECT count(*), count(DISTINCT url) FROM documents")
+            ).one()
+            stats = [row[0] for row in conn.execute(text("SELECT stats FROM crawls"))]
+        fetched = sum(int(s.get("response_received_count") or 0) for s in stats)
+        robots = sum(int(s.get("robotstxt/response_count") or 0) for s in stats)
+        figures.update(
+            exit_codes=[p.returncode for p in procs],
+            documents=count,
+            distinct_urls=distinct,
+            fetched=fetched - robots,
+            stored_s=stored_at,
+            searchable_s=searchable_at,
+            stored_per_s=crawl.rate(args.pages, stored_at),
+            searchable_per_s=crawl.rate(args.pages, searchable_at),
+            peak_rss_mb=round(peak, 1),
+            popped=[s.get("scaleout/popped") for s in stats],
+        )
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        engine.dispose()
+        if not args.keep:
+            drop_database(args.postgres, name)
+    return figures
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pages", type=int, default=20_000, help="pages of the site (20000)")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the site's text (1)")
+    ap.add_argument("--nodes", type=int, default=2, help="processes of the shared crawl (2)")
+    ap.add_argument("--redis", default="redis://127.0.0.1:6379/15", help="Redis URL")
+    ap.add_argument(
+        "--postgres",
+        default="postgresql+psycopg://127.0.0.1:5432/postgres",
+        help="a PostgreSQL database URL; the runs' databases are created beside it",
+    )
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--keep", action="store_true", help="keep the data folders and databases")
+    ap.add_argument("--timeout", type=float, default=7200, help="seconds allowed per run")
+    args = ap.parse_args(argv)
+    if args.pages < 1 or args.nodes < 2:
+        ap.error("--pages must be at least 1 and --nodes at least 2")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    root = generate_site(args.pages, args.seed)
+    server = _corpus.ensure_server_kind()
+    work = Path(tempfile.mkdtemp(prefix="spidersite-bench-scaleout-"))
+    load = os.getloadavg()
+    runs: dict[str, dict[str, Any]] = {}
+    problems: list[str] = []
+    with _corpus.serve(root, server) as base_url:
+        seeds = [urllib.parse.urljoin(base_url, page_path(0))]
+        print(f"serving {root} at {base_url} ({server})", flush=True)
+        for tag, nodes in (("one", 1), ("many", args.nodes)):
+            print(f"crawling with {nodes} process(es) ...", flush=True)
+            run = runs[tag] = run_nodes(nodes, seeds, args, work, tag)
+            if run["documents"] != args.pages or run["distinct_urls"] != run["documents"]:
+                problems.append(f"{tag}: {run['documents']} documents of {args.pages} pages")
+            if run["searchable_s"] is None:
+                problems.append(f"{tag}: not every page became searchable")
+            if any(code != 0 for code in run["exit_codes"]):
+                problems.append(f"{tag}: exit codes {run['exit_codes']}")
+    one, many = runs["one"], runs["many"]
+    ratio = (
+        many["searchable_per_s"] / one["searchable_per_s"]
+        if many["searchable_per_s"] and one["searchable_per_s"]
+        else None
+    )
+    print(f"\n{args.pages:,} pages ({server}); load {load} -> {os.getloadavg()}")
+    for tag in ("one", "many"):
+        r = runs[tag]
+        print(
+            f"  {r['nodes']} process(es): stored {r['stored_per_s'] or 0:.1f} pages/s, "
+            f"searchable {r['searchable_per_s'] or 0:.1f} pages/s; fetched {r['fetched']:,}, "
+            f"stored {r['documents']:,} ({r['distinct_urls']:,} distinct); "
+            f"peak RSS {r['peak_rss_mb']:.0f} MB; taken from the queue {r['popped']}"
+        )
+    verdict = "-" if ratio is None else ("met" if ratio >= RATIO_TARGET else "NOT met")
+    shown = "-" if ratio is None else f"{ratio:.2f}"
+    print(f"  searchable ratio {shown} (target {RATIO_TARGET}): {verdict}")
+    if args.json:
+        figures = {
+            "benchmark": "scaleout",
+            "measured_at": datetime.now(tz=UTC).isoformat(timespec="seconds"),
+            "machine": _measure.machine(),
+            "load": load,
+            "runs": runs,
+            "ratio": ratio,
+            "problems": problems,
+        }
+        args.json.write_text(json.dumps(figures, indent=2, default=str) + "\n", encoding="utf-8")
+    for problem in problems:
+        print(f"problem: {problem}")
+    if args.keep or problems:
+        print(f"\nlogs and data kept in {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
