@@ -186,9 +186,13 @@ def _pad(nbytes: int) -> bytes:
     return bytes(-nbytes % _ALIGN)
 
 
-def _write(f: Any, a: np.ndarray) -> None:
-    """Write the array *a*'s bytes into *f* (no copy of a contiguous one)."""
-    f.write(np.ascontiguousarray(a).data.cast("B"))
+def _write(f: Any, a: np.ndarray | bytes) -> None:
+    """Write the array *a*'s bytes (or the bytes *a*) into *f* (no copy of a contiguous
+    array)."""
+    if isinstance(a, bytes):
+        f.write(a)
+    elif a.size:
+        f.write(np.ascontiguousarray(a).data.cast("B"))
 
 
 def sort_postings() -> int:
