@@ -21,7 +21,8 @@ One more file of each segment, ``<segment>.wpa``:
 The file is named like the segment's other files, so Whoosh packs it into the segment's
 compound file and deletes it with the segment.  It is read through ``numpy.memmap``
 (pages are loaded on demand and shared between processes).  The writer holds at most
-:data:`BUFFER_POSTINGS` postings in memory, whatever the segment's size.
+:data:`BUFFER_POSTINGS` postings in memory while the segment's postings come, and
+:data:`SORT_BYTES` of temporaries while it writes the file, whatever the segment's size.
 """
 
 from __future__ import annotations
@@ -83,21 +84,20 @@ def value_sections(vbytes: bytes) -> np.ndarray:
 
 
 #: Postings (a document number, a weight and six half-float counts: 20 bytes) the array
-#: writer of a segment holds in memory before it appends them to a temporary file, and at
-#: most how many it sorts at once into the forward index: what bounds its memory whatever
-#: the segment's size (a merge of the whole index included).  The sort's temporaries take
-#: ~70 bytes a posting at their peak: ~36 MB (measured before the counts per section: 71
-#: MB at 1 << 20, for segments of 2 and of 8 million postings alike; the whole file in
-#: memory took 54 bytes a posting, 401 MB at 8 million).  Per document it also holds its
-#: weighted lengths per section (48 bytes) while it writes.
+#: writer of a segment holds in memory before it appends them to a temporary file: what
+#: bounds its memory while a segment's postings come, whatever the segment's size (a
+#: merge of the whole index included; the whole file in memory took 54 bytes a posting,
+#: 401 MB at 8 million).  Per document it also holds its weighted lengths per section
+#: (48 bytes) and its first posting in the forward index (8) while it writes.
 BUFFER_POSTINGS = 1 << 19
 
 #: Bytes of the array file writer's temporaries: it reads the postings, sums each
 #: document's weighted lengths and sorts the forward index (the postings by document,
 #: :mod:`search.forwardsort`: sorted runs on disk, merged by ranges of documents) this
 #: many bytes' worth of postings at a time (8 MB: 233,016 postings).  Before
-#: 2026-12-04 the sort went by :data:`BUFFER_POSTINGS` and took ~70 bytes a posting,
-#: ~36 MB at its peak, 43 MB measured in a merge into 5,000 pages.
+#: 2026-12-04 (late) the sort went by ranges of :data:`BUFFER_POSTINGS` postings and took
+#: ~70–85 bytes a posting at its peak: +22–33 MB in a merge into 5,000 pages, the
+#: highest peak of a merge.
 SORT_BYTES = 8 << 20
 
 
@@ -309,18 +309,6 @@ def _with_sections(
         return
     for d_chunk, s_chunk in zip(docs.chunks(size), sections.chunks(size * N_SECTIONS), strict=True):
         yield d_chunk, s_chunk.reshape(-1, N_SECTIONS)
-
-
-def _with_terms(
-    docs: _Column, tfs: _Column, starts: np.ndarray, size: int
-) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """The postings *size* at a time: documents, weights and each posting's term."""
-    base = 0
-    for d_chunk, t_chunk in zip(docs.chunks(size), tfs.chunks(size), strict=True):
-        positions = np.arange(base, base + len(d_chunk), dtype=np.int64)
-        term_of = np.searchsorted(starts, positions, side="right") - 1
-        base += len(d_chunk)
-        yield d_chunk, t_chunk, term_of
 
 
 def encode_arrays(
