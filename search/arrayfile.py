@@ -100,16 +100,23 @@ BUFFER_POSTINGS = 1 << 19
 #: highest peak of a merge.
 SORT_BYTES = 8 << 20
 
+#: Bytes of a column of the array file's writer (a segment's documents, weights or
+#: counts per section, :class:`_Column`) held in memory, whatever its *limit*: the rest
+#: is in its temporary file (before 2026-12-04, late: :data:`BUFFER_POSTINGS` postings,
+#: 10 MB for the three columns, held while a segment's posting lists were written).
+COLUMN_BYTES = 1 << 20
+
 
 class _Column:
-    """An append-only column of numbers: in memory up to *limit* of them, the rest in an
-    anonymous temporary file in *folder*; read back in chunks."""
+    """An append-only column of numbers: in memory up to *limit* of them (and at most
+    :data:`COLUMN_BYTES`), the rest in an anonymous temporary file in *folder*; read back
+    in chunks."""
 
     def __init__(self, typecode: str, dtype: Any, folder: str | None, limit: int) -> None:
         self.buf: array[Any] = array(typecode)
         self.dtype = np.dtype(dtype)
         self.folder = folder
-        self.limit = limit
+        self.limit = max(1, min(limit, COLUMN_BYTES // self.dtype.itemsize))
         self.file: Any = None
         self.spilled = 0
 
@@ -149,17 +156,27 @@ class _Column:
             self.spill()
 
     def chunks(self, size: int) -> Iterator[np.ndarray]:
-        """The column from its start, *size* numbers at a time."""
+        """The column from its start, *size* numbers at a time (the last chunk fewer):
+        the same cuts whatever part of it is in its file, so that columns of different
+        widths, spilled at different points, are read in step."""
+        n, spilled = len(self), self.spilled
         if self.file is not None:
             self.file.flush()
             self.file.seek(0)
-            left = self.spilled
-            while left:
-                chunk = np.fromfile(self.file, dtype=self.dtype, count=min(size, left))
-                left -= len(chunk)
-                yield chunk
-        for i in range(0, len(self.buf), size):
-            yield np.frombuffer(self.buf, dtype=self.dtype)[i : i + size]
+        held = np.frombuffer(self.buf, dtype=self.dtype) if len(self.buf) else None
+        pos = 0
+        while pos < n:
+            end = min(pos + size, n)
+            if end <= spilled:
+                yield np.fromfile(self.file, dtype=self.dtype, count=end - pos)
+            elif pos >= spilled:
+                assert held is not None
+                yield held[pos - spilled : end - spilled]
+            else:
+                assert held is not None
+                head = np.fromfile(self.file, dtype=self.dtype, count=spilled - pos)
+                yield np.concatenate([head, held[: end - spilled]])
+            pos = end
 
     def close(self) -> None:
         if self.file is not None:

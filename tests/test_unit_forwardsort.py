@@ -112,3 +112,40 @@ def test_array_file_writer_holds_its_bytes(tmp_path: Path, monkeypatch: pytest.M
     assert (tmp_path / "bounded.wpa").read_bytes() == (tmp_path / "whole.wpa").read_bytes()
     assert whole > 10
     assert bounded < 2.5, bounded
+
+
+def test_columns_spilled_at_different_points_are_read_in_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The array writer's columns hold COLUMN_BYTES each in memory: the documents (4
+    bytes a posting) and the counts per section (12) spill at different postings, yet
+    are read posting for posting in step, and the array file is the one of postings held
+    whole."""
+    monkeypatch.setattr(arrayfile, "COLUMN_BYTES", 40)
+    starts, docs, tfs = _postings(9, n_docs=30, n_terms=40, most=20)
+    rng = np.random.default_rng(2)
+    sections = rng.integers(0, 9, size=(len(docs), arrayfile.N_SECTIONS)).astype(np.float16)
+    folder = str(tmp_path)
+    docs_c = arrayfile._Column("I", np.uint32, folder, 1 << 62)
+    tfs_c = arrayfile._Column("f", np.float32, folder, 1 << 62)
+    sections_c = arrayfile._Column("H", arrayfile.SECTION_DTYPE, folder, 1 << 62)
+    for lo in range(0, len(docs), 7):
+        docs_c.extend(docs[lo : lo + 7])
+        tfs_c.extend(tfs[lo : lo + 7])
+        sections_c.extend(sections[lo : lo + 7].ravel())
+    assert docs_c.spilled != sections_c.spilled // arrayfile.N_SECTIONS
+    got = list(zip(docs_c.chunks(11), sections_c.chunks(11 * arrayfile.N_SECTIONS), strict=True))
+    assert np.concatenate([d for d, _ in got]).tolist() == docs.tolist()
+    assert all(len(s) == len(d) * arrayfile.N_SECTIONS for d, s in got)
+    assert np.concatenate([s for _, s in got]).tolist() == sections.ravel().tolist()
+    terms = [f"t{i:03d}".encode() for i in range(len(starts) - 1)]
+    lengths = bytes([3]) * 30
+    out = tmp_path / "spilled.wpa"
+    with open(out, "wb") as f:
+        arrayfile.write_arrays(
+            f, terms, starts.tobytes(), docs_c, tfs_c, lengths, None, 5, sections_c
+        )
+    for c in (docs_c, tfs_c, sections_c):
+        c.close()
+    whole = arrayfile.encode_arrays(terms, starts.tobytes(), docs, tfs, lengths, sections=sections)
+    assert out.read_bytes() == whole
