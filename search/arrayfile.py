@@ -84,11 +84,14 @@ def value_sections(vbytes: bytes) -> np.ndarray:
 
 
 #: Postings (a document number, a weight and six half-float counts: 20 bytes) the array
-#: writer of a segment holds in memory before it appends them to a temporary file: what
-#: bounds its memory while a segment's postings come, whatever the segment's size (a
-#: merge of the whole index included; the whole file in memory took 54 bytes a posting,
-#: 401 MB at 8 million).  Per document it also holds its weighted lengths per section
-#: (48 bytes) and its first posting in the forward index (8) while it writes.
+#: writer of a segment holds in memory before it appends them to a temporary file (and
+#: at most :data:`COLUMN_BYTES` of each of its columns): what bounds its memory while a
+#: segment's postings come, whatever the segment's size (a merge of the whole index
+#: included; the whole file in memory took 54 bytes a posting, 401 MB at 8 million).
+#: The sorts of a commit (a quarter of it, :mod:`search.indexwriter`) and of a rebuild
+#: (:mod:`search.termruns`) go by it too.  Per document the array writer also holds its
+#: weighted lengths per section (48 bytes) and its first posting in the forward index (8)
+#: while it writes.
 BUFFER_POSTINGS = 1 << 19
 
 #: Bytes of the array file writer's temporaries: it reads the postings, sums each
