@@ -1,7 +1,8 @@
 """The indexer's memory through commits and merges, without a crawl.
 
     python benchmarks/indexmem.py [--docs 20000] [--batch 1000] [--limitmb 32] [--seed 1]
-                                  [--mmap] [--no-release] [--tracemalloc] [--json FILE]
+                                  [--mmap] [--no-release] [--tracemalloc] [--phases]
+                                  [--json FILE]
 
 Feeds :class:`search.index.Index`'s one writer the way the indexer child of a crawl does
 (:func:`search.indexer._worker`): a writer per batch of ``--batch`` documents (a crawl's
@@ -15,8 +16,11 @@ the Zipf vocabulary of :mod:`_synthetic`, counted per word with the default sect
 
 A thread samples the process's RSS every 20 ms; after each commit the script prints the
 documents so far, the segments, the RSS after the commit and the peak during it, the
-commit's seconds and whether it merged.  With ``--tracemalloc`` it also gives the Python
-heap's peak during each commit and the largest allocation sites of the largest one.
+commit's seconds (wall clock and CPU) and whether it merged.  With ``--tracemalloc`` it
+also gives the Python heap's peak during each commit and the largest allocation sites of the
+largest one.  With ``--phases`` it gives each commit's peak RSS per phase of the writer
+(:class:`Phases`: the kernel's ``VmHWM``, reset at each phase's start, so no peak is
+missed between samples), and with ``--tracemalloc`` the traced heap's rise per phase too.
 """
 
 from __future__ import annotations
@@ -42,6 +46,16 @@ import search.index  # noqa: E402
 from search.analysis import DEFAULT_WEIGHTS  # noqa: E402
 from search.index import Index, IndexDoc  # noqa: E402
 from search.process import release_memory  # noqa: E402
+
+#: The writer's phases (:class:`Phases`): a name and where it is (class or module,
+#: attribute).
+PHASES = (
+    ("documents", "search.indexwriter", "IncrementalSegmentWriter", "flush_docs"),
+    ("merge: read", "search.indexwriter", "IncrementalSegmentWriter", "add_reader"),
+    ("other fields", "search.arraycodec", "_FieldWriter", "add_postings"),
+    ("posting lists", "search.arraywriter", "ArraySegmentWriter", "_write_words"),
+    ("array file", "search.arrayfile", None, "write_arrays"),
+)
 
 
 def status_mb() -> dict[str, float]:
@@ -80,6 +94,71 @@ class Sampler(threading.Thread):
         with self.lock:
             peak, self.peak = self.peak, status_mb()
         return peak
+
+
+def vm_hwm_mb() -> float:
+    """The process's peak RSS since the last :func:`reset_hwm` (``VmHWM``), in MB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def reset_hwm() -> None:
+    """Start the kernel's peak RSS (``VmHWM``) again from the current RSS."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+class Phases:
+    """Each phase's peak RSS (and traced heap's rise, with tracemalloc on) within a commit:
+    the writer's functions of :data:`PHASES` are wrapped so that the peak since the last
+    switch is credited to the phase that ran (``"other"`` outside them: Whoosh's own
+    commit, the merge policy, the table of contents)."""
+
+    def __init__(self) -> None:
+        self.stack = ["other"]
+        self.peaks: dict[str, float] = {}
+        self.rises: dict[str, float] = {}
+        self._heap_start = 0.0
+
+    def _switch(self) -> None:
+        name = self.stack[-1]
+        self.peaks[name] = max(self.peaks.get(name, 0.0), vm_hwm_mb())
+        if tracemalloc.is_tracing():
+            rise = (tracemalloc.get_traced_memory()[1] - self._heap_start) / 2**20
+            self.rises[name] = max(self.rises.get(name, 0.0), rise)
+            tracemalloc.reset_peak()
+            self._heap_start = tracemalloc.get_traced_memory()[0]
+        reset_hwm()
+
+    def reset(self) -> dict[str, Any]:
+        self._switch()
+        out = {"peak_mb": self.peaks, "heap_rise_mb": self.rises}
+        self.peaks, self.rises = {}, {}
+        return out
+
+    def install(self) -> None:
+        import importlib
+
+        for name, module, cls, attr in PHASES:
+            owner = importlib.import_module(module)
+            if cls is not None:
+                owner = getattr(owner, cls)
+            setattr(owner, attr, self._wrap(name, getattr(owner, attr)))
+
+    def _wrap(self, name: str, func: Any) -> Any:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            self._switch()
+            self.stack.append(name)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                self._switch()
+                self.stack.pop()
+
+        return wrapped
 
 
 class Documents:
@@ -123,6 +202,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="megabytes of postings the writer buffers (INDEX_LIMITMB)",
     )
     p.add_argument("--tracemalloc", action="store_true")
+    p.add_argument("--phases", action="store_true", help="peak RSS per phase of each commit")
     p.add_argument("--mmap", action="store_true", help="the writer maps the segments it reads")
     p.add_argument(
         "--no-release", action="store_true", help="no release_memory() after each commit"
@@ -143,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     sampler.start()
     if args.tracemalloc:
         tracemalloc.start(12)
+    phases = Phases() if args.phases else None
+    if phases is not None:
+        phases.install()
     commits: list[dict[str, Any]] = []
     worst: tuple[float, Any] = (0.0, None)
     started = time.perf_counter()
@@ -150,16 +233,19 @@ def main(argv: list[str] | None = None) -> int:
     for start in range(0, args.docs, args.batch):
         batch = [docs.make(d) for d in range(start, min(start + args.batch, args.docs))]
         sampler.reset()
+        if phases is not None:
+            phases.reset()
         if args.tracemalloc:
             tracemalloc.reset_peak()
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         before = [s.segment_id() for s in index.open(create=True)._segments()]
         with index.writer(limitmb=args.limitmb) as writer:
             for doc in batch:
                 writer.add(doc)
         if not args.no_release:
             release_memory()
-        seconds = time.perf_counter() - t0
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        by_phase = phases.reset() if phases is not None else None
         segments = index.open()._segments()
         merged = len(set(before) - {s.segment_id() for s in segments})
         row = {
@@ -169,7 +255,10 @@ def main(argv: list[str] | None = None) -> int:
             "rss_mb": round(rss_mb(), 1),
             **{f"peak_{k}_mb": round(v, 1) for k, v in sampler.reset().items()},
             "seconds": round(seconds, 2),
+            "cpu_seconds": round(cpu, 2),
         }
+        if by_phase is not None:
+            row["phases"] = by_phase
         if args.tracemalloc:
             heap_peak = tracemalloc.get_traced_memory()[1] / 2**20
             row["heap_peak_mb"] = round(heap_peak, 1)
@@ -181,13 +270,25 @@ def main(argv: list[str] | None = None) -> int:
             f"merged {merged}  RSS {row['rss_mb']:.0f} MB, peak {row['peak_VmRSS_mb']:.0f} MB "
             f"(anon {row['peak_RssAnon_mb']:.0f}, file {row['peak_RssFile_mb']:.0f})"
             + (f", heap peak {row['heap_peak_mb']:.0f} MB" if args.tracemalloc else "")
-            + f"  {seconds:.1f} s",
+            + f"  {seconds:.1f} s (CPU {cpu:.1f} s)",
             flush=True,
         )
+        if by_phase is not None:
+            rises = by_phase["heap_rise_mb"]
+            print(
+                "      peak by phase: "
+                + ", ".join(
+                    f"{k} {v:.0f} MB" + (f" (heap +{rises[k]:.0f})" if k in rises else "")
+                    for k, v in by_phase["peak_mb"].items()
+                ),
+                flush=True,
+            )
     total = time.perf_counter() - started
+    cpu_total = sum(c["cpu_seconds"] for c in commits)
     peak = max(c["peak_VmRSS_mb"] for c in commits)
     print(
-        f"{args.docs:,} documents in {total:.0f} s ({args.docs / total:.0f}/s); peak {peak:.0f} MB"
+        f"{args.docs:,} documents in {total:.0f} s ({args.docs / total:.0f}/s), commits' CPU "
+        f"{cpu_total:.1f} s; peak {peak:.0f} MB"
     )
     if worst[1] is not None:
         print(f"largest heap peak {worst[0]:.0f} MB; its live allocation sites at the end:")
@@ -195,7 +296,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {stat.size / 2**20:7.1f} MB  {stat.traceback[0]}")
     if args.json:
         Path(args.json).write_text(
-            json.dumps({"args": vars(args), "commits": commits, "seconds": total}, indent=1)
+            json.dumps(
+                {
+                    "args": vars(args),
+                    "commits": commits,
+                    "seconds": total,
+                    "cpu_seconds": cpu_total,
+                },
+                indent=1,
+            )
         )
     if tmp is not None:
         tmp.cleanup()

@@ -18,6 +18,7 @@ breadcrumbs, sidebars, footer: :mod:`search.content`), kept at a low weight.
 from __future__ import annotations
 
 import re
+import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -44,6 +45,16 @@ DEFAULT_WEIGHTS: dict[str, float] = {
 
 #: Longest token kept; longer "words" are base64 blobs, hashes and similar noise.
 MAX_TOKEN_LENGTH = 64
+
+#: Bytes of each analyzer's cache of stems (:meth:`Analyzer.stem`, one analyzer a
+#: language and process); past it the cache starts again empty.  An entry is counted as
+#: its word's and its stem's strings (``sys.getsizeof``) and :data:`STEM_ENTRY_BYTES` of
+#: the dictionary's: ~170 bytes for a word of 12 letters, so 16 MB hold ~100,000 words.
+#: (Before: up to 500,000 words, ~85 MB measured.)
+STEM_CACHE_BYTES = 16 * 1024 * 1024
+#: A dictionary entry's own bytes (its hash, key and value, and the table's free slots),
+#: as measured with ``tracemalloc``: 53 bytes an entry at 180,000 entries.
+STEM_ENTRY_BYTES = 56
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 # A CJK run, or a run of word characters that are not CJK.
@@ -164,17 +175,25 @@ class Analyzer:
         self.stop_words: frozenset[str] = (
             _STOP_WORDS.get(self.language, frozenset()) | CHINESE_STOP_WORDS
         )
-        #: The stems computed so far, by lowercased word (:meth:`stem`'s cache; read it
-        #: directly where a loop over many words cannot afford a call a word).
+        #: The stems computed so far, by lowercased word (:meth:`stem`'s cache, of at
+        #: most :data:`STEM_CACHE_BYTES`; read it directly where a loop over many words
+        #: cannot afford a call a word).
         self.known_stems: dict[str, str] = {}
+        #: The bytes of :attr:`known_stems`, as :data:`STEM_CACHE_BYTES` counts them.
+        self.known_bytes = 0
 
     def stem(self, word: str) -> str:
         """The normal form of one lowercased word (CJK words are returned unchanged)."""
         stem = self.known_stems.get(word)
         if stem is None:
             stem = word if _CJK_RE.match(word) else self._stemmer.stemWord(word)
-            if len(self.known_stems) < 500_000:
-                self.known_stems[word] = stem
+            size = STEM_ENTRY_BYTES + sys.getsizeof(word) + sys.getsizeof(stem)
+            if self.known_bytes + size > STEM_CACHE_BYTES:
+                # Emptied in place: a caller may hold the dictionary (search.snippets).
+                self.known_stems.clear()
+                self.known_bytes = 0
+            self.known_stems[word] = stem
+            self.known_bytes += size
         return stem
 
     def spans(self, text: str, limit: int | None = None) -> Iterator[tuple[int, int, str]]:

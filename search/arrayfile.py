@@ -21,7 +21,8 @@ One more file of each segment, ``<segment>.wpa``:
 The file is named like the segment's other files, so Whoosh packs it into the segment's
 compound file and deletes it with the segment.  It is read through ``numpy.memmap``
 (pages are loaded on demand and shared between processes).  The writer holds at most
-:data:`BUFFER_POSTINGS` postings in memory, whatever the segment's size.
+:data:`BUFFER_POSTINGS` postings in memory while the segment's postings come, and
+:data:`SORT_BYTES` of temporaries while it writes the file, whatever the segment's size.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from typing import Any
 
 import numpy as np
 from whoosh.util.numeric import byte_to_length
+
+from search.forwardsort import POSTING_BYTES, write_forward
 
 #: The scored field (search.index.WORDS_FIELD; not imported to keep this module a leaf).
 FIELD = "words"
@@ -81,25 +84,42 @@ def value_sections(vbytes: bytes) -> np.ndarray:
 
 
 #: Postings (a document number, a weight and six half-float counts: 20 bytes) the array
-#: writer of a segment holds in memory before it appends them to a temporary file, and at
-#: most how many it sorts at once into the forward index: what bounds its memory whatever
-#: the segment's size (a merge of the whole index included).  The sort's temporaries take
-#: ~70 bytes a posting at their peak: ~36 MB (measured before the counts per section: 71
-#: MB at 1 << 20, for segments of 2 and of 8 million postings alike; the whole file in
-#: memory took 54 bytes a posting, 401 MB at 8 million).  Per document it also holds its
-#: weighted lengths per section (48 bytes) while it writes.
+#: writer of a segment holds in memory before it appends them to a temporary file (and
+#: at most :data:`COLUMN_BYTES` of each of its columns): what bounds its memory while a
+#: segment's postings come, whatever the segment's size (a merge of the whole index
+#: included; the whole file in memory took 54 bytes a posting, 401 MB at 8 million).
+#: The sorts of a commit (a quarter of it, :mod:`search.indexwriter`) and of a rebuild
+#: (:mod:`search.termruns`) go by it too.  Per document the array writer also holds its
+#: weighted lengths per section (48 bytes) and its first posting in the forward index (8)
+#: while it writes.
 BUFFER_POSTINGS = 1 << 19
+
+#: Bytes of the array file writer's temporaries: it reads the postings, sums each
+#: document's weighted lengths and sorts the forward index (the postings by document,
+#: :mod:`search.forwardsort`: sorted runs on disk, merged by ranges of documents) this
+#: many bytes' worth of postings at a time (8 MB: 233,016 postings).  Before
+#: 2026-12-04 (late) the sort went by ranges of :data:`BUFFER_POSTINGS` postings and took
+#: ~70–85 bytes a posting at its peak: +22–33 MB in a merge into 5,000 pages, the
+#: highest peak of a merge.
+SORT_BYTES = 8 << 20
+
+#: Bytes of a column of the array file's writer (a segment's documents, weights or
+#: counts per section, :class:`_Column`) held in memory, whatever its *limit*: the rest
+#: is in its temporary file (before 2026-12-04, late: :data:`BUFFER_POSTINGS` postings,
+#: 10 MB for the three columns, held while a segment's posting lists were written).
+COLUMN_BYTES = 1 << 20
 
 
 class _Column:
-    """An append-only column of numbers: in memory up to *limit* of them, the rest in an
-    anonymous temporary file in *folder*; read back in chunks."""
+    """An append-only column of numbers: in memory up to *limit* of them (and at most
+    :data:`COLUMN_BYTES`), the rest in an anonymous temporary file in *folder*; read back
+    in chunks."""
 
     def __init__(self, typecode: str, dtype: Any, folder: str | None, limit: int) -> None:
         self.buf: array[Any] = array(typecode)
         self.dtype = np.dtype(dtype)
         self.folder = folder
-        self.limit = limit
+        self.limit = max(1, min(limit, COLUMN_BYTES // self.dtype.itemsize))
         self.file: Any = None
         self.spilled = 0
 
@@ -139,17 +159,27 @@ class _Column:
             self.spill()
 
     def chunks(self, size: int) -> Iterator[np.ndarray]:
-        """The column from its start, *size* numbers at a time."""
+        """The column from its start, *size* numbers at a time (the last chunk fewer):
+        the same cuts whatever part of it is in its file, so that columns of different
+        widths, spilled at different points, are read in step."""
+        n, spilled = len(self), self.spilled
         if self.file is not None:
             self.file.flush()
             self.file.seek(0)
-            left = self.spilled
-            while left:
-                chunk = np.fromfile(self.file, dtype=self.dtype, count=min(size, left))
-                left -= len(chunk)
-                yield chunk
-        for i in range(0, len(self.buf), size):
-            yield np.frombuffer(self.buf, dtype=self.dtype)[i : i + size]
+        held = np.frombuffer(self.buf, dtype=self.dtype) if len(self.buf) else None
+        pos = 0
+        while pos < n:
+            end = min(pos + size, n)
+            if end <= spilled:
+                yield np.fromfile(self.file, dtype=self.dtype, count=end - pos)
+            elif pos >= spilled:
+                assert held is not None
+                yield held[pos - spilled : end - spilled]
+            else:
+                assert held is not None
+                head = np.fromfile(self.file, dtype=self.dtype, count=spilled - pos)
+                yield np.concatenate([head, held[: end - spilled]])
+            pos = end
 
     def close(self) -> None:
         if self.file is not None:
@@ -176,6 +206,21 @@ def _pad(nbytes: int) -> bytes:
     return bytes(-nbytes % _ALIGN)
 
 
+def _write(f: Any, a: np.ndarray | bytes) -> None:
+    """Write the array *a*'s bytes (or the bytes *a*) into *f* (no copy of a contiguous
+    array)."""
+    if isinstance(a, bytes):
+        f.write(a)
+    elif a.size:
+        f.write(np.ascontiguousarray(a).data.cast("B"))
+
+
+def sort_postings() -> int:
+    """Postings the array file's writer reads and sorts at a time: :data:`SORT_BYTES`
+    over the bytes a posting takes at the sort's peak."""
+    return max(1, SORT_BYTES // POSTING_BYTES)
+
+
 def write_arrays(
     f: Any,
     terms: list[bytes],
@@ -187,18 +232,19 @@ def write_arrays(
     buffer: int | None = None,
     sections: _Column | None = None,
 ) -> None:
-    """Write an array file (layout: :func:`decode_arrays`) into the open file *f*, holding
-    at most *buffer* (:data:`BUFFER_POSTINGS`) postings in memory at a time.
+    """Write an array file (layout: :func:`decode_arrays`) into the open file *f*, reading
+    and sorting at most *buffer* postings at a time (by default :func:`sort_postings`,
+    from :data:`SORT_BYTES`).
 
     The postings come in term order (*starts* gives each term's slice of *docs* and
     *tfs*, and of *sections*, :data:`N_SECTIONS` weighted counts a posting; without
     them, each posting's weight is its body's).  Each document's weighted length per
     section is the sum of its postings'.  The forward index is their stable sort by
-    document, done in ranges of documents of at most *buffer* postings: a first pass
-    appends each posting to the temporary column of its range, then each range is sorted
-    alone.
+    document, an external merge sort of runs of *buffer* postings
+    (:func:`search.forwardsort.write_forward`; temporary files in *docs*'s folder); the
+    file is the same, byte for byte, whatever *buffer*.
     """
-    buffer = buffer or BUFFER_POSTINGS
+    size = buffer or sort_postings()
     starts_a = np.frombuffer(starts, dtype=np.int64) if len(starts) else np.zeros(1, np.int64)
     lengths_a = np.frombuffer(bytes(lengths), dtype=np.uint8)
     n_docs, n_post = len(lengths_a), len(docs)
@@ -208,10 +254,11 @@ def write_arrays(
         np.cumsum([len(t) for t in terms], out=text_starts[1:])
     counts = np.zeros(n_docs, dtype=np.int64)
     section_lengths = np.zeros((n_docs, N_SECTIONS), dtype=np.float64)
-    for chunk, sec in _with_sections(docs, tfs, sections, buffer):
+    for chunk, sec in _with_sections(docs, tfs, sections, size):
         counts += np.bincount(chunk, minlength=n_docs)[:n_docs]
         for i in range(N_SECTIONS):
             section_lengths[:, i] += np.bincount(chunk, sec[:, i], minlength=n_docs)[:n_docs]
+        del chunk, sec
     fwd_starts = np.zeros(n_docs + 1, dtype=np.int64)
     np.cumsum(counts, out=fwd_starts[1:])
     docids_a = None
@@ -238,12 +285,12 @@ def write_arrays(
     f.write(_header(len(terms), n_docs, parts))
 
     def whole(a: np.ndarray) -> None:
-        f.write(a.tobytes())
+        _write(f, a)
         f.write(_pad(a.nbytes))
 
     def column(col: _Column) -> None:
-        for chunk in col.chunks(buffer):
-            f.write(chunk.tobytes())
+        for chunk in col.chunks(size * (len(col) // max(1, n_post) or 1)):
+            _write(f, chunk)
         f.write(_pad(len(col) * col.dtype.itemsize))
 
     whole(np.frombuffer(text, dtype=np.uint8))
@@ -252,53 +299,19 @@ def write_arrays(
     column(docs)
     column(tfs)
     whole(lengths_a)
-    for _, sec in _with_sections(docs, tfs, sections, buffer):
-        f.write(sec.tobytes())
-    f.write(_pad(n_post * N_SECTIONS * SECTION_DTYPE.itemsize))
+    if sections is not None:
+        column(sections)
+    else:
+        for _, sec in _with_sections(docs, tfs, None, size):
+            _write(f, sec)
+        f.write(_pad(n_post * N_SECTIONS * SECTION_DTYPE.itemsize))
     whole(section_lengths.astype(np.float32))
     whole(fwd_starts)
-    # The ranges of documents: each holds at most *buffer* postings (or one document).
-    bounds = [0]
-    while bounds[-1] < n_docs:
-        lo = bounds[-1]
-        hi = int(np.searchsorted(fwd_starts, fwd_starts[lo] + buffer, side="right")) - 1
-        bounds.append(min(max(hi, lo + 1), n_docs))
-    # Each range's postings as (document, term, weight bits) triples of uint32, in a
-    # temporary column of its own (the columns together hold ~3 × *buffer* numbers in
-    # memory at most).
-    limit = max(4096, 3 * buffer // (len(bounds) - 1 or 1))
-    ranges = [_Column("I", np.uint32, docs.folder, limit) for _ in bounds[1:]]
-    fwd_tfs = _Column("f", np.float32, docs.folder, buffer)
-    edges = np.array(bounds[1:-1], dtype=np.int64)
-    try:
-        for d_chunk, t_chunk, term_of in _with_terms(docs, tfs, starts_a, buffer):
-            triples = np.empty((len(d_chunk), 3), dtype=np.uint32)
-            triples[:, 0] = d_chunk
-            triples[:, 1] = term_of
-            triples[:, 2] = t_chunk.view(np.uint32)
-            if len(ranges) == 1:
-                ranges[0].extend(triples.ravel())
-                continue
-            which = np.searchsorted(edges, d_chunk, side="right")
-            order = np.argsort(which, kind="stable")
-            cuts = np.searchsorted(which[order], np.arange(len(ranges) + 1))
-            for r, (lo, hi) in enumerate(zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True)):
-                if hi > lo:
-                    ranges[r].extend(triples[order[lo:hi]].ravel())
-        for column_r in ranges:
-            chunks = list(column_r.chunks(3 * buffer))
-            column_r.close()
-            flat = np.concatenate(chunks) if chunks else np.empty(0, dtype=np.uint32)
-            rows = flat.reshape(-1, 3)
-            order = np.argsort(rows[:, 0], kind="stable")
-            f.write(rows[order, 1].tobytes())
-            fwd_tfs.extend(rows[order, 2].view(np.float32))
-        f.write(_pad(n_post * 4))
-        column(fwd_tfs)
-    finally:
-        for column_r in ranges:
-            column_r.close()
-        fwd_tfs.close()
+
+    def postings(chunk: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        return zip(docs.chunks(chunk), tfs.chunks(chunk), strict=True)
+
+    write_forward(lambda a: _write(f, a), postings, starts_a, fwd_starts, size, docs.folder)
     if docids_a is not None:
         whole(docids_a)
 
@@ -316,18 +329,6 @@ def _with_sections(
         return
     for d_chunk, s_chunk in zip(docs.chunks(size), sections.chunks(size * N_SECTIONS), strict=True):
         yield d_chunk, s_chunk.reshape(-1, N_SECTIONS)
-
-
-def _with_terms(
-    docs: _Column, tfs: _Column, starts: np.ndarray, size: int
-) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """The postings *size* at a time: documents, weights and each posting's term."""
-    base = 0
-    for d_chunk, t_chunk in zip(docs.chunks(size), tfs.chunks(size), strict=True):
-        positions = np.arange(base, base + len(d_chunk), dtype=np.int64)
-        term_of = np.searchsorted(starts, positions, side="right") - 1
-        base += len(d_chunk)
-        yield d_chunk, t_chunk, term_of
 
 
 def encode_arrays(

@@ -156,9 +156,12 @@ class IncrementalSegmentWriter(ArraySegmentWriter):
                 [term_id(t.decode("utf-8"), len(vocabulary)) for t in words.terms],
                 dtype=np.int64,
             )
-            for chunk in words.chunks(self._runs.buffer):
-                # Each term of the segment is in one chunk: its postings, in document
-                # order, come after those of the documents added before this segment.
+            # Read a quarter of the commit's buffer at a time (what the sort holds is
+            # the buffer: a chunk's temporaries take ~100 bytes a posting).
+            for chunk in words.chunks(self._runs.window):
+                # A term's postings come in document order (a term of more postings than
+                # a chunk in several, in order), after those of the documents added
+                # before this segment.
                 n_terms = len(chunk.starts) - 1
                 local = np.repeat(np.arange(n_terms), np.diff(chunk.starts))
                 new = newdoc[chunk.docs]

@@ -75,23 +75,27 @@ class SegmentWords:
         return out
 
     def chunks(self, size: int) -> Iterator[WordsChunk]:
-        """The postings, the terms of at most *size* postings at a time (or one term)."""
+        """The postings, at most *size* at a time: whole terms, or the postings of a term
+        with more than *size* of them in pieces of *size* (a term's pieces come in
+        order, so its documents stay ascending)."""
         starts = self._starts
         n_terms = len(starts) - 1
-        lo = 0
+        lo, a = 0, 0
         while lo < n_terms:
-            hi = int(np.searchsorted(starts, starts[lo] + size, side="right")) - 1
+            hi = int(np.searchsorted(starts, a + size, side="right")) - 1
             hi = min(max(hi, lo + 1), n_terms)
-            a, b = int(starts[lo]), int(starts[hi])
+            b = min(int(starts[hi]), a + size)
             sections = self._array("sections", a * N_SECTIONS, (b - a) * N_SECTIONS)
+            cuts = np.minimum(np.maximum(starts[lo : hi + 1], a), b) - a
             yield WordsChunk(
                 lo,
-                starts[lo : hi + 1] - a,
+                cuts,
                 self._array("docs", a, b - a),
                 self._array("tfs", a, b - a),
                 sections.view(SECTION_DTYPE).reshape(-1, N_SECTIONS),
             )
-            lo = hi
+            a = b
+            lo = hi if b == int(starts[hi]) else hi - 1
 
     def close(self) -> None:
         self._file.close()

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import struct
 import zlib
+from array import array
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -26,6 +28,40 @@ from whoosh.util.numeric import length_to_byte
 #: A term index entry's key and value lengths (``whoosh.filedb.filetables._lengths``).
 _LENGTHS = struct.Struct("!ii")
 _TERMINFO = W3TermInfo._struct
+
+
+class HashBucket:
+    """One of the 256 buckets of Whoosh's term index (``HashWriter.buckets``): each key's
+    hash (32 bits) and position, in the order they were added, in two arrays: 12 bytes a
+    term instead of a tuple of two ints (~125 bytes), for a table that holds every term of
+    the segment until it is closed.  ``HashWriter`` appends ``(hash, position)`` pairs
+    and reads them back in that order when it writes its hash tables, as from a list."""
+
+    __slots__ = ("hashes", "positions")
+
+    def __init__(self, entries: Iterable[tuple[int, int]] = ()) -> None:
+        self.hashes = array("I")
+        self.positions = array("q")
+        for entry in entries:
+            self.append(entry)
+
+    def append(self, entry: tuple[int, int]) -> None:
+        self.hashes.append(entry[0])
+        self.positions.append(entry[1])
+
+    def __len__(self) -> int:
+        return len(self.hashes)
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return zip(self.hashes, self.positions, strict=True)
+
+
+def compact_buckets(tindex: Any) -> list[Any]:
+    """The buckets of the term index *tindex* (Whoosh's ``OrderedHashWriter``), made
+    :class:`HashBucket` if they are not yet (with what they hold)."""
+    if not isinstance(tindex.buckets[0], HashBucket):
+        tindex.buckets = [HashBucket(b) for b in tindex.buckets]
+    return tindex.buckets
 
 
 def write_terms(
@@ -49,7 +85,7 @@ def write_terms(
     postfile = postwriter._postfile
     tindex = fieldwriter._tindex
     hashfn = tindex.hashfn
-    buckets = tindex.buckets
+    buckets = compact_buckets(tindex)
     index_append = tindex.index.append
     fieldid = pack_ushort(fieldwriter._fieldid)
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import sys
 
 import pytest
 
+from search import analysis
 from search.analysis import (
     CHINESE_STOP_WORDS,
     DEFAULT_WEIGHTS,
@@ -117,6 +119,25 @@ def test_stem_cache_returns_same_value() -> None:
     analyzer = Analyzer("english")
     assert analyzer.stem("running") == "run"
     assert analyzer.stem("running") == "run"
+
+
+def test_stem_cache_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The analyzer's cache of stems stays under STEM_CACHE_BYTES (it starts again empty,
+    in place), counting each entry's strings; every word is still stemmed right."""
+    monkeypatch.setattr(analysis, "STEM_CACHE_BYTES", 5_000)
+    analyzer = Analyzer("english")
+    known = analyzer.known_stems
+    words = [f"zq{i:04d}running" for i in range(400)]
+    for word in words:
+        assert analyzer.stem(word) == word[:-4]
+        size = sum(
+            analysis.STEM_ENTRY_BYTES + sys.getsizeof(w) + sys.getsizeof(s)
+            for w, s in known.items()
+        )
+        assert size == analyzer.known_bytes <= 5_000
+    assert analyzer.known_stems is known
+    assert 0 < len(known) < 5_000 // 100
+    assert analyzer.stem(words[-1]) == words[-1][:-4]
 
 
 def test_get_analyzer_is_cached_per_language() -> None:

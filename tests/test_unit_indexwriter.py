@@ -16,6 +16,7 @@ from whoosh.reading import SegmentReader
 
 from search import arraycodec, arrayfile, indexwriter
 from search.index import INDEX_NAME, MERGE_FACTOR, WORDS_FIELD, Index, IndexDoc
+from search.segmentwords import SegmentWords
 from tests.test_unit_rebuild import random_docs, segment_files
 from tests.whooshwriter import whoosh_writer
 
@@ -110,7 +111,9 @@ def segments_to_merge(path: Path, weights: list[float] | None = None) -> Index:
 UNSURE = [2.5000000000000004, 2.4999999999999996, 3.5, 1.5, 0.5, 7.25]
 
 
-@pytest.mark.parametrize(("buffer", "weights"), [(None, None), (700, None), (None, UNSURE)])
+@pytest.mark.parametrize(
+    ("buffer", "weights"), [(None, None), (700, None), (None, UNSURE), (40, None), (40, UNSURE)]
+)
 def test_a_merge_writes_what_whoosh_merges(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -185,3 +188,37 @@ def test_commits_and_merges_write_what_whoosh_writes(
             int(s.stored_fields(d)["docid"]) for d in s.postings(WORDS_FIELD, "kestrel").all_ids()
         }
     assert {10 * k for k in range(11)} <= kestrels
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 10**6])
+def test_a_merged_segment_is_read_in_chunks_of_at_most_its_size(tmp_path: Path, size: int) -> None:
+    """A merge reads a segment's words postings at most *size* at a time, a term with
+    more in pieces (in order), and the chunks are the whole segment's postings."""
+    index = Index(tmp_path / "ix")
+    docs = [IndexDoc(n, f"http://h/{n}", "h", {"a": 1.0 + n, f"w{n % 3}": 2.0}) for n in range(9)]
+    write(index, docs, ours=True)
+    (segment,) = index.open()._segments()
+    with SegmentWords(index.path, segment) as words:
+        terms, chunks = words.terms, list(words.chunks(size))
+        whole = next(words.chunks(10**6))
+    assert terms == [b"a", b"w0", b"w1", b"w2"]
+    assert all(len(c.docs) <= size for c in chunks)
+    assert sum(len(c.docs) for c in chunks) == len(whole.docs) == 18
+    got = [
+        (terms[c.first + t], int(d), float(w))
+        for c in chunks
+        for t in range(len(c.starts) - 1)
+        for d, w in zip(
+            c.docs[c.starts[t] : c.starts[t + 1]], c.tfs[c.starts[t] : c.starts[t + 1]], strict=True
+        )
+    ]
+    expected = [
+        (terms[t], int(d), float(w))
+        for t in range(len(terms))
+        for d, w in zip(
+            whole.docs[whole.starts[t] : whole.starts[t + 1]],
+            whole.tfs[whole.starts[t] : whole.starts[t + 1]],
+            strict=True,
+        )
+    ]
+    assert got == expected
