@@ -27,6 +27,7 @@ from search.index import LIMITMB, DocBatch, Index, IndexDoc
 from search.linkrank import LinkRankResult, update_linkrank
 from search.models import Document
 from search.rebuildfeed import BatchFeed
+from search.rows import PostingsPage
 from search.servers import WEIGHT_FIELDS
 from search.store import DocumentStore
 from search.urls import netloc
@@ -74,14 +75,26 @@ def iter_doc_batches(engine: Engine, chunk: int = 2000) -> Iterator[DocBatch]:
     """Every document that belongs in the index, as :class:`search.index.DocBatch` of
     *chunk* documents (term ids are word ids): what :func:`iter_index_docs` gives, as
     arrays, with the same weights, summed in the same order."""
-    crawldb = CrawlDB(engine)
-    weights = server_weights(crawldb)
-    default = [DEFAULT_WEIGHTS[s] for s in SECTIONS]
-    by_server = {sid: [w[s] for s in SECTIONS] for sid, w in weights.items()}
-    for page in crawldb.indexable_postings(chunk):
+    weigh = SectionWeights(engine)
+    for page in CrawlDB(engine).indexable_postings(chunk):
+        yield weigh.batch(page)
+
+
+class SectionWeights:
+    """The section weights of every stored server (:func:`server_weights`), applied to
+    the stored postings of a :class:`search.rows.PostingsPage` (:meth:`batch`)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.default = [DEFAULT_WEIGHTS[s] for s in SECTIONS]
+        weights = server_weights(CrawlDB(engine))
+        self.by_server = {sid: [w[s] for s in SECTIONS] for sid, w in weights.items()}
+
+    def batch(self, page: PostingsPage) -> DocBatch:
+        """The :class:`DocBatch` of *page*: each posting's weighted counts per section and
+        their sum (its counts may come in any integer type)."""
         per_doc = np.array(
             [
-                by_server.get(sid, default) if sid is not None else default
+                self.by_server.get(sid, self.default) if sid is not None else self.default
                 for sid in page.server_ids
             ],
             dtype=np.float64,
@@ -94,7 +107,7 @@ def iter_doc_batches(engine: Engine, chunk: int = 2000) -> Iterator[DocBatch]:
         for i in range(len(SECTIONS)):
             total = total + sections[:, i]
         hosts = [netloc(url) for url in page.urls]
-        yield DocBatch(page.ids, page.urls, hosts, page.sizes, page.word_ids, total, sections)
+        return DocBatch(page.ids, page.urls, hosts, page.sizes, page.word_ids, total, sections)
 
 
 def count_indexable(
@@ -152,7 +165,11 @@ def rebuild(
     done: list[int] = []
     feed = BatchFeed(engine, chunk, linkrank=linkrank) if reader else None
     try:
-        batches = feed.batches() if feed else iter_doc_batches(engine, chunk)
+        if feed:
+            weigh = SectionWeights(engine)
+            batches: Iterator[DocBatch] = (weigh.batch(page) for page in feed.pages())
+        else:
+            batches = iter_doc_batches(engine, chunk)
         with index.rebuild(vocabulary, limitmb=limitmb, wait=wait) as writer:
             for batch in batches:
                 if len(batch.terms) and int(batch.terms.max()) >= len(vocabulary):

@@ -26,7 +26,13 @@ from search.crawldb import CrawlDB
 from search.index import INDEX_NAME, DocBatch, Index, IndexDoc
 from search.models import Document, Server
 from search.rebuildfeed import BatchFeed, ReaderFailed
-from search.reindex import iter_doc_batches, iter_index_docs, rebuild, reindex
+from search.reindex import (
+    SectionWeights,
+    iter_doc_batches,
+    iter_index_docs,
+    rebuild,
+    reindex,
+)
 from search.rows import DocumentRow
 from search.store import DocumentStore
 from tests.conftest import ROOT
@@ -339,7 +345,7 @@ def test_a_full_reindex_writes_the_index_of_the_document_path(stored: Any, tmp_p
 def test_a_rebuild_read_by_a_second_process_writes_the_same_index(
     stored: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The reader process (search.rebuildfeed) gives the batches of iter_doc_batches, in
+    """The reader process (search.rebuildfeed) gives the pages of iter_doc_batches, in
     their order, through a queue of one megabyte: the same index, the same linkranks."""
     one = Index(tmp_path / "one")
     alone = rebuild(stored, one, batch_size=7, linkrank=True, reader=False)
@@ -362,8 +368,8 @@ def test_a_rebuild_read_by_a_second_process_writes_the_same_index(
 
 
 def test_the_reader_process_holds_at_most_its_budget(stored: Any) -> None:
-    """The reader waits while its batches not yet taken fill the budget: with a budget of
-    one unit, it has sent one batch, and sends the next once that one is taken."""
+    """The reader waits while its pages not yet taken fill the budget: with a budget of
+    one unit, it has sent one page, and sends the next once that one is taken."""
     expected = [b.docids for b in iter_doc_batches(stored, chunk=5)]
     feed = BatchFeed(stored, 5, budget=2**20)
     try:
@@ -372,7 +378,7 @@ def test_the_reader_process_holds_at_most_its_budget(stored: Any) -> None:
             time.sleep(0.05)
         time.sleep(1.0)  # time to send more, were it allowed to
         assert feed._queue.qsize() == 1
-        got = [b.docids for b in feed.batches()]
+        got = [page.ids for page in feed.pages()]
         assert feed.linkrank() is None
     finally:
         feed.close()
@@ -391,3 +397,22 @@ def test_a_failed_reader_fails_the_rebuild_and_leaves_the_index(
         rebuild(stored, index, reader=True)
     assert segment_files(index.path) == before
     assert not [n for n in os.listdir(index.path) if n.endswith(".tmp")]
+
+
+def test_pages_sent_compact_weigh_the_same(stored: Any) -> None:
+    """The reader sends counts in the smallest integer type that holds them: the batches
+    weighed from them are those of the stored int64 counts, bit for bit."""
+    weigh = SectionWeights(stored)
+    pages = list(CrawlDB(stored).indexable_postings(40))
+    big = pages[0]
+    big.counts[:3, 0] = [255, 256, 70_000]  # counts past one byte, and past two
+    for page in pages:
+        small = rebuildfeed.compact(page)
+        assert small.counts.dtype.itemsize < 8 and small.word_ids.dtype == np.uint32
+        a, b = weigh.batch(page), weigh.batch(small)
+        assert np.array_equal(a.terms, b.terms) and list(a.docids) == list(b.docids)
+        assert a.weights.tobytes() == b.weights.tobytes()
+        assert a.sections is not None and b.sections is not None
+        assert a.sections.tobytes() == b.sections.tobytes()
+    assert rebuildfeed.compact(pages[1]).counts.dtype == np.uint8
+    assert rebuildfeed.compact(big).counts.dtype == np.uint32
