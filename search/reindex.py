@@ -2,8 +2,9 @@
 :mod:`search.indexer`, the design documents' CIndexer).
 
 :func:`reindex` rebuilds the whole index, or adds the documents not indexed yet: a full
-rebuild reads the stored postings as arrays (:func:`iter_doc_batches`) and writes them
-whole (:meth:`search.index.Index.rebuild`); the rest adds :class:`search.index.IndexDoc`
+rebuild (:func:`rebuild`) reads the stored postings as arrays (:func:`iter_doc_batches`),
+in a process of its own at size (:mod:`search.rebuildfeed`), and writes them whole
+(:meth:`search.index.Index.rebuild`); the rest adds :class:`search.index.IndexDoc`
 one by one (:func:`iter_index_docs`).  :func:`check` compares the index with the database
 and, with *repair*, makes it agree.  Each posting's weight is the sum of its counts per
 section times its server's section weights, as the analyzer sums them.
@@ -11,6 +12,7 @@ section times its server's section weights, as the analyzer sums them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,7 +24,10 @@ from search.analysis import DEFAULT_WEIGHTS, SECTIONS
 from search.crawldb import INDEXABLE, CrawlDB
 from search.db import chunks
 from search.index import LIMITMB, DocBatch, Index, IndexDoc
+from search.linkrank import LinkRankResult, update_linkrank
 from search.models import Document
+from search.rebuildfeed import BatchFeed
+from search.rows import PostingsPage
 from search.servers import WEIGHT_FIELDS
 from search.store import DocumentStore
 from search.urls import netloc
@@ -70,14 +75,26 @@ def iter_doc_batches(engine: Engine, chunk: int = 2000) -> Iterator[DocBatch]:
     """Every document that belongs in the index, as :class:`search.index.DocBatch` of
     *chunk* documents (term ids are word ids): what :func:`iter_index_docs` gives, as
     arrays, with the same weights, summed in the same order."""
-    crawldb = CrawlDB(engine)
-    weights = server_weights(crawldb)
-    default = [DEFAULT_WEIGHTS[s] for s in SECTIONS]
-    by_server = {sid: [w[s] for s in SECTIONS] for sid, w in weights.items()}
-    for page in crawldb.indexable_postings(chunk):
+    weigh = SectionWeights(engine)
+    for page in CrawlDB(engine).indexable_postings(chunk):
+        yield weigh.batch(page)
+
+
+class SectionWeights:
+    """The section weights of every stored server (:func:`server_weights`), applied to
+    the stored postings of a :class:`search.rows.PostingsPage` (:meth:`batch`)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.default = [DEFAULT_WEIGHTS[s] for s in SECTIONS]
+        weights = server_weights(CrawlDB(engine))
+        self.by_server = {sid: [w[s] for s in SECTIONS] for sid, w in weights.items()}
+
+    def batch(self, page: PostingsPage) -> DocBatch:
+        """The :class:`DocBatch` of *page*: each posting's weighted counts per section and
+        their sum (its counts may come in any integer type)."""
         per_doc = np.array(
             [
-                by_server.get(sid, default) if sid is not None else default
+                self.by_server.get(sid, self.default) if sid is not None else self.default
                 for sid in page.server_ids
             ],
             dtype=np.float64,
@@ -90,13 +107,90 @@ def iter_doc_batches(engine: Engine, chunk: int = 2000) -> Iterator[DocBatch]:
         for i in range(len(SECTIONS)):
             total = total + sections[:, i]
         hosts = [netloc(url) for url in page.urls]
-        yield DocBatch(page.ids, page.urls, hosts, page.sizes, page.word_ids, total, sections)
+        return DocBatch(page.ids, page.urls, hosts, page.sizes, page.word_ids, total, sections)
 
 
 def count_indexable(
     engine: Engine, only_unindexed: bool = False, before: datetime | None = None
 ) -> int:
     return CrawlDB(engine).count_indexable(only_unindexed, before)
+
+
+#: Documents from which a full rebuild reads the database in a process of its own
+#: (:mod:`search.rebuildfeed`) when none is said: below it, starting the process (~0.5 s of
+#: imports) costs more than it gains.
+READER_AT = 2000
+
+
+@dataclass(slots=True)
+class RebuildResult:
+    """What a full rebuild did: the documents indexed, and the linkranks recomputed (None
+    when not asked)."""
+
+    documents: int
+    linkrank: LinkRankResult | None = None
+
+
+def use_reader(engine: Engine, documents: int) -> bool:
+    """Whether a full rebuild of *documents* reads in a process of its own by default: on a
+    machine of two cores or more, from a database another process can open (not SQLite in
+    memory), from :data:`READER_AT` documents."""
+    in_memory = engine.dialect.name == "sqlite" and engine.url.database in (None, "", ":memory:")
+    return (os.cpu_count() or 1) > 1 and not in_memory and documents >= READER_AT
+
+
+def rebuild(
+    engine: Engine,
+    index: Index,
+    *,
+    batch_size: int = 2000,
+    limitmb: int = LIMITMB,
+    progress: Callable[[int], None] | None = None,
+    wait: float = 0.0,
+    linkrank: bool = False,
+    reader: bool | None = None,
+) -> RebuildResult:
+    """Rebuild the whole index from the database in one segment, and with *linkrank*
+    recompute the linkranks (:func:`search.linkrank.update_linkrank`).
+
+    With *reader* (by default: :func:`use_reader` of the documents to index), the database
+    is read, and the linkranks computed once it is read, in a child process
+    (:class:`search.rebuildfeed.BatchFeed`) while this one writes the index: the same index,
+    on two cores.  The old index answers until the new one is committed."""
+    if reader is None:
+        reader = use_reader(engine, count_indexable(engine))
+    crawldb = CrawlDB(engine)
+    vocabulary = crawldb.vocabulary()
+    chunk = min(batch_size, READ_PAGE)
+    done: list[int] = []
+    feed = BatchFeed(engine, chunk, linkrank=linkrank) if reader else None
+    try:
+        if feed:
+            weigh = SectionWeights(engine)
+            batches: Iterator[DocBatch] = (weigh.batch(page) for page in feed.pages())
+        else:
+            batches = iter_doc_batches(engine, chunk)
+        with index.rebuild(vocabulary, limitmb=limitmb, wait=wait) as writer:
+            for batch in batches:
+                if len(batch.terms) and int(batch.terms.max()) >= len(vocabulary):
+                    # A crawl stored new words since the vocabulary was read.
+                    vocabulary = crawldb.vocabulary()
+                    writer.grow_vocabulary(vocabulary)
+                writer.add(batch)
+                done.extend(batch.docids)
+                if progress:
+                    progress(len(batch))
+        # Marked after the commit: a document is "indexed" only once it is searchable.
+        DocumentStore(engine).mark_indexed(done)
+        result = RebuildResult(len(done))
+        if feed:
+            result.linkrank = feed.linkrank()
+        elif linkrank:
+            result.linkrank = update_linkrank(engine)
+    finally:
+        if feed:
+            feed.close()
+    return result
 
 
 def reindex(
@@ -110,9 +204,10 @@ def reindex(
     before: datetime | None = None,
     ids: Sequence[int] | None = None,
     wait: float = 0.0,
+    reader: bool | None = None,
 ) -> int:
-    """Rebuild the index from the database (``full``) or add the documents not indexed yet
-    (stored *before* a time, or among *ids*).
+    """Rebuild the index from the database (``full``: :func:`rebuild`) or add the
+    documents not indexed yet (stored *before* a time, or among *ids*).
 
     A full rebuild goes through one writer and replaces the old index in its single
     commit, so searches keep answering from the old index until the new one is complete.
@@ -120,25 +215,20 @@ def reindex(
     """
     if ids is not None and not ids:
         return 0
+    if full and ids is None and before is None:
+        return rebuild(
+            engine,
+            index,
+            batch_size=batch_size,
+            limitmb=limitmb,
+            progress=progress,
+            wait=wait,
+            reader=reader,
+        ).documents
     if not full and count_indexable(engine, only_unindexed=True, before=before) == 0:
         return 0
     store = DocumentStore(engine)
     done: list[int] = []
-    if full and ids is None and before is None:
-        crawldb = CrawlDB(engine)
-        vocabulary = crawldb.vocabulary()
-        with index.rebuild(vocabulary, limitmb=limitmb, wait=wait) as rebuild:
-            for batch in iter_doc_batches(engine, min(batch_size, READ_PAGE)):
-                if len(batch.terms) and int(batch.terms.max()) >= len(vocabulary):
-                    # A crawl stored new words since the vocabulary was read.
-                    vocabulary = crawldb.vocabulary()
-                    rebuild.grow_vocabulary(vocabulary)
-                rebuild.add(batch)
-                done.extend(batch.docids)
-                if progress:
-                    progress(len(batch))
-        store.mark_indexed(done)
-        return len(done)
 
     def docs() -> Iterator[IndexDoc]:
         if ids is None:

@@ -11,7 +11,8 @@ from typing import Any
 import networkx as nx
 import numpy as np
 import pytest
-from sqlalchemy import select, text, update
+from sqlalchemy import func, select, text, update
+from sqlalchemy.orm import aliased
 
 from search import crawldb as crawldb_module
 from search import db, ranking
@@ -20,7 +21,7 @@ from search.analysis import analyze_document
 from search.crawldb import CrawlDB
 from search.index import Index
 from search.linkrank import LinkRanks, pagerank, update_linkrank
-from search.models import Document
+from search.models import Document, Link
 from search.query import parse_query
 from search.reindex import reindex
 from search.rows import DocumentRow
@@ -116,6 +117,44 @@ def test_update_linkrank_stores_a_mean_of_one_over_followable_links(engine: Any)
         conn.execute(update(Document).where(Document.url == BASE + "hub").values(nofollow=True))
     update_linkrank(engine)
     assert linkranks(engine)["b"] > linkranks(engine)["a"] == pytest.approx(linkranks(engine)["c"])
+
+
+def test_the_link_graph_is_the_join_of_links_and_documents_in_link_order(engine: Any) -> None:
+    """CrawlDB.link_graph reads the documents, then the links, a page at a time: the
+    edges of the SQL join of links with their linking and linked documents, in the links'
+    id order, whatever the page size."""
+    names = [f"p{n}" for n in range(12)]
+    DocumentStore(engine).write_batch(
+        [
+            row(name, name, [names[(n * 5 + k) % 12] for k in range(4)] + ["outside"])
+            for n, name in enumerate(names)
+        ]
+    )
+    with engine.begin() as conn:
+        ids = sorted(conn.scalars(select(Document.id)))
+        conn.execute(update(Document).where(Document.id == ids[3]).values(nofollow=True))
+        conn.execute(update(Document).where(Document.id == ids[5]).values(gone_at=NOW))
+        conn.execute(update(Document).where(Document.id == ids[7]).values(clone_of_id=ids[8]))
+        conn.execute(update(Link).where(Link.from_id == ids[9]).values(nofollow=True))
+        target = aliased(Document)
+        expected = [
+            (r[1], r[2])
+            for r in conn.execute(
+                select(Link.id, Link.from_id, func.coalesce(target.clone_of_id, target.id))
+                .join(Document, Document.id == Link.from_id)
+                .join(target, target.url == Link.to_url)
+                .where(
+                    Link.nofollow.is_(False),
+                    Document.nofollow.is_(False),
+                    target.gone_at.is_(None),
+                )
+                .order_by(Link.id)
+            )
+        ]
+    assert len(expected) == 37  # 12 × 4, less p3's and p9's 4 and the 3 others to p5
+    for chunk in (1, 5, 1000):
+        got = [edge for page in CrawlDB(engine).link_graph(chunk) for edge in page]
+        assert got == expected
 
 
 def test_a_link_to_an_exact_duplicate_counts_for_its_original(engine: Any) -> None:

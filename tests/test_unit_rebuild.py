@@ -10,21 +10,29 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from whoosh.filedb.filestore import FileStorage
 
-from search import arrayfile, db, termruns
+from search import arrayfile, db, rebuildfeed, termruns
 from search.analysis import analyze_document
 from search.crawldb import CrawlDB
 from search.index import INDEX_NAME, DocBatch, Index, IndexDoc
 from search.models import Document, Server
-from search.reindex import iter_doc_batches, iter_index_docs, reindex
+from search.rebuildfeed import BatchFeed, ReaderFailed
+from search.reindex import (
+    SectionWeights,
+    iter_doc_batches,
+    iter_index_docs,
+    rebuild,
+    reindex,
+)
 from search.rows import DocumentRow
 from search.store import DocumentStore
 from tests.conftest import ROOT
@@ -332,3 +340,79 @@ def test_a_full_reindex_writes_the_index_of_the_document_path(stored: Any, tmp_p
     assert reindex(stored, rebuilt, batch_size=10) == len(ids)
     assert segment_files(rebuilt.path) == segment_files(one_by_one.path)
     assert CrawlDB(stored).indexable_ids(only_unindexed=True) == []
+
+
+def test_a_rebuild_read_by_a_second_process_writes_the_same_index(
+    stored: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader process (search.rebuildfeed) gives the pages of iter_doc_batches, in
+    their order, through a queue of one megabyte: the same index, the same linkranks."""
+    one = Index(tmp_path / "one")
+    alone = rebuild(stored, one, batch_size=7, linkrank=True, reader=False)
+    ranks = dict(zip(*(a.tolist() for a in CrawlDB(stored).linkranks()), strict=True))
+    with stored.begin() as conn:
+        conn.execute(update(Document).values(linkrank=None, indexed=False))
+    two = Index(tmp_path / "two")
+    monkeypatch.setattr(rebuildfeed, "FEED_BYTES", 2**20)
+    got = rebuild(stored, two, batch_size=7, linkrank=True, reader=True)
+    assert got.documents == alone.documents == len(CrawlDB(stored).indexable_ids())
+    assert segment_files(two.path) == segment_files(one.path)
+    assert CrawlDB(stored).indexable_ids(only_unindexed=True) == []
+    assert got.linkrank is not None and alone.linkrank is not None
+    assert (got.linkrank.documents, got.linkrank.links) == (
+        alone.linkrank.documents,
+        alone.linkrank.links,
+    )
+    again = dict(zip(*(a.tolist() for a in CrawlDB(stored).linkranks()), strict=True))
+    assert again == ranks and len(ranks) > 50
+
+
+def test_the_reader_process_holds_at_most_its_budget(stored: Any) -> None:
+    """The reader waits while its pages not yet taken fill the budget: with a budget of
+    one unit, it has sent one page, and sends the next once that one is taken."""
+    expected = [b.docids for b in iter_doc_batches(stored, chunk=5)]
+    feed = BatchFeed(stored, 5, budget=2**20)
+    try:
+        waited = time.monotonic() + 60
+        while feed._queue.empty() and time.monotonic() < waited:
+            time.sleep(0.05)
+        time.sleep(1.0)  # time to send more, were it allowed to
+        assert feed._queue.qsize() == 1
+        got = [page.ids for page in feed.pages()]
+        assert feed.linkrank() is None
+    finally:
+        feed.close()
+    assert got == expected and len(got) > 10
+
+
+def test_a_failed_reader_fails_the_rebuild_and_leaves_the_index(
+    stored: Any, tmp_path: Path
+) -> None:
+    index = Index(tmp_path / "index")
+    reindex(stored, index, reader=False)
+    before = segment_files(index.path)
+    with stored.begin() as conn:
+        conn.execute(text("DROP TABLE postings"))
+    with pytest.raises(ReaderFailed, match="postings"):
+        rebuild(stored, index, reader=True)
+    assert segment_files(index.path) == before
+    assert not [n for n in os.listdir(index.path) if n.endswith(".tmp")]
+
+
+def test_pages_sent_compact_weigh_the_same(stored: Any) -> None:
+    """The reader sends counts in the smallest integer type that holds them: the batches
+    weighed from them are those of the stored int64 counts, bit for bit."""
+    weigh = SectionWeights(stored)
+    pages = list(CrawlDB(stored).indexable_postings(40))
+    big = pages[0]
+    big.counts[:3, 0] = [255, 256, 70_000]  # counts past one byte, and past two
+    for page in pages:
+        small = rebuildfeed.compact(page)
+        assert small.counts.dtype.itemsize < 8 and small.word_ids.dtype == np.uint32
+        a, b = weigh.batch(page), weigh.batch(small)
+        assert np.array_equal(a.terms, b.terms) and list(a.docids) == list(b.docids)
+        assert a.weights.tobytes() == b.weights.tobytes()
+        assert a.sections is not None and b.sections is not None
+        assert a.sections.tobytes() == b.sections.tobytes()
+    assert rebuildfeed.compact(pages[1]).counts.dtype == np.uint8
+    assert rebuildfeed.compact(big).counts.dtype == np.uint32
