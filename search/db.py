@@ -51,6 +51,16 @@ class DatabaseError(Exception):
     """The database cannot be opened or migrated (the message is meant for users)."""
 
 
+#: Times a transaction is tried when the database rolls it back to break a deadlock.
+DEADLOCK_ATTEMPTS = 5
+
+
+def deadlocked(exc: DBAPIError) -> bool:
+    """Whether the database rolled the statement's transaction back to break a deadlock
+    (PostgreSQL's SQLSTATE 40P01): the transaction may be run again as it was."""
+    return getattr(exc.orig, "sqlstate", None) == "40P01"
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     # WAL lets the indexer process and the search CLI read while the crawler writes.

@@ -30,8 +30,10 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import Engine, Table, bindparam, update
+from sqlalchemy.exc import DBAPIError
 
 from search.crawldb import CrawlDB
+from search.db import DEADLOCK_ATTEMPTS, deadlocked
 from search.models import Document
 
 logger = logging.getLogger(__name__)
@@ -122,19 +124,30 @@ def update_linkrank(engine: Engine, chunk: int = 20_000) -> LinkRankResult:
     table = Document.__table__
     assert isinstance(table, Table)
     stmt = update(table).where(table.c.id == bindparam("doc_id")).values(linkrank=bindparam("rank"))
-    with engine.begin() as conn:
-        for lo in range(0, len(ids), WRITE_CHUNK):
-            conn.execute(
-                stmt,
-                [
-                    {"doc_id": doc_id, "rank": rank}
-                    for doc_id, rank in zip(
-                        ids[lo : lo + WRITE_CHUNK].tolist(),
-                        scaled[lo : lo + WRITE_CHUNK].tolist(),
-                        strict=True,
+    for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
+        try:
+            with engine.begin() as conn:
+                for lo in range(0, len(ids), WRITE_CHUNK):
+                    conn.execute(
+                        stmt,
+                        [
+                            {"doc_id": doc_id, "rank": rank}
+                            for doc_id, rank in zip(
+                                ids[lo : lo + WRITE_CHUNK].tolist(),
+                                scaled[lo : lo + WRITE_CHUNK].tolist(),
+                                strict=True,
+                            )
+                        ],
                     )
-                ],
-            )
+            break
+        except DBAPIError as exc:
+            # Another writer updated the same rows in another order (a rebuild marking
+            # its documents indexed while its reader writes the linkranks): PostgreSQL
+            # rolled this transaction back to break the deadlock; the other goes on.
+            if attempt == DEADLOCK_ATTEMPTS or not deadlocked(exc):
+                raise
+            logger.info("linkrank: deadlocked with another writer; writing again")
+            time.sleep(0.05 * attempt)
     result = LinkRankResult(len(ids), len(src_node), iterations, time.perf_counter() - started)
     logger.info(
         "linkrank: %d documents, %d links, %d iterations, %.1f s",

@@ -19,11 +19,11 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine, bindparam, delete, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from search import faults
 from search.analysis import SECTIONS
-from search.db import chunks
+from search.db import DEADLOCK_ATTEMPTS, chunks, deadlocked
 from search.duplicates import DuplicateMarker
 from search.models import Crawl, CrawlError, Document, Link, Posting, Server, Word
 from search.rows import BatchResult, DocumentRow, ErrorRow, GoneRow, RevisitRow, StoredDocument
@@ -192,16 +192,26 @@ class DocumentStore:
         self.duplicates.forget()
 
     def _retrying(self, write: Callable[[], _T]) -> _T:
-        """Run *write* (one transaction), retrying while the database is unreachable."""
+        """Run *write* (one transaction), retrying while the database is unreachable, and
+        again when the database rolled it back to break a deadlock (with another writer
+        of the same rows: a rebuild's reader writing linkranks)."""
         delay = 0.5
-        for attempt in range(self.retry_times + 1):
+        attempt = deadlocks = 0
+        while True:
             try:
                 return write()
             except Exception as exc:
                 # The transaction rolled back: ids it inserted and cached do not exist.
                 self._forget_ids()
+                if isinstance(exc, DBAPIError) and deadlocked(exc):
+                    deadlocks += 1
+                    if deadlocks < DEADLOCK_ATTEMPTS:
+                        logger.info("Deadlocked with another writer; writing again")
+                        time.sleep(0.05 * deadlocks)
+                        continue
                 if not unreachable(exc) or attempt >= self.retry_times:
                     raise
+                attempt += 1
                 if self.on_retry is not None:
                     self.on_retry(exc)
                 logger.warning(
@@ -211,7 +221,6 @@ class DocumentStore:
                 )
                 time.sleep(delay)
                 delay = min(delay * 2, 30.0)
-        raise AssertionError("unreachable")
 
     def write_batch(
         self,

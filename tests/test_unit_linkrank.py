@@ -119,6 +119,75 @@ def test_update_linkrank_stores_a_mean_of_one_over_followable_links(engine: Any)
     assert linkranks(engine)["b"] > linkranks(engine)["a"] == pytest.approx(linkranks(engine)["c"])
 
 
+def test_a_linkrank_write_the_database_rolls_back_for_a_deadlock_is_made_again(
+    engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PostgreSQL breaks a deadlock (a rebuild's reader writing the linkranks while its
+    # writer marks the same documents indexed) by rolling one transaction back, 40P01.
+    from sqlalchemy.engine import Connection
+    from sqlalchemy.exc import DBAPIError
+
+    DocumentStore(engine).write_batch([row("hub", "hub", ["a"]), row("a", "a", ["hub"])])
+
+    class Deadlock(Exception):
+        sqlstate = "40P01"
+
+    execute = Connection.execute
+    failed: list[int] = []
+
+    def once(self: Connection, statement: Any, parameters: Any = None, **kw: Any) -> Any:
+        if isinstance(parameters, list) and not failed:
+            failed.append(1)
+            raise DBAPIError("UPDATE documents", {}, Deadlock("deadlock detected"))
+        return execute(self, statement, parameters, **kw)
+
+    monkeypatch.setattr(Connection, "execute", once)
+    update_linkrank(engine)
+    assert failed and None not in linkranks(engine).values()
+
+    class Other(Exception):
+        sqlstate = "23505"
+
+    def refuse(self: Connection, statement: Any, parameters: Any = None, **kw: Any) -> Any:
+        if isinstance(parameters, list):
+            raise DBAPIError("UPDATE documents", {}, Other("another failure"))
+        return execute(self, statement, parameters, **kw)
+
+    monkeypatch.setattr(Connection, "execute", refuse)
+    with pytest.raises(DBAPIError):  # anything else is not tried again
+        update_linkrank(engine)
+
+
+def test_marking_documents_indexed_is_made_again_after_a_deadlock(
+    engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The other side of the same deadlock: the rebuild's writer marking its documents
+    # indexed is the transaction PostgreSQL may roll back; it is made again, even by a
+    # store that does not retry an unreachable database.
+    from sqlalchemy.engine import Connection
+    from sqlalchemy.exc import DBAPIError
+
+    store = DocumentStore(engine, retry_times=0)
+    ids = [d.id for d in store.write_batch([row("a", "a", []), row("b", "b", [])]).documents]
+
+    class Deadlock(Exception):
+        sqlstate = "40P01"
+
+    execute = Connection.execute
+    failed: list[int] = []
+
+    def once(self: Connection, statement: Any, parameters: Any = None, **kw: Any) -> Any:
+        if "indexed" in str(statement) and not failed:
+            failed.append(1)
+            raise DBAPIError("UPDATE documents", {}, Deadlock("deadlock detected"))
+        return execute(self, statement, parameters, **kw)
+
+    monkeypatch.setattr(Connection, "execute", once)
+    store.mark_indexed(ids)
+    assert failed
+    assert CrawlDB(engine).indexable_ids(only_unindexed=True) == []
+
+
 def test_the_link_graph_is_the_join_of_links_and_documents_in_link_order(engine: Any) -> None:
     """CrawlDB.link_graph reads the documents, then the links, a page at a time: the
     edges of the SQL join of links with their linking and linked documents, in the links'
