@@ -40,9 +40,10 @@ CONCURRENT_ITEMS = 4
 # Bytes of responses (their bodies, at least 1 kB each) the scraper slot holds before the
 # downloader waits: 1 MB, not Scrapy's 5 MB.  The slot fills whenever the worker is behind
 # (the pipeline waits, StorePipeline), and each response waiting there keeps its page's
-# text, links and requests besides its body: ~80 kB of the crawler's memory for a 10 kB
-# page, 45 MB with 5 MB of such pages (benchmarks/README.md, "The crawler's memory").  The
-# worker has STORE_QUEUE_BATCHES batches queued meanwhile; the slot does not feed it faster.
+# text, links and requests besides its body: ~64 kB of the crawler's memory for a 10 kB
+# page; 5 MB of such pages kept ~520 of them, and the crawler was 25 MB bigger than with
+# 1 MB (benchmarks/README.md, "The crawler's memory").  The worker has
+# STORE_QUEUE_BATCHES batches queued meanwhile; a bigger slot does not feed it faster.
 SCRAPER_SLOT_MAX_ACTIVE_SIZE = 1_000_000
 # A page bigger than this is cut off (and counted as an error): 32 MiB, not 1 GiB.
 DOWNLOAD_MAXSIZE = 32 * 1024 * 1024
