@@ -81,8 +81,8 @@ class Measured:
     peak_rss_mb: float
     """The largest single-process peak RSS in the tree (main process or a child)."""
     main_peak_rss_mb: float
-    """The main process's peak RSS (kernel ``ru_maxrss`` from ``wait4``, which also
-    covers the children it waited for)."""
+    """The main process's own peak RSS (its ``VmHWM``, last read before it exited; the
+    kernel's ``ru_maxrss`` from ``wait4`` only when it was never read)."""
     tree_peak_rss_mb: float
     """The largest sum of current RSS over the whole tree at one sample (every 0.2 s)."""
     timed_out: bool = False
@@ -157,8 +157,10 @@ def run_measured(
     Every ``interval`` seconds the ``VmHWM`` (peak RSS) of the process and of each
     descendant is read from ``/proc``, and the sum of their current RSS is added to the
     result's ``timeline``; at the end, ``wait4`` adds the kernel's own
-    ``ru_maxrss`` for the process (which also covers the children it waited for). The
-    command runs in its own session; on timeout its whole process group is killed.
+    ``ru_maxrss`` for the process, which also covers the children it waited for: it
+    counts in the largest process's peak (``peak_rss_mb``), not in the process's own
+    (``main_peak_rss_mb``, its last ``VmHWM``). The command runs in its own session; on
+    timeout its whole process group is killed.
     """
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
         start = time.monotonic()
@@ -200,16 +202,20 @@ def run_measured(
         wall = time.monotonic() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
     left_behind = _end_group(proc.pid)
-    # ru_maxrss is in KiB on Linux (bytes on macOS).
+    # ru_maxrss is in KiB on Linux (bytes on macOS), and it is the largest of the process
+    # and of the children it waited for: a child's peak (a crawl's worker, say) may be it.
+    # The process's own peak is its VmHWM, read until it exited; the kernel's figure
+    # stands for it only when the process ended before the first read.
     kernel_peak = usage.ru_maxrss / (1024 * 1024 if sys.platform == "darwin" else 1024)
-    main_peak = max(main_peak, kernel_peak)
-    peak = max([main_peak, *child_peaks.values()])
+    if main_peak == 0.0:
+        main_peak = kernel_peak
+    peak = max([main_peak, kernel_peak, *child_peaks.values()])
     return Measured(
         returncode=proc.returncode,
         wall_s=wall,
         peak_rss_mb=peak,
         main_peak_rss_mb=main_peak,
-        tree_peak_rss_mb=max(tree_peak, main_peak),
+        tree_peak_rss_mb=max(tree_peak, peak),
         timed_out=timed_out,
         left_behind=left_behind,
         child_peaks_mb=child_peaks,

@@ -4,10 +4,12 @@
                                  [--spy [ROLE]]
 
 Waits for a ``scrapy crawl site`` process whose parent runs in *--cwd* (``scale.py``'s
-product crawl started from that checkout; or takes *--pid*), then samples every
+product crawl started from that checkout, so one crawl at a time from a folder; or takes
+*--pid*), then samples every
 *--interval* seconds, until the crawler exits, the CPU time (user + system) and the RSS of
 the crawler, its worker, the worker's indexer child and the resource trackers (psutil).
-Writes the last CPU time and the peak RSS of each process, and every sample, to *--out*;
+Writes the last CPU time and the peak RSS of each process, and every sample, to *--out*,
+and prints each process's CPU time and its RSS's median, 90th percentile and peak;
 with *--spy*, a profile of the indexer (or of the process of that role: ``worker``,
 ``crawler``) for its whole life (``py-spy record``, 20 samples a second, raw collapsed
 stacks) to ``<out>.spy.txt``.  A process's CPU after its last
@@ -53,6 +55,14 @@ def role(p: psutil.Process, depth: int) -> str:
     if "resource_tracker" in line:
         return "tracker"
     return {0: "crawler", 1: "worker"}.get(depth, "indexer" if "spawn_main" in line else "other")
+
+
+def rss_percentiles(samples: list[dict[str, Any]], pid: int) -> tuple[int, int]:
+    """The median and the 90th percentile of a process's RSS over its samples, in MB."""
+    rss = sorted(row[str(pid)][1] for row in samples if str(pid) in row)
+    if not rss:
+        return 0, 0
+    return rss[len(rss) // 2] >> 20, rss[min(len(rss) - 1, int(0.9 * len(rss)))] >> 20
 
 
 def main() -> None:
@@ -107,7 +117,11 @@ def main() -> None:
         json.dump({"procs": procs, "samples": samples}, f)
     for pid, info in procs.items():
         cpu, peak = info["cpu_s"], info["peak_rss"] >> 20
-        print(f"{info['role']:8} {pid:>7}  CPU {cpu:7.1f} s  peak {peak} MB")
+        median, p90 = rss_percentiles(samples, pid)
+        print(
+            f"{info['role']:8} {pid:>7}  CPU {cpu:7.1f} s  RSS median {median} MB, "
+            f"90th percentile {p90} MB, peak {peak} MB"
+        )
     if spy is not None:
         spy.wait()
 

@@ -4,6 +4,9 @@
 README's "Scrapy settings the project changes") before Scrapy starts, through
 :func:`spidersite.arguments.check_arguments`: a bad value is refused with one line naming
 it, as :meth:`spidersite.crawlsettings.CrawlSettings.from_settings` refuses the project's.
+
+:class:`CookiesAddon` (in ``ADDONS``) puts Scrapy's cookies middleware, which the project's
+``DOWNLOADER_MIDDLEWARES_BASE`` leaves out, back when ``COOKIES_ENABLED`` is on.
 """
 
 from __future__ import annotations
@@ -11,6 +14,25 @@ from __future__ import annotations
 from typing import Any
 
 from spidersite.settingparsers import Parser, flag, number, parse_each, whole
+
+#: Where Scrapy lists its cookies middleware (``DOWNLOADER_MIDDLEWARES_BASE``).
+COOKIES_ORDER = 700
+
+
+class CookiesAddon:
+    """Add-on: with ``COOKIES_ENABLED`` on, Scrapy's cookies middleware is added to
+    ``DOWNLOADER_MIDDLEWARES`` at its usual place (unless named there already).  The
+    project's ``DOWNLOADER_MIDDLEWARES_BASE`` leaves it out because Scrapy imports every
+    listed middleware, and that one imports tldextract and requests, even when it is off."""
+
+    def update_settings(self, settings: Any) -> None:
+        if not settings.getbool("COOKIES_ENABLED"):
+            return
+        from scrapy.downloadermiddlewares.cookies import CookiesMiddleware
+
+        settings.setdefault_in_component_priority_dict(
+            "DOWNLOADER_MIDDLEWARES", CookiesMiddleware, COOKIES_ORDER
+        )
 
 
 def check_library_settings(settings: Any, rendering: bool = False) -> None:
@@ -66,6 +88,7 @@ def check_library_settings(settings: Any, rendering: bool = False) -> None:
         "WARN_ON_GENERATOR_RETURN_VALUE": flag,
         "CONCURRENT_REQUESTS": whole(1),
         "CONCURRENT_REQUESTS_PER_DOMAIN": whole(1),
+        "SCRAPER_SLOT_MAX_ACTIVE_SIZE": whole(1),
         "DOWNLOAD_MAXSIZE": whole(0, zero_means_none=True),
         "DOWNLOAD_WARNSIZE": whole(0, zero_means_none=True),
         "DOWNLOAD_TIMEOUT": positive,

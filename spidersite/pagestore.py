@@ -23,8 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
-from warcio.statusandheaders import StatusAndHeaders
-from warcio.warcwriter import WARCWriter
 
 from spidersite.crawlsettings import crawl_settings
 
@@ -32,6 +30,7 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from warcio.warcwriter import WARCWriter
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +58,9 @@ class PageStore:
         return cls(crawler)
 
     def _open(self) -> None:
+        # warcio is imported by crawls that store pages only (PAGESTORE_ENABLED).
+        from warcio.warcwriter import WARCWriter
+
         self.folder.mkdir(parents=True, exist_ok=True)
         self.number += 1
         path = self.folder / f"{self.prefix}-{self.number:05d}.warc.gz"
@@ -68,6 +70,8 @@ class PageStore:
         self.stats.inc_value("pagestore/files")
 
     def response_received(self, response: Response, request: Request, **kwargs: Any) -> None:
+        from warcio.statusandheaders import StatusAndHeaders
+
         ctype = response.headers.get(b"Content-Type") or b""
         if response.status != 200 or not response.body or not ctype.lower().startswith(_TYPES):
             return

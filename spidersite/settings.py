@@ -6,6 +6,9 @@ documents each).
 Override any of them with ``scrapy crawl site -s NAME=VALUE``.
 """
 
+from scrapy.settings.default_settings import (
+    DOWNLOADER_MIDDLEWARES_BASE as _SCRAPY_DOWNLOADER_MIDDLEWARES,
+)
 from scrapy.settings.default_settings import EXTENSIONS_BASE as _SCRAPY_EXTENSIONS
 
 BOT_NAME = "spidersite"
@@ -34,6 +37,14 @@ CONCURRENT_REQUESTS_PER_DOMAIN = 8
 # while the store is behind (SCRAPER_SLOT_MAX_ACTIVE_SIZE) kept 45,000 tasks (~1.2 kB each,
 # ~55 MB of the crawler's memory).
 CONCURRENT_ITEMS = 4
+# Bytes of responses (their bodies, at least 1 kB each) the scraper slot holds before the
+# downloader waits: 1 MB, not Scrapy's 5 MB.  The slot fills whenever the worker is behind
+# (the pipeline waits, StorePipeline), and each response waiting there keeps its page's
+# text, links and requests besides its body: ~64 kB of the crawler's memory for a 10 kB
+# page; 5 MB of such pages kept ~520 of them, and the crawler was 25 MB bigger than with
+# 1 MB (benchmarks/README.md, "The crawler's memory").  The worker has
+# STORE_QUEUE_BATCHES batches queued meanwhile; a bigger slot does not feed it faster.
+SCRAPER_SLOT_MAX_ACTIVE_SIZE = 1_000_000
 # A page bigger than this is cut off (and counted as an error): 32 MiB, not 1 GiB.
 DOWNLOAD_MAXSIZE = 32 * 1024 * 1024
 DOWNLOAD_WARNSIZE = 8 * 1024 * 1024
@@ -43,6 +54,15 @@ DOWNLOAD_TIMEOUT = 30
 RETRY_TIMES = 2
 # Cookies are not needed to read public pages and cost memory on big crawls.
 COOKIES_ENABLED = False
+# Scrapy's downloader middlewares less the cookies one: Scrapy imports every middleware it
+# lists to ask it whether it is on, and that one imports tldextract, requests and urllib3
+# (~3 MB of the crawler's memory) at its first line.  With COOKIES_ENABLED on, the add-on
+# spidersite.librarysettings.CookiesAddon puts it back in its place (700).
+DOWNLOADER_MIDDLEWARES_BASE = {
+    path: order
+    for path, order in _SCRAPY_DOWNLOADER_MIDDLEWARES.items()
+    if path != "scrapy.downloadermiddlewares.cookies.CookiesMiddleware"
+}
 # The telnet console is a remote shell; a crawler does not need it.
 TELNETCONSOLE_ENABLED = False
 # Scrapy 2.19's remote control is an HTTP server on localhost that runs the Python code sent
@@ -128,6 +148,9 @@ ADDONS = {
     # Browser rendering: scrapy-playwright's handler for http(s), only when some server of
     # the crawl has render_js (no browser, no Playwright driver otherwise).
     "spidersite.render.RenderAddon": 0,
+    # Scrapy's cookies middleware, only with COOKIES_ENABLED (left out of
+    # DOWNLOADER_MIDDLEWARES_BASE above).
+    "spidersite.librarysettings.CookiesAddon": 0,
 }
 
 # --- scrapy-playwright (read only when some server has render_js; spidersite.render) --

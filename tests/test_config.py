@@ -136,6 +136,11 @@ SCRAPY_BAD_VALUES = [
     ("CONCURRENT_REQUESTS", "abc", "CONCURRENT_REQUESTS: must be a whole number ≥ 1, not 'abc'"),
     ("CONCURRENT_REQUESTS_PER_DOMAIN", "0", "CONCURRENT_REQUESTS_PER_DOMAIN: must be a whole"),
     ("RETRY_TIMES", "many", "RETRY_TIMES: must be a whole number ≥ 0, not 'many'"),
+    (
+        "SCRAPER_SLOT_MAX_ACTIVE_SIZE",
+        "5MB",
+        "SCRAPER_SLOT_MAX_ACTIVE_SIZE: must be a whole number ≥ 1, not '5MB'",
+    ),
     ("DOWNLOAD_MAXSIZE", "32MB", "DOWNLOAD_MAXSIZE: must be a whole number ≥ 0 (0: no limit)"),
     ("DEPTH_PRIORITY", "first", "DEPTH_PRIORITY: must be a whole number, not 'first'"),
     ("COOKIES_ENABLED", "maybe", "COOKIES_ENABLED: must be true or false"),
@@ -253,3 +258,44 @@ def test_a_sqlite_folder_that_cannot_be_created_is_refused(crawl: Any, tmp_path:
     result = crawl("-a", f"seeds={SEED}", settings={"STORE_DATABASE_URL": url})
     (line,) = refused(result, "cannot create the database")
     assert f"{blocker} is not a folder" in line
+
+
+# -- Scrapy's cookies middleware: only with COOKIES_ENABLED ---------------------------------
+
+
+def _downloader_middlewares(**values: object) -> list[str]:
+    """The downloader middlewares of a crawl with the project's settings and *values*
+    (at the command line's priority), after the project's add-ons."""
+    from scrapy.utils.conf import build_component_list
+
+    from spidersite.librarysettings import CookiesAddon
+
+    settings = Settings()
+    settings.setmodule("spidersite.settings", priority="project")
+    settings.setdict(values, priority="cmdline")
+    CookiesAddon().update_settings(settings)
+    return [
+        c if isinstance(c, str) else f"{c.__module__}.{c.__name__}"
+        for c in build_component_list(settings.getwithbase("DOWNLOADER_MIDDLEWARES"))
+    ]
+
+
+COOKIES = "scrapy.downloadermiddlewares.cookies.CookiesMiddleware"
+
+
+def test_cookies_middleware_only_when_cookies_are_on() -> None:
+    off = _downloader_middlewares()
+    assert COOKIES not in off
+    assert "scrapy.downloadermiddlewares.retry.RetryMiddleware" in off
+    on = _downloader_middlewares(COOKIES_ENABLED="true")
+    assert COOKIES in on
+    # At Scrapy's place: after the redirects (600), before the proxy (750).
+    assert (
+        on.index("scrapy.downloadermiddlewares.redirect.RedirectMiddleware")
+        < on.index(COOKIES)
+        < on.index("scrapy.downloadermiddlewares.httpproxy.HttpProxyMiddleware")
+    )
+    # A place the user gave it wins.
+    mine = _downloader_middlewares(COOKIES_ENABLED="true", DOWNLOADER_MIDDLEWARES={COOKIES: 10})
+    offsite = "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware"
+    assert mine.index(COOKIES) < mine.index(offsite)

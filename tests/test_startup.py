@@ -13,7 +13,9 @@ from tests.conftest import ROOT, Site, _env, count_documents, crawl_command
 #: (Twisted's conch) and remote control (aiohttp), both off; Alembic (the worker creates or
 #: migrates the schema); scipy (no longer used); trafilatura (the worker extracts content);
 #: Playwright and scrapy-playwright (only for servers with render_js); scrapy-redis and redis
-#: (only with a shared frontier, SCALEOUT_REDIS_URL).
+#: (only with a shared frontier, SCALEOUT_REDIS_URL); Scrapy's cookies middleware and the
+#: tldextract, requests and urllib3 it imports (only with COOKIES_ENABLED); warcio (only
+#: with PAGESTORE_ENABLED).
 NOT_IN_THE_CRAWLER = (
     "twisted.conch",
     "aiohttp",
@@ -24,6 +26,11 @@ NOT_IN_THE_CRAWLER = (
     "scrapy_playwright",
     "scrapy_redis",
     "redis",
+    "scrapy.downloadermiddlewares.cookies",
+    "tldextract",
+    "requests",
+    "urllib3",
+    "warcio",
 )
 
 #: Runs ``scrapy crawl`` as ``python -m scrapy`` does, and writes the names of the modules
