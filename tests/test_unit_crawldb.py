@@ -255,6 +255,17 @@ def test_stem_cache_is_bounded_in_bytes(engine: Any) -> None:
         assert set(words[300 * n : 300 * n + 300]) <= by_page[f"http://a.example/{n}"]
 
 
+def test_stem_cache_keeps_the_batchs_own_stems(engine: Any) -> None:
+    """The store's cache of stem ids is keyed by the stems the analysis made (which the
+    analyzer's stem cache holds too), not by copies read back from the database."""
+    store = DocumentStore(engine)
+    row = page("http://a.example/1", "zebras graze quietly near the river bank")
+    store.write_batch([row])
+    assert row.words
+    cached = {id(stem) for stem in store.word_ids}
+    assert {id(stem) for stem in row.words} <= cached
+
+
 def test_linkranks_are_read_without_the_documents_text(engine: Any, store: DocumentStore) -> None:
     """The searcher's read of every linkrank uses the linkrank index: on SQLite the index
     alone (its entries hold the id), never the rows that hold the pages' text."""
