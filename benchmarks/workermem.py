@@ -46,6 +46,28 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * PAGE / 1e6
 
 
+def smaps() -> dict[str, float]:
+    """This process's RSS by kind of mapping: the C heap (``[heap]``), anonymous mappings
+    (thread arenas, pymalloc's arenas, large blocks), files (shared libraries' pages)."""
+    kinds: dict[str, float] = {}
+    kind = "anonymous"
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            first = line.split(maxsplit=6)
+            if "-" in first[0] and len(first) >= 5 and ":" in first[3]:
+                path = first[5].strip() if len(first) > 5 else ""
+                kind = (
+                    "heap"
+                    if path == "[heap]"
+                    else ("file" if path.startswith("/") else "anonymous")
+                )
+                if path.startswith("["):
+                    kind = path if path == "[heap]" else "other"
+            elif first[0] == "Rss:":
+                kinds[kind] = kinds.get(kind, 0.0) + int(first[1]) / 1e3
+    return {k: round(v, 1) for k, v in kinds.items()}
+
+
 def build_rows(pages: int, seed: int, batch: int, out: Path) -> None:
     import hashlib
     from datetime import UTC, datetime
@@ -190,6 +212,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             trims.append({"batch": k, "before": round(before, 1), "after": round(rss_mb(), 1)})
     worker.settle()
     stored_s = sum(os.times()[:2]) - cpu0
+    by_kind = smaps()
     worker.close_index()
     worker.finish_crawl("finished", {})
     rss = [s["rss_mb"] for s in samples]
@@ -206,6 +229,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ),
         "trims": trims,
         "modules": len(sys.modules),
+        "smaps_mb": by_kind,
         "samples": samples,
     }
     if len(trace) == 2 and trace[0] in snaps and trace[1] in snaps:
