@@ -266,6 +266,21 @@ def test_stem_cache_keeps_the_batchs_own_stems(engine: Any) -> None:
     assert {id(stem) for stem in row.words} <= cached
 
 
+def test_a_stored_batchs_words_go_as_its_index_documents_are_made(engine: Any) -> None:
+    """The indexer's documents copy what the index needs of a stored batch's words; the
+    rows' words are dropped as they are made, not kept beside them."""
+    from search.workerprocess import index_batch
+
+    store = DocumentStore(engine)
+    rows = [page("http://a.example/1", "zebras graze"), page("http://a.example/2", "lions")]
+    result = store.write_batch(rows)
+    docs, deletes = index_batch(result, None)
+    assert deletes == []
+    assert [d.docid for d in docs] == [d.id for d in result.documents]
+    assert {"zebra", "graze"} <= set(docs[0].weights) and "lion" in docs[1].weights
+    assert [r.words for r in rows] == [None, None]
+
+
 def test_linkranks_are_read_without_the_documents_text(engine: Any, store: DocumentStore) -> None:
     """The searcher's read of every linkrank uses the linkrank index: on SQLite the index
     alone (its entries hold the id), never the rows that hold the pages' text."""
