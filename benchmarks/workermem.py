@@ -13,7 +13,9 @@ database and index in a temporary folder (its indexer child included), and write
 batch as the crawler's calls would (``write``, a ``settle`` at the end, the index closed),
 sampling after every batch its RSS, its CPU time (user + system, this process only) and
 the garbage collector's object count.  It writes the median and peak RSS, the RSS at each
-tenth of the run, CPU seconds per page, and the samples to ``--out``.
+tenth of the run, CPU seconds per page, its RSS by kind of mapping at the end (the C heap,
+anonymous mappings, files: ``/proc/self/smaps``), and the samples to ``--out``.
+``--arena-max N`` sets glibc's ``M_ARENA_MAX`` (``mallopt``) before the worker opens.
 
 ``--trace K1,K2`` takes tracemalloc snapshots after batches K1 and K2 (tracing slows the
 run down; its RSS and CPU are not comparable with an untraced run) and writes the 25 lines
