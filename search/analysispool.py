@@ -28,7 +28,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 
 from search.analysis import WordRecord, analyze_document, page_sections
-from search.content import split_content
+from search.content import release_caches, split_content
 from search.process import freeze_startup, release_memory, spawning
 from search.rows import DocumentRow
 from search.worker import watch_parent
@@ -109,6 +109,7 @@ def analyze_rows(
     for row in rows:
         analyze_row(row, analyze, max_words, inc)
         results.append(Analysis(row.values.get("text"), row.words, row.values.get("word_count")))
+    release_caches()
     inc["analyze/pool_pages"] += inc["analyze/pages"]
     return results, inc
 
@@ -177,6 +178,13 @@ class AnalysisPool:
         pages = [
             row for row in rows if row.values["kind"] == "page" and not row.values.get("noindex")
         ]
+        try:
+            self._run(rows, pages, inc)
+        finally:
+            # The extractor's caches hold whole texts (search.content): a batch's at most.
+            release_caches()
+
+    def _run(self, rows: list[DocumentRow], pages: list[DocumentRow], inc: Counter[str]) -> None:
         if self.executor is None or len(pages) < 2:
             for row in rows:
                 analyze_row(row, self.analyze, self.max_words, inc)

@@ -179,9 +179,13 @@ class DocumentStore:
         stmt = self._insert(Word).on_conflict_do_nothing(index_elements=["stem"])
         for part in chunks(missing, 2000):
             conn.execute(stmt, [{"stem": s} for s in part])
+        # Keyed by the batch's own stem strings (the analyzer's, which its stem cache holds
+        # too), not by the copies the database reads back: a cached stem costs its id and
+        # its slot, its letters being there anyway.
+        own = {s: s for s in missing}
         for part in chunks(missing):
             for wid, stem in conn.execute(select(Word.id, Word.stem).where(Word.stem.in_(part))):
-                self.word_ids[stem] = wid
+                self.word_ids[own.get(stem, stem)] = wid
 
     def _forget_ids(self) -> None:
         """Empty the caches of server and stem ids and the near-duplicate fingerprints

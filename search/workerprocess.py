@@ -260,21 +260,27 @@ class Worker:
 
 def index_batch(result: BatchResult, max_terms: int | None) -> tuple[list[IndexDoc], list[int]]:
     """What a stored batch changes in the index: pages to add or replace, ids to delete
-    (pages gone, noindex, unanalyzed, and exact duplicates, which are indexed once)."""
+    (pages gone, noindex, unanalyzed, and exact duplicates, which are indexed once).
+
+    Each row's words are dropped as its document is made: they are stored, and the
+    document holds its own copy of what the index needs, so the batch's analysis does
+    not stay beside its documents (twice the words) while the indexer's inbox is full."""
     docs: list[IndexDoc] = []
     deletes: list[int] = list(result.deleted)
     for doc in result.documents:
         row = doc.row
+        words, row.words = row.words, None
         if row.values["kind"] != "page":
             continue
-        if doc.clone_of is not None or row.words is None:
+        if doc.clone_of is not None or words is None:
             deletes.append(doc.id)
             continue
         docs.append(
             IndexDoc.from_records(
-                doc.id, row.url, netloc(row.url), row.words.values(), max_terms, row.weights
+                doc.id, row.url, netloc(row.url), words.values(), max_terms, row.weights
             )
         )
+        del words
     return docs, deletes
 
 

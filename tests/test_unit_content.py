@@ -22,6 +22,7 @@ from search.analysis import (
     page_sections,
     remainder,
 )
+from search.analysispool import AnalysisPool
 from search.content import MAX_HTML_BYTES, main_text, split_content
 from search.index import Index
 from search.query import parse_query
@@ -122,6 +123,19 @@ def crawled_row(animal: str) -> DocumentRow:
 
 
 # --- the split ----------------------------------------------------------------------------
+
+
+def test_the_extractors_caches_of_texts_are_emptied_after_a_batch() -> None:
+    """trafilatura's caches of strings are capped in entries, not bytes (an element's
+    whole text each): the analysis of a batch empties them when it is done."""
+    import trafilatura.utils
+
+    html = page_html("zebras").encode()
+    split_content(html, extract_html(BASE + "zebras.html", html, "utf-8").text, "utf-8", "en")
+    assert trafilatura.utils.trim.cache_info().currsize > 0
+    AnalysisPool(1).run([crawled_row("lions")], Counter())
+    assert trafilatura.utils.trim.cache_info().currsize == 0
+    assert trafilatura.utils.line_processing.cache_info().currsize == 0
 
 
 def test_the_main_content_is_the_article_and_the_rest_is_boilerplate() -> None:

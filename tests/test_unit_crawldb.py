@@ -255,6 +255,32 @@ def test_stem_cache_is_bounded_in_bytes(engine: Any) -> None:
         assert set(words[300 * n : 300 * n + 300]) <= by_page[f"http://a.example/{n}"]
 
 
+def test_stem_cache_keeps_the_batchs_own_stems(engine: Any) -> None:
+    """The store's cache of stem ids is keyed by the stems the analysis made (which the
+    analyzer's stem cache holds too), not by copies read back from the database."""
+    store = DocumentStore(engine)
+    row = page("http://a.example/1", "zebras graze quietly near the river bank")
+    store.write_batch([row])
+    assert row.words
+    cached = {id(stem) for stem in store.word_ids}
+    assert {id(stem) for stem in row.words} <= cached
+
+
+def test_a_stored_batchs_words_go_as_its_index_documents_are_made(engine: Any) -> None:
+    """The indexer's documents copy what the index needs of a stored batch's words; the
+    rows' words are dropped as they are made, not kept beside them."""
+    from search.workerprocess import index_batch
+
+    store = DocumentStore(engine)
+    rows = [page("http://a.example/1", "zebras graze"), page("http://a.example/2", "lions")]
+    result = store.write_batch(rows)
+    docs, deletes = index_batch(result, None)
+    assert deletes == []
+    assert [d.docid for d in docs] == [d.id for d in result.documents]
+    assert {"zebra", "graze"} <= set(docs[0].weights) and "lion" in docs[1].weights
+    assert [r.words for r in rows] == [None, None]
+
+
 def test_linkranks_are_read_without_the_documents_text(engine: Any, store: DocumentStore) -> None:
     """The searcher's read of every linkrank uses the linkrank index: on SQLite the index
     alone (its entries hold the id), never the rows that hold the pages' text."""
