@@ -22,9 +22,11 @@ This module does not import Scrapy.
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 import threading
 import time
-from array import array
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +47,12 @@ DAMPING = 0.85
 TOLERANCE = 1e-6
 #: ... or after this many iterations.
 MAX_ITERATIONS = 100
+#: The memory PageRank gives one chunk of the links it reads back from disk
+#: (:meth:`EdgeFile.chunks`): the chunk as read, and what a step makes of it, ...
+EDGE_CHUNK_BYTES = 8 * 2**20
+#: ... which is, beside the chunk, this many bytes a link: its source and target as
+#: ``intp`` (what ``numpy.bincount`` and indexing convert them to) and its share of rank.
+BYTES_PER_EDGE = 24
 #: Rows written per statement.
 WRITE_CHUNK = 5000
 
@@ -70,19 +78,103 @@ def pagerank(
 
     A node's rank is split evenly over its out-links (parallel edges count once each);
     the rank of nodes without out-links (dangling) and the teleport ``1 − damping`` are
-    spread evenly over every node.
+    spread evenly over every node.  The edges are held in memory: :class:`EdgeFile` and
+    :func:`pagerank_of_file` compute the same ranks over edges kept on disk.
     """
+    out_degree = np.bincount(sources, minlength=n) if n else np.zeros(0, np.int64)
+    return _power_iteration(lambda: [(sources, targets)], out_degree, n, damping, tol, max_iter)
+
+
+class EdgeFile:
+    """Edges ``source -> target`` (node numbers, ``int32`` pairs while the nodes are fewer
+    than 2**31) in a temporary file of the system's temporary directory, deleted when
+    closed; written a chunk at a time, read back in chunks of a bounded number of bytes."""
+
+    def __init__(self, nodes: int) -> None:
+        self.dtype = np.dtype(np.int32 if nodes < 2**31 else np.int64)
+        self.edges = 0
+        self._file = tempfile.TemporaryFile(prefix="linkrank-")  # noqa: SIM115 (close())
+
+    def __enter__(self) -> EdgeFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def write(self, sources: np.ndarray, targets: np.ndarray) -> None:
+        if not len(sources):
+            return
+        pairs = np.empty((len(sources), 2), dtype=self.dtype)
+        pairs[:, 0] = sources
+        pairs[:, 1] = targets
+        self._file.seek(0, os.SEEK_END)
+        self._file.write(pairs.data.cast("B"))
+        self.edges += len(pairs)
+
+    def chunks(self, chunk_bytes: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The edges as ``(sources, targets)`` arrays, at most as many at once as
+        *chunk_bytes* (:data:`EDGE_CHUNK_BYTES`) allows while PageRank works on them: views of
+        one buffer, each valid until the next is read."""
+        budget = EDGE_CHUNK_BYTES if chunk_bytes is None else chunk_bytes
+        per_chunk = max(1, budget // (2 * self.dtype.itemsize + BYTES_PER_EDGE))
+        buffer = np.empty((min(per_chunk, max(self.edges, 1)), 2), dtype=self.dtype)
+        self._file.flush()
+        self._file.seek(0)
+        while True:
+            read = self._file.readinto(buffer.data.cast("B"))
+            edges = (read or 0) // buffer.itemsize // 2
+            if not edges:
+                return
+            yield buffer[:edges, 0], buffer[:edges, 1]
+
+
+def pagerank_of_file(
+    edges: EdgeFile,
+    n: int,
+    chunk_bytes: int | None = None,
+    damping: float = DAMPING,
+    tol: float = TOLERANCE,
+    max_iter: int = MAX_ITERATIONS,
+) -> tuple[np.ndarray, int]:
+    """:func:`pagerank` over the edges of *edges*, read a chunk at a time (one pass for the
+    out-degrees, then one per iteration): the memory it takes is three vectors of *n*
+    floats and one chunk's, whatever the number of edges."""
+    out_degree = np.zeros(n, dtype=np.int64)
+    for sources, _ in edges.chunks(chunk_bytes):
+        out_degree += np.bincount(sources, minlength=n)
+    return _power_iteration(
+        lambda: edges.chunks(chunk_bytes), out_degree, n, damping, tol, max_iter
+    )
+
+
+def _power_iteration(
+    chunks: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]],
+    out_degree: np.ndarray,
+    n: int,
+    damping: float,
+    tol: float,
+    max_iter: int,
+) -> tuple[np.ndarray, int]:
+    """The power iteration of :func:`pagerank`, each step one pass over the edges that
+    *chunks* yields (a new pass each call)."""
     if n == 0:
         return np.empty(0, dtype=np.float64), 0
-    out_degree = np.bincount(sources, minlength=n).astype(np.float64)
     # The transition matrix M[t, s] = 1 / outdeg(s) for each edge s -> t, applied edge by
     # edge: (M @ x)[t] = Σ over the edges s -> t of x[s] / outdeg(s).
-    share = 1.0 / out_degree[sources] if len(sources) else np.empty(0)
+    dangling = out_degree == 0
+    share = np.divide(1.0, out_degree, out=np.zeros(n), where=~dangling)
 
     def step(x: np.ndarray) -> np.ndarray:
-        return np.bincount(targets, weights=x[sources] * share, minlength=n)
+        shares = x * share
+        total = np.zeros(n)
+        for sources, targets in chunks():
+            if len(sources):
+                total += np.bincount(targets, weights=shares[sources], minlength=n)
+        return total
 
-    dangling = out_degree == 0
     x = np.full(n, 1.0 / n)
     for iteration in range(1, max_iter + 1):
         previous = x
@@ -98,28 +190,33 @@ def update_linkrank(engine: Engine, chunk: int = 20_000) -> LinkRankResult:
     to ``documents.linkrank`` (mean 1); what the crawl calls when it finishes and
     ``python -m search reindex`` after a rebuild.
 
-    Memory: 8 bytes per document for the ids and 16 per link for the graph, plus 24 bytes
-    per link while PageRank runs (the edges' shares, and one step's products).
+    Memory: independent of the number of links.  The links are read *chunk* rows at a
+    time, numbered and written to a temporary file (:class:`EdgeFile`, 8 bytes a link on
+    disk), which PageRank reads back :data:`EDGE_CHUNK_BYTES` at a time; beside that, a
+    few vectors of 8 bytes per document (the ids, the out-degrees, the ranks).
     """
     started = time.perf_counter()
     crawldb = CrawlDB(engine)
     ids = np.array(crawldb.graph_documents(), dtype=np.int64)
     ids.sort()
-    sources, targets = array("q"), array("q")
-    for rows in crawldb.link_graph(chunk):
-        for from_id, to_id in rows:
-            sources.append(from_id)
-            targets.append(to_id)
-    src = np.frombuffer(sources, dtype=np.int64) if sources else np.empty(0, np.int64)
-    dst = np.frombuffer(targets, dtype=np.int64) if targets else np.empty(0, np.int64)
-    # Document ids to node numbers; links between documents outside the graph are dropped.
-    src_node = np.searchsorted(ids, src)
-    dst_node = np.searchsorted(ids, dst)
-    known = (src_node < len(ids)) & (dst_node < len(ids))
-    known[known] &= (ids[src_node[known]] == src[known]) & (ids[dst_node[known]] == dst[known])
-    known &= src != dst  # a page does not vote for itself
-    src_node, dst_node = src_node[known], dst_node[known]
-    ranks, iterations = pagerank(src_node, dst_node, len(ids))
+    with EdgeFile(len(ids)) as edges:
+        for rows in crawldb.link_graph(chunk):
+            if not rows:
+                continue
+            pairs = np.array(rows, dtype=np.int64).reshape(-1, 2)
+            src, dst = pairs[:, 0], pairs[:, 1]
+            # Document ids to node numbers; links between documents outside the graph
+            # are dropped.
+            src_node = np.searchsorted(ids, src)
+            dst_node = np.searchsorted(ids, dst)
+            known = (src_node < len(ids)) & (dst_node < len(ids))
+            known[known] &= (ids[src_node[known]] == src[known]) & (
+                ids[dst_node[known]] == dst[known]
+            )
+            known &= src != dst  # a page does not vote for itself
+            edges.write(src_node[known], dst_node[known])
+        links = edges.edges
+        ranks, iterations = pagerank_of_file(edges, len(ids))
     scaled = ranks * len(ids)
     table = Document.__table__
     assert isinstance(table, Table)
@@ -148,7 +245,7 @@ def update_linkrank(engine: Engine, chunk: int = 20_000) -> LinkRankResult:
                 raise
             logger.info("linkrank: deadlocked with another writer; writing again")
             time.sleep(0.05 * attempt)
-    result = LinkRankResult(len(ids), len(src_node), iterations, time.perf_counter() - started)
+    result = LinkRankResult(len(ids), links, iterations, time.perf_counter() - started)
     logger.info(
         "linkrank: %d documents, %d links, %d iterations, %.1f s",
         result.documents,

@@ -16,11 +16,12 @@ from sqlalchemy.orm import aliased
 
 from search import crawldb as crawldb_module
 from search import db, ranking
+from search import linkrank as linkrank_module
 from search import searcher as searcher_module
 from search.analysis import analyze_document
 from search.crawldb import CrawlDB
 from search.index import Index
-from search.linkrank import LinkRanks, pagerank, update_linkrank
+from search.linkrank import EdgeFile, LinkRanks, pagerank, pagerank_of_file, update_linkrank
 from search.models import Document, Link
 from search.query import parse_query
 from search.reindex import reindex
@@ -82,6 +83,80 @@ def test_pagerank_of_no_nodes_and_no_links() -> None:
     assert len(pagerank(np.empty(0, np.int64), np.empty(0, np.int64), 0)[0]) == 0
     ranks, _ = pagerank(np.empty(0, np.int64), np.empty(0, np.int64), 4)
     assert ranks == pytest.approx([0.25] * 4)
+
+
+def test_pagerank_over_a_file_read_a_few_edges_at_a_time_is_the_in_memory_one() -> None:
+    rng = np.random.default_rng(7)
+    n = 300
+    # Nodes 250 and up have no out-links (dangling); parallel edges are kept, self-links
+    # dropped as update_linkrank drops them.
+    sources = rng.integers(0, 250, 4000)
+    targets = rng.integers(0, n, 4000)
+    sources = np.concatenate([sources, sources[:500]])  # 500 parallel edges
+    targets = np.concatenate([targets, targets[:500]])
+    sources, targets = sources[sources != targets], targets[sources != targets]
+    expected, expected_iterations = pagerank(sources, targets, n)
+    with EdgeFile(n) as edges:
+        for lo in range(0, len(sources), 999):  # written in several chunks
+            edges.write(sources[lo : lo + 999], targets[lo : lo + 999])
+        assert edges.edges == len(sources) and edges.dtype == np.int32
+        budget = 3 * (8 + linkrank_module.BYTES_PER_EDGE)  # 3 edges a chunk
+        # Each chunk a view of one buffer, valid until the next.
+        chunks = [(s.copy(), t.copy()) for s, t in edges.chunks(budget)]
+        assert {len(s) for s, _ in chunks[:-1]} == {3}
+        assert np.concatenate([s for s, _ in chunks]).tolist() == sources.tolist()
+        assert np.concatenate([t for _, t in chunks]).tolist() == targets.tolist()
+        ranks, iterations = pagerank_of_file(edges, n, budget)
+    assert iterations == expected_iterations > 2
+    assert ranks == pytest.approx(expected, rel=1e-12, abs=0)
+    assert ranks[250:].min() > 0 and ranks.sum() == pytest.approx(1.0)
+
+
+def test_pagerank_over_an_empty_file() -> None:
+    with EdgeFile(4) as edges:
+        assert list(edges.chunks()) == []
+        ranks, _ = pagerank_of_file(edges, 4)
+    assert ranks == pytest.approx([0.25] * 4)
+    with EdgeFile(0) as edges:
+        assert len(pagerank_of_file(edges, 0)[0]) == 0
+
+
+def test_update_linkrank_stores_the_same_ranks_read_a_link_at_a_time(
+    engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(11)
+    names = [f"p{i}" for i in range(40)]
+    pages = []
+    for i, name in enumerate(names):
+        # Pages 30 and up link nowhere; some links are self-links or lead outside.
+        links = [] if i >= 30 else [names[int(k)] for k in rng.integers(0, 40, 6)]
+        pages.append(row(name, name, sorted(set(links + [name] * (i % 5 == 0) + ["out"]))))
+    DocumentStore(engine).write_batch(pages)
+    with engine.begin() as conn:  # links to p7 count for p8: parallel edges
+        p8 = conn.scalar(select(Document.id).where(Document.url == BASE + "p8"))
+        conn.execute(update(Document).where(Document.url == BASE + "p7").values(clone_of_id=p8))
+    whole = update_linkrank(engine)
+    expected = linkranks(engine)
+    read: list[int] = []
+    chunks = EdgeFile.chunks
+
+    def counted(self: EdgeFile, chunk_bytes: int | None = None) -> Any:
+        for sources, targets in chunks(self, chunk_bytes):
+            read.append(len(sources))
+            yield sources, targets
+
+    monkeypatch.setattr(EdgeFile, "chunks", counted)
+    monkeypatch.setattr(linkrank_module, "EDGE_CHUNK_BYTES", 1)  # one link a chunk
+    with engine.begin() as conn:
+        conn.execute(update(Document).values(linkrank=None))
+    tiny = update_linkrank(engine, chunk=3)
+    assert (tiny.documents, tiny.links, tiny.iterations) == (
+        whole.documents,
+        whole.links,
+        whole.iterations,
+    )
+    assert whole.links > 100 and set(read) == {1} and len(read) > whole.links * 3
+    assert linkranks(engine) == pytest.approx(expected, rel=1e-12, abs=0)
 
 
 def test_update_linkrank_stores_a_mean_of_one_over_followable_links(engine: Any) -> None:
