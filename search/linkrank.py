@@ -5,11 +5,12 @@ words (mnoGoSearch's PopRank, Nutch's LinkRank).  :func:`update_linkrank` reads 
 graph of the stored crawl (:meth:`search.crawldb.CrawlDB.link_graph`: a link counts when
 its target URL is a stored document; nofollow links and pages do not give rank; a link to
 an exact duplicate counts for its original), computes PageRank on it with a sparse power
-iteration (:func:`pagerank`: the formulation networkx uses, each step one pass over the
-edge list with ``numpy.bincount``, so that a crawl's worker does not load scipy, ~0.5 s of
-start-up for a product it can make itself) and writes it to
-``documents.linkrank``, scaled so that the mean over the documents is 1: an ordinary page
-has a linkrank near 1, a page every page links to one in the tens or hundreds.
+iteration (:func:`pagerank_of_file`: the formulation networkx uses, each step one pass
+over the edge list with ``numpy.bincount``, so that a crawl's worker does not load scipy,
+~0.5 s of start-up for a product it can make itself; the edges are kept in a temporary
+file and read a chunk at a time, so that its memory does not grow with the links) and
+writes it to ``documents.linkrank``, scaled so that the mean over the documents is 1: an
+ordinary page has a linkrank near 1, a page every page links to one in the tens or hundreds.
 
 ``python -m search reindex`` recomputes it; the searcher reads it
 (:meth:`search.crawldb.CrawlDB.linkranks`, as a query needs it: :class:`LinkRanks`) and
