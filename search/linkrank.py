@@ -141,8 +141,9 @@ def pagerank_of_file(
     max_iter: int = MAX_ITERATIONS,
 ) -> tuple[np.ndarray, int]:
     """:func:`pagerank` over the edges of *edges*, read a chunk at a time (one pass for the
-    out-degrees, then one per iteration): the memory it takes is three vectors of *n*
-    floats and one chunk's, whatever the number of edges."""
+    out-degrees, then one per iteration): the memory it takes is a few vectors of 8 bytes
+    per node (the out-degrees, the shares, the ranks and their next step) and one chunk's,
+    whatever the number of edges."""
     out_degree = np.zeros(n, dtype=np.int64)
     for sources, _ in edges.chunks(chunk_bytes):
         out_degree += np.bincount(sources, minlength=n)
