@@ -12,9 +12,6 @@ re-visits; gone pages) goes to one worker process, which
 3. sends the stored pages, as :class:`search.index.IndexDoc`, to the indexer, its own child
    process (:class:`search.indexer.IndexerProcess`), the one writer of the Whoosh index.
 
-Steps 2 and 3 run on the worker's store thread while step 1 runs for the next batch
-(:class:`search.workerprocess.Worker`); a batch's report comes back with a later call.
-
 Every hand-off is bounded and pushes back: the crawler keeps at most ``queue_batches``
 batches in flight (:meth:`CrawlWorker.wait_for_room` waits, and with it Scrapy's scraper
 slot fills and the downloader stops); the indexer's inbox holds at most
@@ -96,12 +93,6 @@ class Report:
     values: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
 
-    def add(self, other: Report) -> None:
-        """Take in what *other* reports, as if it came after this one."""
-        self.inc.update(other.inc)
-        self.values.update(other.values)
-        self.error = self.error or other.error
-
 
 def watch_parent() -> None:
     """Exit when the parent process dies (kill -9 included): what is in flight is lost, and
@@ -147,25 +138,13 @@ def _call(method: str, *args: Any) -> Any:
 class CrawlWorker:
     """The crawler's handle on its worker process (one, spawned, calls run in order).
 
-    ``write`` hands a batch on and returns at once; ``wait_for_room`` is what a caller
-    awaits before it, so that at most *queue_batches* calls are in flight (and one batch
-    more, which the worker stores while it analyzes the next).  Reports of what the
-    worker did go to *reports* as futures: a batch's comes with a later call's
-    (``write``, or ``settle``, which ``drain`` makes).
+    ``submit`` hands a batch on and returns at once; ``wait_for_room`` is what a caller
+    awaits before it, so that at most *queue_batches* batches are in flight.
     """
 
-    def __init__(
-        self,
-        config: WorkerConfig,
-        reports: Callable[[asyncio.Future[Report]], None],
-        queue_batches: int = 4,
-    ) -> None:
+    def __init__(self, config: WorkerConfig, queue_batches: int = 4) -> None:
         self.config = config
         self.queue_batches = max(1, queue_batches)
-        self.reports = reports
-        #: A batch was written since the last ``settle``: the worker may still store it,
-        #: and its report is still to come.
-        self.unsettled = False
         self.pending: deque[asyncio.Future[Any]] = deque()
         self.executor = ProcessPoolExecutor(
             max_workers=1,
@@ -198,17 +177,6 @@ class CrawlWorker:
         while not self.has_room():
             await asyncio.wait([self.pending[0]])
 
-    def write(self, batch: WorkBatch) -> None:
-        """Hand *batch* on to be analyzed, stored and indexed, after every call before."""
-        self.unsettled = True
-        self.submit("write", batch, done=self.reports)
-
-    def settle(self) -> None:
-        """Have the worker finish storing what it was given and report it (to *reports*)."""
-        if self.unsettled:
-            self.unsettled = False
-            self.submit("settle", done=self.reports)
-
     def submit(self, method: str, *args: Any, done: Callable[[asyncio.Future[Any]], None]) -> None:
         """Run a :class:`Worker` method after every call submitted before; *done* gets its
         future, on the event loop."""
@@ -226,8 +194,7 @@ class CrawlWorker:
         return await asyncio.wrap_future(self.executor.submit(_call, method, *args))
 
     async def drain(self) -> None:
-        """Wait until every batch handed on is stored and reported."""
-        self.settle()
+        """Wait for every batch in flight."""
         while self.pending:
             await asyncio.wait(list(self.pending))
 

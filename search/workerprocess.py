@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,26 +29,10 @@ logger = logging.getLogger(__name__)
 
 
 class Worker:
-    """The worker's state: the store (its engine and caches) and the indexer handle.
-
-    A batch is analyzed on the calling thread, then stored and handed to the indexer on
-    the store thread, while the next batch is analyzed: the store's transaction (much of
-    it SQLite's or the network's time, without the GIL) overlaps the next analysis, and
-    with analysis processes (``analyze_processes`` > 1) the other cores analyze while the
-    worker stores.  One batch at most is being stored (:meth:`write` waits for it before
-    it hands on the next), so one batch more than the crawler's are in flight.  What a
-    batch's storing did is reported by the next call that returns a report (:meth:`write`
-    after it, :meth:`settle`, :meth:`close_index`); every database access but
-    :meth:`open_crawl`'s runs once the batch being stored is done.
-    """
+    """The worker's state: the store (its engine and caches) and the indexer handle."""
 
     def __init__(self, config: WorkerConfig) -> None:
         self.config = config
-        self.storer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store")
-        #: The batch being stored, on the store thread.
-        self.storing: Future[Report] | None = None
-        #: What the batches stored since the last report did.
-        self.unreported = Report()
         #: Retries of the batch being written (the store retries while the database is
         #: unreachable), for its report.
         self.retries = 0
@@ -92,32 +75,10 @@ class Worker:
         return crawl_id, str(path), shown
 
     def write(self, batch: WorkBatch) -> Report:
-        """Analyze *batch*, then store it on the store thread once the batch before it is
-        stored; return what was done since the last report (the batches before it)."""
         report = Report()
         # Every page of the batch is analyzed before anything of it is stored.
-        try:
-            self.analysis.run(batch.docs, report.inc)
-        except Exception:
-            self._wait()
-            raise
-        done = self.settle()
-        self.storing = self.storer.submit(self._write_analyzed, batch, report)
-        return done
+        self.analysis.run(batch.docs, report.inc)
 
-    def settle(self) -> Report:
-        """Wait for the batch being stored; what was done since the last report."""
-        self._wait()
-        report, self.unreported = self.unreported, Report()
-        return report
-
-    def _wait(self) -> None:
-        if self.storing is not None:
-            storing, self.storing = self.storing, None
-            self.unreported.add(storing.result())
-
-    def _write_analyzed(self, batch: WorkBatch, report: Report) -> Report:
-        """On the store thread: store an analyzed batch and hand it to the indexer."""
         self.retries = 0
         try:
             result = self._store(batch, report)
@@ -216,13 +177,11 @@ class Worker:
         self.retries += 1
 
     def disable_server(self, url: str, errors: int, reason: str) -> None:
-        self._wait()
         self.store.disable_server(url, errors, reason, datetime.now(UTC))
 
     def close_index(self) -> Report:
-        """Let the indexer commit what it has and stop; report its final figures (and
-        what the last batch's storing did)."""
-        report = self.settle()
+        """Let the indexer commit what it has and stop; report its final figures."""
+        report = Report()
         if self.indexer is None:
             return report
         logger.info("Waiting for the indexer to make the last pages searchable")
@@ -236,7 +195,7 @@ class Worker:
     def update_linkrank(self) -> Report:
         """Recompute every document's linkrank over the stored links (the crawl's last
         pages are stored and indexed by now); a failure is logged, never fatal."""
-        report = self.settle()
+        report = Report()
         if not self.config.linkrank:
             return report
         try:
@@ -251,8 +210,6 @@ class Worker:
         return report
 
     def finish_crawl(self, reason: str, stats: dict[str, Any]) -> None:
-        self._wait()
-        self.storer.shutdown()
         self.analysis.close()
         self.store.finish_crawl(reason, stats, datetime.now(UTC))
         self.store.engine.dispose()

@@ -58,13 +58,13 @@ class StorePipeline:
     from the environment, else ``sqlite:///<SPIDERSITE_DATA_DIR>/spidersite.db``),
     ``STORE_BATCH_SIZE`` (rows per transaction, 100), ``STORE_BATCH_BYTES`` (page text per
     batch, 4,000,000 characters), ``STORE_QUEUE_BATCHES`` (batches in flight to the
-    worker, 4, besides the one it stores), ``STORE_FLUSH_SECONDS`` (a batch that has not
-    filled up is handed on after this long, 2.0; 0 = only when full),
-    ``STORE_RETRY_TIMES`` (retries of a batch while the database is unreachable, 10),
-    ``STORE_WORD_CACHE`` (bytes of the worker's cache of stem ids, 16 MB);
-    ``ANALYZE_ENABLED`` (True), ``ANALYZE_MAX_WORDS`` (50000) and ``ANALYZE_PROCESSES``
-    (the cores less one, 1 to 4) for the worker's analysis; the ``INDEX_`` settings of the
-    indexer it feeds (:func:`index_config`; the index's checks and failures are
+    worker, 4), ``STORE_FLUSH_SECONDS`` (a batch that has not filled up is handed on
+    after this long, 2.0; 0 = only when full), ``STORE_RETRY_TIMES`` (retries of a batch
+    while the database is unreachable, 10), ``STORE_WORD_CACHE`` (bytes of the worker's
+    cache of stem ids, 16 MB); ``ANALYZE_ENABLED`` (True) and
+    ``ANALYZE_MAX_WORDS`` (50000) and ``ANALYZE_PROCESSES`` (the cores less one, 1 to 4) for the
+    worker's analysis; the ``INDEX_`` settings of
+    the indexer it feeds (:func:`index_config`; the index's checks and failures are
     :class:`spidersite.extensions.IndexExtension`'s).
     Failures also go, one line each, to ``<data dir>/logs/crawl-<id>.log``.
     Stats (counted by the worker, applied here): ``analyze/pages``, ``analyze/words``,
@@ -110,9 +110,7 @@ class StorePipeline:
         self.batch_text = 0
         self.log_file: Any = None
         # The worker process starts now, while Scrapy builds the crawl's other components.
-        self.worker: CrawlWorker | None = CrawlWorker(
-            self.config, self._written, self.queue_batches
-        )
+        self.worker: CrawlWorker | None = CrawlWorker(self.config, self.queue_batches)
         self.worker.start()
         self.failed = False
         self.closing: asyncio.Future[None] | None = None
@@ -153,8 +151,7 @@ class StorePipeline:
     async def _flush_periodically(self) -> None:
         """Hand on a batch that has waited ``STORE_FLUSH_SECONDS`` without filling up (a
         slow crawl, or its last pages): searchable soon after it was fetched, and a kill
-        loses at most that much of it.  When the worker has nothing queued, ask for the
-        report of the batch it stored last."""
+        loses at most that much of it."""
         while True:
             await asyncio.sleep(self.flush_seconds / 2)
             if (
@@ -165,13 +162,6 @@ class StorePipeline:
             ):
                 self.stats.inc_value("store/timed_flushes")
                 self._submit()
-            elif self.worker is not None and not self.worker.pending and not self.failed:
-                # The worker has every batch handed on: the last one's report (it is
-                # stored, or being stored) is asked for, not left until the next batch.
-                try:
-                    self.worker.settle()
-                except Exception as exc:  # the worker process is gone
-                    self._failed(exc)
 
     def server_disabled(self, server: str, errors: int, reason: str) -> None:
         if self.worker is not None and not self.failed:
@@ -234,7 +224,7 @@ class StorePipeline:
         if not len(batch) or self.worker is None or self.failed:
             return
         try:
-            self.worker.write(batch)
+            self.worker.submit("write", batch, done=self._written)
         except Exception as exc:  # the worker process is gone
             self._failed(exc)
 

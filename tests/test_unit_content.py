@@ -3,16 +3,12 @@ weight, and what a search shows (ranking and snippets), through the crawl's work
 
 from __future__ import annotations
 
-import sqlite3
 import tarfile
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from search import db
 from search.analysis import (
@@ -31,7 +27,7 @@ from search.rows import DocumentRow
 from search.searcher import Searcher
 from search.servers import ServerConfig
 from search.snippets import make_snippet, word_stems
-from search.worker import Report, WorkBatch, WorkerConfig
+from search.worker import WorkBatch, WorkerConfig
 from search.workerprocess import Worker
 from spidersite.extract import extract_html
 from tests.conftest import CORPUS
@@ -193,7 +189,6 @@ def park(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Searcher]:
     url = f"sqlite:///{data / 'spidersite.db'}"
     worker = Worker(WorkerConfig(database_url=url, linkrank=False))
     report = worker.write(WorkBatch(docs=[crawled_row(a) for a in ANIMALS]))
-    report.add(worker.settle())  # the batch is stored on the store thread
     assert report.error is None
     assert report.inc["analyze/main_content"] == len(ANIMALS)
     worker.store.engine.dispose()
@@ -274,45 +269,3 @@ def test_python_docs_snippet_is_the_text_not_the_navigation() -> None:
     assert "asyncio" in after and "Source code: Lib/asyncio/exceptions.py" in after
     # The navigation's words are not dropped: they are the boilerplate section's.
     assert {"show", "source", "navigation", "modules"} <= set(content.boilerplate.split())
-
-
-def test_the_worker_stores_a_batch_while_it_analyzes_the_next(tmp_path: Path) -> None:
-    # A batch is stored on the worker's store thread: the next call analyzes the next
-    # batch meanwhile, then waits for the store, and reports what the store did.
-    path = tmp_path / "spidersite.db"
-    worker = Worker(WorkerConfig(database_url=f"sqlite:///{path}", linkrank=False))
-    analyzed = threading.Event()
-    run = worker.analysis.run
-
-    def analyze(rows: list[DocumentRow], inc: Counter[str]) -> None:
-        run(rows, inc)
-        analyzed.set()
-
-    worker.analysis.run = analyze  # type: ignore[method-assign]
-    lock = sqlite3.connect(path, isolation_level=None)
-    lock.execute("BEGIN EXCLUSIVE")  # the database stalls the first batch's store
-    try:
-        first = worker.write(WorkBatch(docs=[crawled_row("zebras")]))
-        assert first.inc["store/documents"] == 0  # nothing was stored before it
-        analyzed.clear()
-        reports: list[Report] = []
-        second = threading.Thread(
-            target=lambda: reports.append(worker.write(WorkBatch(docs=[crawled_row("lions")])))
-        )
-        second.start()
-        assert analyzed.wait(30), "the second batch was not analyzed while the first was stored"
-        second.join(1.0)
-        assert second.is_alive(), "the second call did not wait for the first batch's store"
-    finally:
-        lock.execute("COMMIT")
-        lock.close()
-    second.join(60)
-    assert reports[0].inc["store/documents"] == 1  # the first batch's
-    assert reports[0].inc["analyze/pages"] == 1
-    assert worker.settle().inc["store/documents"] == 1  # the second's
-    assert not worker.settle().inc
-    worker.finish_crawl("finished", {})
-    engine = db.connect(f"sqlite:///{path}")
-    with engine.connect() as conn:
-        assert conn.execute(text("SELECT count(*) FROM documents")).scalar() == 2
-    engine.dispose()

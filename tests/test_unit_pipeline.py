@@ -138,25 +138,22 @@ def test_process_item_waits_while_the_worker_is_behind(
         await pipeline.open_spider()
         locked.execute("BEGIN EXCLUSIVE")  # the database stalls the worker's first batch
         await asyncio.wait_for(pipeline.process_item(_page(1)), 5)  # handed on: room for 1
-        # The worker stores the first batch on its store thread and takes the second,
-        # which waits there for the first to be stored: one batch more than the queue's.
-        await asyncio.wait_for(pipeline.process_item(_page(2)), 5)
-        third = asyncio.ensure_future(pipeline.process_item(_page(3)))
+        second = asyncio.ensure_future(pipeline.process_item(_page(2)))
         await asyncio.sleep(1.5)
-        assert not third.done(), "process_item returned while the queue was full"
-        assert crawler.stats.get_value("store/queue_full") >= 1
+        assert not second.done(), "process_item returned while the queue was full"
+        assert crawler.stats.get_value("store/queue_full") == 1
         assert crawler.stats.get_value("store/batches") is None
         locked.execute("COMMIT")
-        await asyncio.wait_for(third, 30)
-        # The first one is committed and reported with the second's call (the others may
-        # be too, by now: each was handed on as soon as there was room).
+        await asyncio.wait_for(second, 30)
+        # The first one is committed (the second may be too, by now: it was handed on as
+        # soon as there was room).
         assert crawler.stats.get_value("store/batches") >= 1
         await pipeline.close_spider()
         await pipeline.finish("finished")
 
     asyncio.run(scenario())
-    assert crawler.stats.get_value("store/batches") == 3
-    assert len(_rows(tmp_path, "SELECT id FROM documents")) == 3
+    assert crawler.stats.get_value("store/batches") == 2
+    assert len(_rows(tmp_path, "SELECT id FROM documents")) == 2
 
 
 def test_a_batch_does_not_grow_while_the_worker_is_behind(
@@ -533,24 +530,3 @@ def test_the_crawler_does_not_import_what_only_other_processes_or_options_use() 
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
-
-
-def test_the_last_batch_is_reported_while_the_crawl_idles(tmp_path: Path) -> None:
-    # The worker stores a batch on its store thread and reports it with its next call;
-    # when no batch follows, the pipeline's tick asks for the report.
-    crawler = _crawler(tmp_path, STORE_BATCH_SIZE=1, STORE_FLUSH_SECONDS=0.4)
-    pipeline = StorePipeline.from_crawler(crawler)
-
-    async def scenario() -> None:
-        await pipeline.open_spider()
-        await pipeline.process_item(_page(1))
-        for _ in range(150):
-            if crawler.stats.get_value("store/documents"):
-                break
-            await asyncio.sleep(0.1)
-        assert crawler.stats.get_value("store/documents") == 1, "not reported before the close"
-        await pipeline.close_spider()
-        await pipeline.finish("finished")
-
-    asyncio.run(scenario())
-    assert crawler.stats.get_value("store/batches") == 1
