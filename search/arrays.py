@@ -244,14 +244,8 @@ class ArrayIndex:
         # Every posting of every query term, scored in one pass per segment, then summed
         # per document by one bincount.
         all_docs, all_parts = [], []
-        for i, leaf in enumerate(self.leaves):
-            local = self.terms.local(i)[gids]
-            present = np.flatnonzero(local >= 0)
-            if not len(present):
-                continue
+        for _, leaf, present, los, his in leaf_postings(self, gids):
             a = leaf.arrays
-            los = a.starts[local[present]].tolist()
-            his = a.starts[local[present] + 1].tolist()
             docs = np.concatenate([a.docs[lo:hi] for lo, hi in zip(los, his, strict=True)])
             sizes = np.subtract(his, los)
             if self.section_b is None:
@@ -266,15 +260,7 @@ class ArrayIndex:
                 part = np.repeat(factors[present], sizes) * tf / np.maximum(tf + self.k1, 1e-300)
             all_docs.append(docs + leaf.base if leaf.base else docs)
             all_parts.append(part)
-        docs = np.concatenate(all_docs) if all_docs else np.empty(0, dtype=np.int64)
-        parts = np.concatenate(all_parts) if all_parts else np.empty(0, dtype=np.float64)
-        scores = np.bincount(docs, parts, minlength=self.n)
-        if start is not None:
-            scores += start
-        matched = np.bincount(docs, minlength=self.n).astype(np.int16) if require_all else None
-        if len(self.deleted):
-            scores[self.deleted] = 0.0
-        return scores, matched
+        return sum_parts(self, all_docs, all_parts, start, require_all)
 
     def field_tf(self, docnum: int, gid: int) -> tuple[float, np.ndarray]:
         """Per-field BM25F's ``tf~`` of term *gid* in document *docnum* (0 when it does
@@ -390,3 +376,39 @@ class ArrayIndex:
                 norm = leaf.secnorm[local, 0]
                 out[at] = self.k1 / np.where(norm > 0, norm, 1.0)
         return out
+
+
+def leaf_postings(
+    arrays: Any, gids: np.ndarray
+) -> Iterator[tuple[int, Any, np.ndarray, list[int], list[int]]]:
+    """For each segment of *arrays* that holds any of the terms *gids*: its number, its
+    leaf, the positions in *gids* of the terms it holds, and where each one's postings
+    start and end in the leaf's arrays."""
+    for i, leaf in enumerate(arrays.leaves):
+        local = arrays.terms.local(i)[gids]
+        present = np.flatnonzero(local >= 0)
+        if not len(present):
+            continue
+        starts = leaf.arrays.starts
+        yield i, leaf, present, starts[local[present]].tolist(), starts[local[present] + 1].tolist()
+
+
+def sum_parts(
+    arrays: Any,
+    all_docs: list[np.ndarray],
+    all_parts: list[np.ndarray],
+    start: np.ndarray | None,
+    require_all: bool,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Each document's score, the sum of its postings' parts (global document numbers
+    *all_docs*, scores *all_parts*) added to *start* if given, deleted documents 0; with
+    *require_all*, how many postings (query terms) each document has."""
+    docs = np.concatenate(all_docs) if all_docs else np.empty(0, dtype=np.int64)
+    parts = np.concatenate(all_parts) if all_parts else np.empty(0, dtype=np.float64)
+    scores = np.bincount(docs, parts, minlength=arrays.n)
+    if start is not None:
+        scores += start
+    matched = np.bincount(docs, minlength=arrays.n).astype(np.int16) if require_all else None
+    if len(arrays.deleted):
+        scores[arrays.deleted] = 0.0
+    return scores, matched

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from search.arrays import leaf_postings, sum_parts
+
 #: The least a posting scores under DPH (the formula may go below 0).
 DPH_FLOOR = 1e-6
 
@@ -51,14 +53,8 @@ def collection_freq(arrays: Any, gids: np.ndarray) -> np.ndarray:
     """Each of terms *gids*' weighted tf summed over its postings in every segment (as
     the index's term statistics count it: a deleted page's until its segment is merged)."""
     out = np.zeros(len(gids), dtype=np.float64)
-    for i, leaf in enumerate(arrays.leaves):
-        local = arrays.terms.local(i)[gids]
-        present = np.flatnonzero(local >= 0)
-        if not len(present):
-            continue
+    for _, leaf, present, los, his in leaf_postings(arrays, gids):
         a = leaf.arrays
-        los = a.starts[local[present]].tolist()
-        his = a.starts[local[present] + 1].tolist()
         sums = [float(a.tfs[lo:hi].sum(dtype=np.float64)) for lo, hi in zip(los, his, strict=True)]
         out[present] += sums
     return out
@@ -99,14 +95,8 @@ def accumulate(
     cf = collection_freq(arrays, gids)
     lengths, avg = page_lengths(arrays)
     all_docs, all_parts = [], []
-    for i, leaf in enumerate(arrays.leaves):
-        local = arrays.terms.local(i)[gids]
-        present = np.flatnonzero(local >= 0)
-        if not len(present):
-            continue
+    for i, leaf, present, los, his in leaf_postings(arrays, gids):
         a = leaf.arrays
-        los = a.starts[local[present]].tolist()
-        his = a.starts[local[present] + 1].tolist()
         docs = np.concatenate([a.docs[lo:hi] for lo, hi in zip(los, his, strict=True)])
         tf = np.concatenate([a.tfs[lo:hi] for lo, hi in zip(los, his, strict=True)])
         sizes = np.subtract(his, los)
@@ -115,15 +105,7 @@ def accumulate(
         )
         all_docs.append(docs + leaf.base if leaf.base else docs)
         all_parts.append(part)
-    docs = np.concatenate(all_docs) if all_docs else np.empty(0, dtype=np.int64)
-    parts = np.concatenate(all_parts) if all_parts else np.empty(0, dtype=np.float64)
-    scores = np.bincount(docs, parts, minlength=arrays.n)
-    if start is not None:
-        scores += start
-    matched = np.bincount(docs, minlength=arrays.n).astype(np.int16) if require_all else None
-    if len(arrays.deleted):
-        scores[arrays.deleted] = 0.0
-    return scores, matched
+    return sum_parts(arrays, all_docs, all_parts, start, require_all)
 
 
 def page_length(arrays: Any, docnum: int) -> float:
