@@ -10,7 +10,7 @@ pickles them in batches of ``--batch``; it imports the crawler's modules, so it 
 own process.  ``run`` then is the worker process alone: it imports what the worker imports
 (``search.workerprocess``), opens a :class:`search.workerprocess.Worker` on a new SQLite
 database and index in a temporary folder (its indexer child included), and writes each
-batch as the crawler's calls would (``write``, a ``settle`` at the end, the index closed),
+batch as the crawler's calls would (``write`` for each, then the index closed),
 sampling after every batch its RSS, its CPU time (user + system, this process only) and
 the garbage collector's object count.  It writes the median and peak RSS, the RSS at each
 tenth of the run, CPU seconds per page, its RSS by kind of mapping at the end (the C heap,
@@ -204,15 +204,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if k % 10 == 0:
             print(json.dumps(samples[-1]), file=sys.stderr, flush=True)
         if k in trace:
-            worker.settle()
             gc.collect()
             snaps[k] = tracemalloc.take_snapshot()
         if args.trim and total and k % max(1, total // 10) == 0 and _malloc_trim is not None:
-            worker.settle()
             before = rss_mb()
             _malloc_trim(0)
             trims.append({"batch": k, "before": round(before, 1), "after": round(rss_mb(), 1)})
-    worker.settle()
     stored_s = sum(os.times()[:2]) - cpu0
     by_kind = smaps()
     worker.close_index()
