@@ -47,6 +47,11 @@ def vm_hwm_mb(pid: int) -> float | None:
     return None if kib is None else kib / 1024
 
 
+def tree_rss_mb(pid: int) -> float:
+    """The current RSS of ``pid`` and of every live descendant, summed, in MB."""
+    return sum(_status_kib(p, "VmRSS") or 0 for p in [pid, *descendants(pid)]) / 1024
+
+
 def descendants(pid: int) -> list[int]:
     """Every live descendant of ``pid`` (psutil when installed, else ``/proc``)."""
     try:

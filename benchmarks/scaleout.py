@@ -39,7 +39,6 @@ from typing import Any
 import _corpus
 import _measure
 import crawl
-import psutil
 from _scalesite import generate_site, page_path
 from sqlalchemy import create_engine, text
 
@@ -64,18 +63,6 @@ def drop_database(admin_url: str, name: str) -> None:
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
-
-
-def tree_rss_mb(procs: list[subprocess.Popen[bytes]]) -> float:
-    total = 0
-    for proc in procs:
-        try:
-            root = psutil.Process(proc.pid)
-            for p in [root, *root.children(recursive=True)]:
-                total += p.memory_info().rss
-        except psutil.Error:
-            continue
-    return total / 2**20
 
 
 def run_nodes(
@@ -119,7 +106,7 @@ def run_nodes(
         peak = 0.0
         stored_at = searchable_at = None
         while time.monotonic() - start < args.timeout:
-            peak = max(peak, tree_rss_mb([*procs, follower]))
+            peak = max(peak, sum(_measure.tree_rss_mb(p.pid) for p in [*procs, follower]))
             with engine.connect() as conn:
                 stored, indexed = conn.execute(
                     text("SELECT count(*), count(*) FILTER (WHERE indexed) FROM documents")
