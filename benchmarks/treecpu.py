@@ -1,7 +1,7 @@
 """CPU seconds and RSS of each process of a product crawl's tree, sampled beside a run.
 
     python benchmarks/treecpu.py --out tree.json [--cwd DIR] [--pid PID] [--interval 0.5]
-                                 [--spy [ROLE]]
+                                 [--spy [ROLE]] [--idle]
 
 Waits for a ``scrapy crawl site`` process whose parent runs in *--cwd* (``scale.py``'s
 product crawl started from that checkout, so one crawl at a time from a folder; or takes
@@ -12,7 +12,8 @@ Writes the last CPU time and the peak RSS of each process, and every sample, to 
 and prints each process's CPU time and its RSS's median, 90th percentile and peak;
 with *--spy*, a profile of the indexer (or of the process of that role: ``worker``,
 ``crawler``) for its whole life (``py-spy record``, 20 samples a second, raw collapsed
-stacks) to ``<out>.spy.txt``.  A process's CPU after its last
+stacks) to ``<out>.spy.txt``; with *--idle*, waiting stacks too (where the off-CPU
+time goes).  A process's CPU after its last
 sample is not counted (at most one interval).
 """
 
@@ -78,6 +79,11 @@ def main() -> None:
         metavar="ROLE",
         help="py-spy record the process of this role (indexer when none is named)",
     )
+    ap.add_argument(
+        "--idle",
+        action="store_true",
+        help="with --spy, also sample the threads while they wait (off-CPU time)",
+    )
     args = ap.parse_args()
     root = psutil.Process(args.pid) if args.pid else find_crawler(args.cwd)
     start = time.time()
@@ -106,6 +112,8 @@ def main() -> None:
             row[str(p.pid)] = [info["cpu_s"], rss]
             if args.spy and spy is None and info["role"] == args.spy:
                 command = ["py-spy", "record", "-p", str(p.pid), "-r", "20", "-f", "raw"]
+                if args.idle:
+                    command.append("--idle")
                 spy = subprocess.Popen(
                     [*command, "-o", args.out + ".spy.txt"],
                     stdout=subprocess.DEVNULL,

@@ -165,7 +165,10 @@ class Searcher:
                 total = max(total, len(ranked))
                 docs = self._documents([r.docid for r in chosen], with_text=True, read=read)
             suggestion = spelling.suggest(
-                session, q, self._surfaces, few_hits=total <= spelling.MAX_HITS
+                session,
+                q,
+                partial(self._surfaces, session),
+                few_hits=total <= spelling.MAX_HITS,
             )
             explanations: dict[int, Explanation] = {}
             if explain and chosen:
@@ -218,8 +221,11 @@ class Searcher:
             read.update(self.db.documents(missing, with_text=True))
         return {i: read[i] for i in ids if i in read}
 
-    def _surfaces(self, stem: str) -> list[tuple[str, int]]:
-        return self.db.surfaces(stem) if self.db is not None else []
+    def _surfaces(self, session: SearchSession, stem: str) -> list[tuple[str, int]]:
+        """*stem*'s surface forms, counted in a sample of the documents that hold it."""
+        if self.db is None:
+            return []
+        return self.db.surfaces(stem, session.holders(stem, spelling.SURFACE_SAMPLE))
 
     def _section_counts(
         self, ids: Sequence[int], stems: Sequence[str]

@@ -74,6 +74,14 @@ class SearchSession:
     def idf(self, stem: str) -> float:
         return ranking.idf(self.n, self.df(stem))
 
+    def holders(self, stem: str, limit: int) -> list[int]:
+        """The ids of at most *limit* documents that hold *stem* (the first by document
+        number: a sample, for its surface forms)."""
+        if stem not in self.arrays.ids:
+            return []
+        docnums = np.flatnonzero(self.arrays.containing_any([stem]))[:limit]
+        return [stored(self.s, int(docnum))[0] for docnum in docnums]
+
     # -- ranking ---------------------------------------------------------------------
 
     def query(self, q: ParsedQuery) -> WhooshQuery:

@@ -43,6 +43,8 @@ class SearchSession(Protocol):
 
 #: Queries with at most this many hits get a suggestion.
 MAX_HITS = 3
+#: A suggested stem's surface forms are counted in this many of the documents that hold it.
+SURFACE_SAMPLE = 100
 #: A correction must be in this many times as many documents as the word typed.
 MIN_RATIO = 10
 #: Words shorter than this are not corrected (too many stems are one edit away) ...
