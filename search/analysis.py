@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import sys
+from array import array
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -272,6 +273,43 @@ class WordRecord:
     @property
     def total(self) -> int:
         return sum(self.counts)
+
+
+#: A document's word records as they travel between processes (:func:`pack_records`).
+PackedRecords = tuple[tuple[str, ...], tuple[str, ...], bytes, bytes]
+
+
+def pack_records(words: Mapping[str, WordRecord] | None) -> PackedRecords | None:
+    """*words* (stem -> record) in four columns: stems, surfaces, every record's counts in
+    one array of ints and the weights in one of doubles.  Pickled, that is ~15 times
+    cheaper than the records themselves (a dataclass of slots pickles through Python
+    code, object by object: ~1.4 ms a page of 300 stems there and back, more than
+    storing it)."""
+    if words is None:
+        return None
+    records = words.values()
+    return (
+        tuple(r.stem for r in records),
+        tuple(r.surface for r in records),
+        array("i", [c for r in records for c in r.counts]).tobytes(),
+        array("d", [r.weight for r in records]).tobytes(),
+    )
+
+
+def unpack_records(packed: PackedRecords | None) -> dict[str, WordRecord] | None:
+    """The records :func:`pack_records` packed, keyed by stem in their order."""
+    if packed is None:
+        return None
+    stems, surfaces, counts_bytes, weights_bytes = packed
+    counts = array("i")
+    counts.frombytes(counts_bytes)
+    weights = array("d")
+    weights.frombytes(weights_bytes)
+    n = len(SECTIONS)
+    return {
+        stem: WordRecord(stem, surface, counts[i * n : i * n + n].tolist(), weights[i])
+        for i, (stem, surface) in enumerate(zip(stems, surfaces, strict=True))
+    }
 
 
 _URL_NOISE = frozenset(

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from search.analysis import WordRecord
+from search.analysis import PackedRecords, WordRecord, pack_records, unpack_records
 from search.servers import DEFAULTS
 
 if TYPE_CHECKING:
@@ -31,6 +31,36 @@ class DocumentRow:
     #: The page's HTML, for the worker to split its main content from its boilerplate
     #: (:mod:`search.content`); dropped once it has.  Never stored.
     html: bytes | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Between processes the word records go packed (search.analysis.pack_records).
+        return (
+            _document_row,
+            (
+                self.url,
+                self.server,
+                self.values,
+                pack_records(self.words),
+                self.links,
+                self.period,
+                self.weights,
+                self.html,
+            ),
+        )
+
+
+def _document_row(
+    url: str,
+    server: str | None,
+    values: dict[str, Any],
+    words: PackedRecords | None,
+    links: list[tuple[str, str, bool]],
+    period: int,
+    weights: dict[str, float],
+    html: bytes | None,
+) -> DocumentRow:
+    """A :class:`DocumentRow` unpickled."""
+    return DocumentRow(url, server, values, unpack_records(words), links, period, weights, html)
 
 
 @dataclass(slots=True)

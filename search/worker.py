@@ -4,9 +4,10 @@ The crawler's reactor thread only downloads, extracts links and hands pages on. 
 of crawled rows (a page's sections as text, its links and metadata, not analyzed; failures;
 re-visits; gone pages) goes to one worker process, which
 
-1. analyzes every page: its main-content split and its words
-   (:mod:`search.analysispool`; with ``analyze_processes`` > 1, analysis processes of its
-   own analyze part of each batch beside it, in crawl order);
+1. takes the batch's pages analyzed (their main-content split and their words) from the
+   analysis processes, which the crawler feeds each batch's pages while the worker stores
+   the batch before (:mod:`search.analysispool`; with ``analyze_processes`` 0 the worker
+   analyzes them itself);
 2. stores the batch in one transaction through :class:`search.store.DocumentStore`
    (idempotent upserts; the store retries with back-off while the database is unreachable);
 3. sends the stored pages, as :class:`search.index.IndexDoc`, to the indexer, its own child
@@ -36,10 +37,13 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from search.process import spawning
 from search.rows import DocumentRow, ErrorRow, GoneRow, RevisitRow
+
+if TYPE_CHECKING:
+    from search.analysispool import AnalysisProcesses
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +70,8 @@ class WorkerConfig:
     index: IndexConfig | None = None
     #: Recompute the link-graph prior (:mod:`search.linkrank`) when the crawl ends.
     linkrank: bool = True
-    #: Processes that analyze a batch's pages: the worker and ``analyze_processes - 1``
-    #: analysis processes (:class:`search.analysispool.AnalysisPool`).
+    #: Analysis processes ahead of the worker (:mod:`search.analysispool`); 0: the worker
+    #: analyzes each batch itself.
     analyze_processes: int = 1
 
 
@@ -111,6 +115,18 @@ def watch_parent() -> None:
     threading.Thread(target=watch, name="watch-parent", daemon=True).start()
 
 
+#: In the worker process: the queue of the analyzed batches (None: the worker analyzes).
+analyzed_queue: Any = None
+
+
+def _start_worker(results: Any) -> None:
+    """The initializer of the worker process: keep the analysis processes' queue, and
+    watch the crawler."""
+    global analyzed_queue
+    analyzed_queue = results
+    watch_parent()
+
+
 def _open(config: WorkerConfig, *args: Any) -> tuple[int, str, str]:
     """In the worker process: open the worker (:func:`search.workerprocess.open_worker`).
     The worker's modules (the store, the index, the extractor) are imported there, never
@@ -146,10 +162,20 @@ class CrawlWorker:
         self.config = config
         self.queue_batches = max(1, queue_batches)
         self.pending: deque[asyncio.Future[Any]] = deque()
+        #: The analysis processes that analyze each batch's pages ahead of the worker.
+        self.analysis: AnalysisProcesses | None = None
+        if config.analyze and config.analyze_processes > 0:
+            from search.analysispool import AnalysisProcesses
+
+            self.analysis = AnalysisProcesses(
+                config.analyze_processes, config.analyze, config.max_words
+            )
+        self.batches = 0  # batches handed on, each's sequence number
         self.executor = ProcessPoolExecutor(
             max_workers=1,
             mp_context=multiprocessing.get_context("spawn"),
-            initializer=watch_parent,
+            initializer=_start_worker,
+            initargs=(None if self.analysis is None else self.analysis.results,),
         )
 
     def start(self) -> None:
@@ -177,6 +203,19 @@ class CrawlWorker:
         while not self.has_room():
             await asyncio.wait([self.pending[0]])
 
+    def write(self, batch: WorkBatch, done: Callable[[asyncio.Future[Any]], None]) -> None:
+        """Have *batch* analyzed and stored (the worker's ``write``), after every call
+        submitted before; *done* gets the future of its :class:`Report`, on the event
+        loop.  With analysis processes its pages go to one of them, the rest to the
+        worker, which takes the analyzed pages from them."""
+        self.batches += 1
+        if self.analysis is None:
+            self.submit("write", batch, done=done)
+            return
+        docs, batch.docs = batch.docs, []
+        self.analysis.submit(self.batches, docs)
+        self.submit("write", batch, self.batches, done=done)
+
     def submit(self, method: str, *args: Any, done: Callable[[asyncio.Future[Any]], None]) -> None:
         """Run a :class:`Worker` method after every call submitted before; *done* gets its
         future, on the event loop."""
@@ -202,3 +241,6 @@ class CrawlWorker:
         """Stop the worker after the calls submitted; with *wait* False, return at once
         (the process exits by itself, and Python joins it at exit)."""
         self.executor.shutdown(wait=wait)
+        if self.analysis is not None:
+            self.analysis.close(wait=wait)
+            self.analysis = None

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from search import db
-from search.analysispool import AnalysisPool
+from search import db, worker
+from search.analysispool import AnalyzedBatches, analyze_rows
 from search.index import IndexDoc
 from search.indexer import Batch, IndexerProcess
 from search.linkrank import update_linkrank
@@ -42,7 +42,10 @@ class Worker:
             self._retry,
             word_cache_bytes=config.word_cache_bytes,
         )
-        self.analysis = AnalysisPool(config.analyze_processes, config.analyze, config.max_words)
+        #: The batches the analysis processes analyzed (None: the worker analyzes).
+        self.analyzed = (
+            None if worker.analyzed_queue is None else AnalyzedBatches(worker.analyzed_queue)
+        )
         self.indexer: IndexerProcess | None = None
         if config.index is not None:
             self.indexer = IndexerProcess(
@@ -74,10 +77,18 @@ class Worker:
         shown = self.store.engine.url.render_as_string(hide_password=True)
         return crawl_id, str(path), shown
 
-    def write(self, batch: WorkBatch) -> Report:
+    def write(self, batch: WorkBatch, seq: int | None = None) -> Report:
+        """Store *batch* and hand its pages to the indexer.  With *seq*, its pages are
+        batch *seq* of the analysis processes (:mod:`search.analysispool`), taken from
+        them analyzed; else they are analyzed here.  Every page of the batch is analyzed
+        before anything of it is stored."""
         report = Report()
-        # Every page of the batch is analyzed before anything of it is stored.
-        self.analysis.run(batch.docs, report.inc)
+        if seq is not None:
+            assert self.analyzed is not None, "no analysis processes feed this worker"
+            batch.docs, inc = self.analyzed.take(seq)
+            report.inc.update(inc)
+        else:
+            analyze_rows(batch.docs, self.config.analyze, self.config.max_words, report.inc)
 
         self.retries = 0
         try:
@@ -210,7 +221,6 @@ class Worker:
         return report
 
     def finish_crawl(self, reason: str, stats: dict[str, Any]) -> None:
-        self.analysis.close()
         self.store.finish_crawl(reason, stats, datetime.now(UTC))
         self.store.engine.dispose()
 

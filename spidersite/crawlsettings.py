@@ -54,10 +54,10 @@ def _server_defaults(settings: Any, name: str) -> dict[str, Any]:
 
 def analysis_processes_default() -> int:
     """``ANALYZE_PROCESSES`` by default: one fewer than the cores this process may run on
-    (the crawler and the indexer keep a core busy between them), at least 1 and at most 4
-    (each analysis process costs 55-70 MB).  On 2 cores that is the worker alone: measured
-    there, a second analyzing process took none of the crawl's time off (benchmarks/README.md,
-    "Analysis on both cores")."""
+    (the crawler, the worker and the indexer share a core's worth of work at the crawl's
+    pace), at least 1 and at most 4 (each analysis process costs 55-70 MB).  On 2 cores,
+    one analysis process, which analyzes batch N+1 while the worker stores batch N
+    (benchmarks/README.md, "Analysis as a stage of its own")."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -168,9 +168,9 @@ class CrawlSettings:
     analyze_enabled: bool = _setting(True, flag)
     #: Words read from a page's body (the design documents' per-page cap); None: all.
     analyze_max_words: int | None = _setting(50_000, whole(0, zero_means_none=True))
-    #: Processes that analyze each batch's pages: the worker and this many - 1 analysis
-    #: processes of its own (search.analysispool); 1: the worker alone.
-    analyze_processes: int = _setting(analysis_processes_default(), whole(1))
+    #: Analysis processes that analyze each batch's pages ahead of the worker, which
+    #: stores the batch before meanwhile (search.analysispool); 0: the worker analyzes.
+    analyze_processes: int = _setting(analysis_processes_default(), whole(0))
     store_enabled: bool = _setting(True, flag)
     #: Documents, errors, re-visits and gone pages per batch (one transaction).
     store_batch_size: int = _setting(100, whole(1))

@@ -224,7 +224,7 @@ class StorePipeline:
         if not len(batch) or self.worker is None or self.failed:
             return
         try:
-            self.worker.submit("write", batch, done=self._written)
+            self.worker.write(batch, done=self._written)
         except Exception as exc:  # the worker process is gone
             self._failed(exc)
 

@@ -1,18 +1,26 @@
-"""The analysis of a batch in the worker and its analysis processes (search.analysispool):
-every page gets its own analysis, in crawl order, the same as one process gives; a dead
-analysis process fails the batch."""
+"""The analysis of the batches in analysis processes ahead of the worker
+(search.analysispool): every page gets its own analysis, the same as the worker's own, and
+the worker takes the batches in crawl order; a page whose analysis raises, or a dead
+analysis process, fails its batch."""
 
 from __future__ import annotations
 
 import copy
 import os
+import queue
 import signal
 from collections import Counter
 from collections.abc import Iterator
 
 import pytest
 
-from search.analysispool import AnalysisError, AnalysisPool, _runs
+from search.analysispool import (
+    AnalysisError,
+    AnalysisProcesses,
+    Analyzed,
+    AnalyzedBatches,
+    analyze_rows,
+)
 from search.rows import DocumentRow
 
 WEIGHTS = {"body": 1.0, "title": 4.0, "url": 2.0, "desc": 2.0, "keywords": 2.0}
@@ -56,61 +64,75 @@ def _batch() -> list[DocumentRow]:
 
 
 @pytest.fixture
-def pool() -> Iterator[AnalysisPool]:
-    pool = AnalysisPool(3, analyze=True, max_words=50_000)
-    yield pool
-    pool.close()
+def processes() -> Iterator[AnalysisProcesses]:
+    processes = AnalysisProcesses(2, analyze=True, max_words=50_000)
+    yield processes
+    processes.close()
 
 
-def test_the_pool_gives_each_page_its_own_analysis_in_crawl_order(pool: AnalysisPool) -> None:
-    rows = _batch()
-    alone = copy.deepcopy(rows)
-    inc: Counter[str] = Counter()
-    pool.run(rows, inc)
-    AnalysisPool(1, analyze=True, max_words=50_000).run(alone, Counter())
-
-    assert inc["analyze/pool_pages"] >= 4  # two of the three runs went to other processes
-    assert inc["analyze/pages"] == 12
-    assert inc["analyze/main_content"] == 12
-    assert inc["analyze/skipped_noindex"] == 1
-    assert [r.url for r in rows] == [r.url for r in alone]
-    for row, single in zip(rows, alone, strict=True):
-        assert row.values == single.values
-        assert row.words == single.words
-        assert row.html == single.html
-        assert row.links == single.links  # kept, though not shipped
-    pages = [r for r in rows if r.values["kind"] == "page" and not r.values.get("noindex")]
-    for n, row in enumerate(pages):
-        assert row.html is None
-        assert _marker(n) in row.values["text"]  # the main content of its own page
-        assert row.words is not None and _marker(n) in row.words
-        assert "contact" not in row.values["text"].lower()  # the menu is boilerplate
-        assert row.words["contact"].count("boilerplate") == 1
-
-
-def test_runs_are_consecutive_and_balanced() -> None:
-    rows = [_page(n) for n in range(10)]
-    runs = _runs(rows, 3)
-    assert [r for run in runs for r in run] == rows
-    assert len(runs) == 3
-    assert max(map(len, runs)) - min(map(len, runs)) <= 1
-    assert _runs(rows[:1], 3) == [rows[:1]]
+def test_batches_are_analyzed_in_the_processes_and_taken_in_crawl_order(
+    processes: AnalysisProcesses,
+) -> None:
+    batches = {seq: _batch() for seq in (1, 2, 3)}
+    for seq, rows in batches.items():
+        processes.submit(seq, copy.deepcopy(rows))
+    analyzed = AnalyzedBatches(processes.results)
+    for seq, alone in batches.items():
+        rows, inc = analyzed.take(seq)
+        analyze_rows(alone, True, 50_000, Counter())
+        assert inc["analyze/pool_pages"] == inc["analyze/pages"] == 12
+        assert inc["analyze/main_content"] == 12
+        assert inc["analyze/skipped_noindex"] == 1
+        assert [r.url for r in rows] == [r.url for r in alone]
+        for row, single in zip(rows, alone, strict=True):
+            assert row.values == single.values
+            assert row.words == single.words
+            assert row.links == single.links
+            assert row.html is None
+        pages = [r for r in rows if r.values["kind"] == "page" and not r.values.get("noindex")]
+        for n, row in enumerate(pages):
+            assert _marker(n) in row.values["text"]  # the main content of its own page
+            assert row.words is not None and _marker(n) in row.words
+            assert "contact" not in row.values["text"].lower()  # the menu is boilerplate
+            assert row.words["contact"].count("boilerplate") == 1
+    assert analyzed.waiting == {}
+    assert len(set(processes.pids())) == 2 and os.getpid() not in processes.pids()
 
 
-def test_a_dead_analysis_process_fails_the_batch(pool: AnalysisPool) -> None:
-    pool.run(_batch(), Counter())  # started and working
-    pids = pool.pids()
-    assert len(pids) == 2 and os.getpid() not in pids
-    os.kill(pids[0], signal.SIGKILL)
+def test_a_batch_that_comes_early_waits_and_a_second_word_on_it_is_dropped() -> None:
+    results: queue.Queue[Analyzed] = queue.Queue()
+    row = _page(1)
+    results.put(Analyzed(2, [row], Counter({"analyze/pages": 1})))
+    results.put(Analyzed(1, [], Counter()))
+    results.put(Analyzed(1, [], Counter(), "an analysis process died: too late"))
+    analyzed = AnalyzedBatches(results)
+    assert analyzed.take(1) == ([], Counter())
+    assert analyzed.take(2) == ([row], Counter({"analyze/pages": 1}))
+    assert analyzed.waiting == {}
+
+
+def test_a_page_whose_analysis_raises_fails_its_batch(processes: AnalysisProcesses) -> None:
+    processes.submit(1, [DocumentRow("http://example.org/x", None, {})])  # no kind
+    processes.submit(2, _batch())
+    analyzed = AnalyzedBatches(processes.results)
+    with pytest.raises(AnalysisError, match="KeyError"):
+        analyzed.take(1)
+    rows, _ = analyzed.take(2)  # the next batch is analyzed as ever
+    assert len(rows) == 14
+
+
+def test_a_dead_analysis_process_fails_the_batch(processes: AnalysisProcesses) -> None:
+    processes.submit(1, _batch())
+    analyzed = AnalyzedBatches(processes.results)
+    analyzed.take(1)  # started and working
+    os.kill(processes.pids()[0], signal.SIGKILL)
+    processes.submit(2, _batch())
     with pytest.raises(AnalysisError, match="an analysis process died"):
-        for _ in range(3):  # the pool may hand the first runs to the live one
-            pool.run(_batch(), Counter())
+        analyzed.take(2)
 
 
-def test_one_process_starts_no_other() -> None:
-    pool = AnalysisPool(1)
-    assert pool.executor is None and pool.pids() == []
+def test_the_worker_analyzes_alone_without_processes() -> None:
     rows = _batch()
     inc: Counter[str] = Counter()
-    pool.run(rows, inc)
+    analyze_rows(rows, True, 50_000, inc)
     assert inc["analyze/pages"] == 12 and "analyze/pool_pages" not in inc

@@ -18,7 +18,7 @@ from search.analysis import (
     page_sections,
     remainder,
 )
-from search.analysispool import AnalysisPool
+from search.analysispool import analyze_rows
 from search.content import MAX_HTML_BYTES, main_text, split_content
 from search.index import Index
 from search.query import parse_query
@@ -129,7 +129,7 @@ def test_the_extractors_caches_of_texts_are_emptied_after_a_batch() -> None:
     html = page_html("zebras").encode()
     split_content(html, extract_html(BASE + "zebras.html", html, "utf-8").text, "utf-8", "en")
     assert trafilatura.utils.trim.cache_info().currsize > 0
-    AnalysisPool(1).run([crawled_row("lions")], Counter())
+    analyze_rows([crawled_row("lions")], True, None, Counter())
     assert trafilatura.utils.trim.cache_info().currsize == 0
     assert trafilatura.utils.line_processing.cache_info().currsize == 0
 

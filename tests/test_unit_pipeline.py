@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -314,15 +316,21 @@ def test_a_dead_worker_is_reported_not_swallowed(
     assert "The store worker failed" in caplog.text
 
 
-def test_pages_are_analyzed_in_the_analysis_processes_too(tmp_path: Path) -> None:
-    crawler = _crawler(tmp_path, STORE_BATCH_SIZE=6, ANALYZE_PROCESSES=3, INDEX_ENABLED=False)
+@pytest.mark.parametrize("processes", [0, 1, 2])
+def test_pages_are_analyzed_in_the_analysis_processes_or_the_worker(
+    tmp_path: Path, processes: int
+) -> None:
+    crawler = _crawler(
+        tmp_path, STORE_BATCH_SIZE=3, ANALYZE_PROCESSES=processes, INDEX_ENABLED=False
+    )
     pipeline = StorePipeline.from_crawler(crawler)
     pages = [_page(n, text=f"marker{n} vacuum") for n in range(12)]
     asyncio.run(_run(pipeline, pages))
     stats = crawler.stats.get_stats()
     assert stats["analyze/pages"] == 12
-    # Two runs of each batch's three (of about the same size) go to the analysis processes.
-    assert 6 <= stats["analyze/pool_pages"] <= 10
+    assert stats["store/batches"] == 4
+    # Every page in an analysis process (batches spread over them), or none.
+    assert stats.get("analyze/pool_pages", 0) == (12 if processes else 0)
     stems = _rows(
         tmp_path,
         "SELECT d.url, w.stem FROM postings p JOIN words w ON w.id = p.word_id "
@@ -336,23 +344,18 @@ def test_pages_are_analyzed_in_the_analysis_processes_too(tmp_path: Path) -> Non
 def test_a_dead_analysis_process_stops_the_crawl(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import psutil
-
-    crawler = _crawler(tmp_path, STORE_BATCH_SIZE=2, ANALYZE_PROCESSES=2, INDEX_ENABLED=False)
+    crawler = _crawler(tmp_path, STORE_BATCH_SIZE=2, ANALYZE_PROCESSES=1, INDEX_ENABLED=False)
     pipeline = StorePipeline.from_crawler(crawler)
 
     async def scenario() -> None:
         await pipeline.open_spider()
-        assert pipeline.worker is not None
+        assert pipeline.worker is not None and pipeline.worker.analysis is not None
         await pipeline.process_item(_page(1))
         await pipeline.process_item(_page(2))
         await pipeline.worker.drain()
-        assert crawler.stats.get_value("analyze/pool_pages") == 1
-        (worker,) = pipeline.worker.executor._processes.values()
-        analysis = psutil.Process(worker.pid).children()
-        assert len(analysis) == 1
-        analysis[0].kill()
-        analysis[0].wait(10)
+        assert crawler.stats.get_value("analyze/pool_pages") == 2
+        (pid,) = pipeline.worker.analysis.pids()
+        os.kill(pid, signal.SIGKILL)
         await pipeline.process_item(_page(3))
         await pipeline.process_item(_page(4))
         await pipeline.close_spider()
