@@ -50,9 +50,10 @@ MAX_TOKEN_LENGTH = 64
 #: Bytes of each analyzer's cache of stems (:meth:`Analyzer.stem`, one analyzer a
 #: language and process); past it the cache starts again empty.  An entry is counted as
 #: its word's and its stem's strings (``sys.getsizeof``) and :data:`STEM_ENTRY_BYTES` of
-#: the dictionary's: ~170 bytes for a word of 12 letters, so 16 MB hold ~100,000 words.
-#: (Before: up to 500,000 words, ~85 MB measured.)
-STEM_CACHE_BYTES = 16 * 1024 * 1024
+#: the dictionary's: ~170 bytes for a word of 12 letters, so 8 MB hold ~50,000 words.
+#: (Before: up to 500,000 words, ~85 MB measured; 16 MB until the analysis became a
+#: process of its own, 2026-12-04.)
+STEM_CACHE_BYTES = 8 * 1024 * 1024
 #: A dictionary entry's own bytes (its hash, key and value, and the table's free slots),
 #: as measured with ``tracemalloc``: 53 bytes an entry at 180,000 entries.
 STEM_ENTRY_BYTES = 56

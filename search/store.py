@@ -41,8 +41,10 @@ _POSTING_COLUMNS = (
 _T = TypeVar("_T")
 
 #: Bytes of the store's cache of stem ids (``STORE_WORD_CACHE``): ~130 a stem of 8
-#: letters, so 16 MB hold ~120,000 stems.
-WORD_CACHE_BYTES = 16 * 1024 * 1024
+#: letters, so 8 MB hold ~60,000 stems (a language's common words; a stem past them is
+#: read again from the database after the cache starts again).  (16 MB before
+#: 2026-12-04: the analysis processes' memory took its place.)
+WORD_CACHE_BYTES = 8 * 1024 * 1024
 #: What a cached stem id costs beside the stem's letters: the str, the int, a dict slot.
 _WORD_ENTRY_BYTES = 122
 

@@ -61,7 +61,7 @@ class StorePipeline:
     worker, 4), ``STORE_FLUSH_SECONDS`` (a batch that has not filled up is handed on
     after this long, 2.0; 0 = only when full), ``STORE_RETRY_TIMES`` (retries of a batch
     while the database is unreachable, 10), ``STORE_WORD_CACHE`` (bytes of the worker's
-    cache of stem ids, 16 MB); ``ANALYZE_ENABLED`` (True) and
+    cache of stem ids, 8 MB); ``ANALYZE_ENABLED`` (True) and
     ``ANALYZE_MAX_WORDS`` (50000) and ``ANALYZE_PROCESSES`` (the cores less one, 1 to 4) for the
     worker's analysis; the ``INDEX_`` settings of
     the indexer it feeds (:func:`index_config`; the index's checks and failures are
