@@ -6,50 +6,57 @@ extractor's ~60 ms a large page) and the word analysis of its sections
 download.  With ``processes`` ≥ 1 (``ANALYZE_PROCESSES``) it runs in that many analysis
 processes, a stage of the pipeline of its own::
 
-    crawler --batch N--> analysis process --analyzed batch N--> worker --> indexer
+    crawler --batch N--> analysis process --spool file N--> worker --> indexer
         \\------------------- write N (the batch's other rows) ---^
 
 The crawler hands each batch's documents to an analysis process
-(:meth:`AnalysisProcesses.submit`, a ``concurrent.futures`` pool the crawler spawns) and
-the call that stores the batch to the worker; the analysis process sends the analyzed rows
-straight to the worker through a queue (:class:`AnalyzedBatches`), which takes them in
-crawl order, by the batch's sequence number.  So the analysis of batch N+1 runs while the
-worker stores batch N, each process on a core of its own, and the rows are pickled once
-per hop, never back through the crawler.  Nothing is stored before its batch is analyzed,
+(:class:`search.worker.AnalysisProcesses`, a ``concurrent.futures`` pool the crawler
+spawns; the crawler never imports this module) and the call that stores the batch to the
+worker; the analysis process leaves the analyzed rows for the worker in a spool folder of
+the crawl's, one file a batch named by its sequence number (written whole, then renamed),
+and the worker takes them from there in crawl order (:class:`AnalyzedBatches`), never
+through the crawler.  A file, not a queue between processes: a process killed while it
+writes to a queue leaves half a message in it and the queue's lock held, and the worker
+would wait for ever; a file it was writing is never renamed, never read.  So the analysis
+of batch N+1 runs while the worker stores batch N, each process on a core of its own, and
+the rows are pickled once per hop (their word records packed:
+:func:`search.analysis.pack_records`).  Nothing is stored before its batch is analyzed,
 and the store's transaction stays one per batch: a kill loses no more than the batches in
 flight, as before.  The number of batches in flight is bounded by the crawler
-(``STORE_QUEUE_BATCHES``), so the queue holds at most that many.
+(``STORE_QUEUE_BATCHES``), so the spool holds at most that many files.
 
 ``processes`` = 0: no analysis process; the worker analyzes each batch before it stores
 it (:func:`analyze_rows`).
 
 An analysis process imports only what analysis needs (the extractor and the analyzer: no
 database, no index, no Scrapy); it exits when the crawler dies.  A page whose analysis
-raises, or an analysis process that dies, fails its batch: the worker's ``write`` raises
+raises fails its batch; an analysis process that dies fails the batches after it (the
+crawler sets an event the worker reads while it waits): the worker's ``write`` raises
 :class:`AnalysisError` and the crawl stops (``store_failed``).
 """
 
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
-import queue
+import pickle
+import time
 from collections import Counter
-from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from search.analysis import analyze_document, page_sections
 from search.content import release_caches, split_content
-from search.process import freeze_startup, release_memory, spawning
+from search.process import freeze_startup, release_memory
 from search.rows import DocumentRow
-from search.worker import watch_parent
+from search.worker import Analyzed, watch_parent
 
 logger = logging.getLogger(__name__)
 
-#: Seconds the worker waits for an analyzed batch between checks of the crawler.
-_WAIT_SECONDS = 1.0
+#: Seconds the worker waits before it looks again for an analyzed batch: from the first,
+#: doubling up to the last.
+_FIRST_POLL = 0.002
+_LAST_POLL = 0.05
 
 
 class AnalysisError(RuntimeError):
@@ -111,38 +118,40 @@ def analyze_rows(
         release_caches()
 
 
-@dataclass(slots=True)
-class Analyzed:
-    """An analyzed batch on its way to the worker: its rows, what the analysis counted,
-    and why it failed (None: it did not)."""
-
-    seq: int
-    rows: list[DocumentRow]
-    inc: Counter[str]
-    error: str | None = None
-
-
 # -- in an analysis process ----------------------------------------------------------------
 
-#: Where this analysis process sends the batches it analyzed (set by its initializer).
-_results: Any = None
+#: The folder where this analysis process leaves the batches it analyzed (its initializer's).
+_spool: Path | None = None
 
 
-def _start_analysis_process(results: Any) -> None:
-    """The initializer of an analysis process: keep the worker's queue, watch the crawler,
-    and leave what importing made out of later full garbage collections."""
-    global _results
-    _results = results
+def batch_path(spool: Path, seq: int) -> Path:
+    """Where analyzed batch *seq* is left for the worker."""
+    return spool / f"{seq}.batch"
+
+
+def start_analysis_process(spool: str) -> None:
+    """In a new analysis process (:class:`search.worker.AnalysisProcesses`' initializer):
+    keep the spool folder, watch the crawler, and leave what importing made out of later
+    full garbage collections."""
+    global _spool
+    _spool = Path(spool)
     watch_parent()
     freeze_startup()
 
 
-def _ready() -> int:
-    return os.getpid()
+def _leave(analyzed: Analyzed) -> None:
+    """Leave *analyzed* for the worker: written whole under another name, then renamed,
+    so that the worker never reads a batch cut short by a kill."""
+    assert _spool is not None, "not an analysis process"
+    final = batch_path(_spool, analyzed.seq)
+    part = final.with_suffix(".part")
+    with part.open("wb") as f:
+        pickle.dump(analyzed, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(part, final)
 
 
 def analyze_batch(seq: int, rows: list[DocumentRow], analyze: bool, max_words: int | None) -> int:
-    """In an analysis process: analyze batch *seq*'s rows and send them to the worker;
+    """In an analysis process: analyze batch *seq*'s rows and leave them for the worker;
     returns the number of rows.  A page whose analysis raises fails the batch (the worker
     gets the error, not the rows)."""
     # What the previous batch left (sent by now): lxml's trees are C memory, which glibc
@@ -153,89 +162,42 @@ def analyze_batch(seq: int, rows: list[DocumentRow], analyze: bool, max_words: i
         analyze_rows(rows, analyze, max_words, inc)
     except Exception as exc:
         logger.exception("A batch could not be analyzed")
-        _results.put(Analyzed(seq, [], inc, f"{type(exc).__name__}: {exc}"))
+        _leave(Analyzed(seq, [], inc, f"{type(exc).__name__}: {exc}"))
         return 0
     inc["analyze/pool_pages"] += inc["analyze/pages"]
-    _results.put(Analyzed(seq, rows, inc))
+    _leave(Analyzed(seq, rows, inc))
     return len(rows)
-
-
-# -- in the crawler --------------------------------------------------------------------------
-
-
-class AnalysisProcesses:
-    """The crawler's analysis processes (*processes* of them, spawned now) and the queue
-    that takes their batches to the worker (:attr:`results`, handed to the worker when it
-    is spawned)."""
-
-    def __init__(self, processes: int, analyze: bool = True, max_words: int | None = None) -> None:
-        context = multiprocessing.get_context("spawn")
-        self.analyze = analyze
-        self.max_words = max_words
-        self.results: Any = context.Queue()
-        self.executor = ProcessPoolExecutor(
-            max_workers=max(1, processes),
-            mp_context=context,
-            initializer=_start_analysis_process,
-            initargs=(self.results,),
-        )
-        # Start them now, so that their start-up overlaps the crawl's, not a batch.
-        with spawning():
-            for _ in range(max(1, processes)):
-                self.executor.submit(_ready)
-
-    def pids(self) -> list[int]:
-        """The analysis processes' ids (for tests and measurements)."""
-        return [p.pid for p in self.executor._processes.values() if p.pid is not None]
-
-    def submit(self, seq: int, rows: list[DocumentRow]) -> None:
-        """Have batch *seq*'s rows analyzed and sent to the worker.  If the analysis
-        process dies (or the rows cannot be sent to it), the worker is told so in its
-        place."""
-        try:
-            future = self.executor.submit(analyze_batch, seq, rows, self.analyze, self.max_words)
-        except Exception as exc:  # the pool is broken already
-            self._failed(seq, exc)
-            return
-
-        def done(f: Future[int]) -> None:
-            exc = f.exception()
-            if exc is not None:
-                self._failed(seq, exc)
-
-        future.add_done_callback(done)
-
-    def _failed(self, seq: int, exc: BaseException) -> None:
-        self.results.put(Analyzed(seq, [], Counter(), f"an analysis process died: {exc}"))
-
-    def close(self, wait: bool = True) -> None:
-        self.executor.shutdown(wait=wait, cancel_futures=True)
 
 
 # -- in the worker -------------------------------------------------------------------------
 
 
 class AnalyzedBatches:
-    """The worker's end of the analysis processes' queue: batches taken in crawl order."""
+    """The worker's end of the analysis processes: the batches they left in the spool
+    folder, taken in crawl order."""
 
-    def __init__(self, results: Any) -> None:
-        self.results = results
-        self.waiting: dict[int, Analyzed] = {}
-        self.taken = 0  # the last sequence number taken
+    def __init__(self, spool: str | Path, broken: Any = None) -> None:
+        self.spool = Path(spool)
+        self.broken = broken
 
     def take(self, seq: int) -> tuple[list[DocumentRow], Counter[str]]:
-        """Batch *seq*'s analyzed rows and counters, once it has come (batches analyzed
-        by another process may come first, and wait); :class:`AnalysisError` when its
-        analysis failed."""
-        while seq not in self.waiting:
+        """Batch *seq*'s analyzed rows and counters, once its analysis process has left
+        them (read once, then removed); :class:`AnalysisError` when its analysis failed,
+        or when an analysis process died before."""
+        path = batch_path(self.spool, seq)
+        delay = _FIRST_POLL
+        while True:
             try:
-                got: Analyzed = self.results.get(timeout=_WAIT_SECONDS)
-            except queue.Empty:
-                continue  # the worker exits when the crawler dies (watch_parent)
-            if got.seq > self.taken and got.seq not in self.waiting:
-                self.waiting[got.seq] = got  # else: a second word on a batch taken
-        analyzed = self.waiting.pop(seq)
-        self.taken = max(self.taken, seq)
+                with path.open("rb") as f:
+                    analyzed: Analyzed = pickle.load(f)
+                break
+            except FileNotFoundError:
+                pass
+            if self.broken is not None and self.broken.is_set():
+                raise AnalysisError("an analysis process died; the crawl stops")
+            time.sleep(delay)  # the worker exits when the crawler dies (watch_parent)
+            delay = min(delay * 2, _LAST_POLL)
+        path.unlink()
         if analyzed.error is not None:
             raise AnalysisError(analyzed.error)
         return analyzed.rows, analyzed.inc

@@ -31,19 +31,18 @@ import asyncio
 import logging
 import multiprocessing
 import os
+import shutil
+import tempfile
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from search.process import spawning
 from search.rows import DocumentRow, ErrorRow, GoneRow, RevisitRow
-
-if TYPE_CHECKING:
-    from search.analysispool import AnalysisProcesses
 
 logger = logging.getLogger(__name__)
 
@@ -115,16 +114,47 @@ def watch_parent() -> None:
     threading.Thread(target=watch, name="watch-parent", daemon=True).start()
 
 
-#: In the worker process: the queue of the analyzed batches (None: the worker analyzes).
-analyzed_queue: Any = None
+#: In the worker process: the analysis processes' spool folder of the analyzed batches and
+#: the event set when one of them died (None: the worker analyzes).
+analysis_channel: tuple[Any, Any] | None = None
 
 
-def _start_worker(results: Any) -> None:
-    """The initializer of the worker process: keep the analysis processes' queue, and
+def _start_worker(channel: tuple[Any, Any] | None) -> None:
+    """The initializer of the worker process: keep the analysis processes' channel, and
     watch the crawler."""
-    global analyzed_queue
-    analyzed_queue = results
+    global analysis_channel
+    analysis_channel = channel
     watch_parent()
+
+
+@dataclass(slots=True)
+class Analyzed:
+    """A batch's pages on their way from an analysis process to the worker: its rows,
+    what the analysis counted, and why it failed (None: it did not)."""
+
+    seq: int
+    rows: list[DocumentRow]
+    inc: Counter[str]
+    error: str | None = None
+
+
+def _start_analysis(spool: str) -> None:
+    """In a new analysis process: :func:`search.analysispool.start_analysis_process` (the
+    analysis's modules are imported there, never in the crawler)."""
+    from search.analysispool import start_analysis_process
+
+    start_analysis_process(spool)
+
+
+def _analyze(seq: int, rows: list[DocumentRow], analyze: bool, max_words: int | None) -> int:
+    """In an analysis process: :func:`search.analysispool.analyze_batch`."""
+    from search.analysispool import analyze_batch
+
+    return analyze_batch(seq, rows, analyze, max_words)
+
+
+def _ready() -> int:
+    return os.getpid()
 
 
 def _open(config: WorkerConfig, *args: Any) -> tuple[int, str, str]:
@@ -151,6 +181,62 @@ def _call(method: str, *args: Any) -> Any:
 # -- in the crawler --------------------------------------------------------------------
 
 
+class AnalysisProcesses:
+    """The crawler's analysis processes (*processes* of them, spawned now) and the spool
+    folder where they leave the batches they analyzed for the worker (:attr:`spool`,
+    handed to the worker when it is spawned, removed by :meth:`close`).  See
+    :mod:`search.analysispool`."""
+
+    def __init__(self, processes: int, analyze: bool = True, max_words: int | None = None) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.analyze = analyze
+        self.max_words = max_words
+        #: The folder where the analysis processes leave the batches they analyzed.
+        self.spool = tempfile.mkdtemp(prefix="spidersite-analysis-")
+        #: Set when an analysis process died (or a batch could not be handed to one): the
+        #: worker then fails the batches it waits for.
+        self.broken: Any = context.Event()
+        self.executor = ProcessPoolExecutor(
+            max_workers=max(1, processes),
+            mp_context=context,
+            initializer=_start_analysis,
+            initargs=(self.spool,),
+        )
+        # Start them now, so that their start-up overlaps the crawl's, not a batch.
+        with spawning():
+            for _ in range(max(1, processes)):
+                self.executor.submit(_ready)
+
+    def pids(self) -> list[int]:
+        """The analysis processes' ids (for tests and measurements)."""
+        return [p.pid for p in self.executor._processes.values() if p.pid is not None]
+
+    def submit(self, seq: int, rows: list[DocumentRow]) -> None:
+        """Have batch *seq*'s rows analyzed and left for the worker.  If the analysis
+        process dies (or the rows cannot be handed to one), :attr:`broken` tells the
+        worker, which then fails the batches not left yet."""
+        try:
+            future = self.executor.submit(_analyze, seq, rows, self.analyze, self.max_words)
+        except Exception as exc:  # the pool is broken already
+            self._failed(seq, exc)
+            return
+
+        def done(f: Future[int]) -> None:
+            exc = f.exception()
+            if exc is not None:
+                self._failed(seq, exc)
+
+        future.add_done_callback(done)
+
+    def _failed(self, seq: int, exc: BaseException) -> None:
+        logger.error("Batch %d could not be analyzed: %s: %s", seq, type(exc).__name__, exc)
+        self.broken.set()
+
+    def close(self, wait: bool = True) -> None:
+        self.executor.shutdown(wait=wait, cancel_futures=True)
+        shutil.rmtree(self.spool, ignore_errors=True)
+
+
 class CrawlWorker:
     """The crawler's handle on its worker process (one, spawned, calls run in order).
 
@@ -165,8 +251,6 @@ class CrawlWorker:
         #: The analysis processes that analyze each batch's pages ahead of the worker.
         self.analysis: AnalysisProcesses | None = None
         if config.analyze and config.analyze_processes > 0:
-            from search.analysispool import AnalysisProcesses
-
             self.analysis = AnalysisProcesses(
                 config.analyze_processes, config.analyze, config.max_words
             )
@@ -175,7 +259,9 @@ class CrawlWorker:
             max_workers=1,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_start_worker,
-            initargs=(None if self.analysis is None else self.analysis.results,),
+            initargs=(
+                None if self.analysis is None else (self.analysis.spool, self.analysis.broken),
+            ),
         )
 
     def start(self) -> None:

@@ -43,9 +43,8 @@ class Worker:
             word_cache_bytes=config.word_cache_bytes,
         )
         #: The batches the analysis processes analyzed (None: the worker analyzes).
-        self.analyzed = (
-            None if worker.analyzed_queue is None else AnalyzedBatches(worker.analyzed_queue)
-        )
+        channel = worker.analysis_channel
+        self.analyzed = None if channel is None else AnalyzedBatches(*channel)
         self.indexer: IndexerProcess | None = None
         if config.index is not None:
             self.indexer = IndexerProcess(

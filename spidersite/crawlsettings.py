@@ -53,16 +53,17 @@ def _server_defaults(settings: Any, name: str) -> dict[str, Any]:
 
 
 def analysis_processes_default() -> int:
-    """``ANALYZE_PROCESSES`` by default: one fewer than the cores this process may run on
-    (the crawler, the worker and the indexer share a core's worth of work at the crawl's
-    pace), at least 1 and at most 4 (each analysis process costs 55-70 MB).  On 2 cores,
-    one analysis process, which analyzes batch N+1 while the worker stores batch N
-    (benchmarks/README.md, "Analysis as a stage of its own")."""
+    """``ANALYZE_PROCESSES`` by default: two fewer than the cores this process may run on
+    (the crawler's and the worker's), at most 4; 0 on 2 cores or fewer.  Measured on 2
+    cores (benchmarks/README.md, "analysis as a stage of its own"): one analysis process
+    made the crawl ~10 % faster and the tree ~75 MB larger, past the 500 MB that a
+    100,000-page crawl must stay under there; so on 2 cores the worker analyzes.  Not
+    measured on more cores."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
-    return max(1, min(4, cores - 1))
+    return max(0, min(4, cores - 2))
 
 
 def _setting(default: Any, parse: Parser) -> Any:

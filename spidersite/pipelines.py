@@ -1,8 +1,9 @@
 """The item pipeline: hand every item, in order, to the crawl's worker process.
 
 :class:`StorePipeline` turns pages, failures, re-visits and gone pages into plain rows,
-gathers them into batches and hands each batch to the worker (:mod:`search.worker`), which
-analyzes, stores and indexes them in other processes.  The reactor thread does no analysis
+gathers them into batches and hands each batch on (:meth:`search.worker.CrawlWorker.write`:
+its pages to an analysis process, the rest to the worker), to be analyzed, stored and
+indexed in other processes.  The reactor thread does no analysis
 and no database work.  ``process_item`` returns once its item's batch is handed on; while
 ``STORE_QUEUE_BATCHES`` batches are in flight it waits, so that the responses stay in
 Scrapy's scraper slot and the downloader stops (``SCRAPER_SLOT_MAX_ACTIVE_SIZE``) until the
@@ -62,10 +63,10 @@ class StorePipeline:
     after this long, 2.0; 0 = only when full), ``STORE_RETRY_TIMES`` (retries of a batch
     while the database is unreachable, 10), ``STORE_WORD_CACHE`` (bytes of the worker's
     cache of stem ids, 8 MB); ``ANALYZE_ENABLED`` (True) and
-    ``ANALYZE_MAX_WORDS`` (50000) and ``ANALYZE_PROCESSES`` (the cores less one, 1 to 4) for the
-    worker's analysis; the ``INDEX_`` settings of
-    the indexer it feeds (:func:`index_config`; the index's checks and failures are
-    :class:`spidersite.extensions.IndexExtension`'s).
+    ``ANALYZE_MAX_WORDS`` (50000) and ``ANALYZE_PROCESSES`` (analysis processes ahead of the
+    worker: the cores less one, 1 to 4; 0: the worker analyzes) for the analysis; the
+    ``INDEX_`` settings of the indexer it feeds (:func:`index_config`; the index's checks
+    and failures are :class:`spidersite.extensions.IndexExtension`'s).
     Failures also go, one line each, to ``<data dir>/logs/crawl-<id>.log``.
     Stats (counted by the worker, applied here): ``analyze/pages``, ``analyze/words``,
     ``analyze/skipped_noindex``, ``analyze/pool_pages`` (analyzed in analysis processes),

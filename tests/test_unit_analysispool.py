@@ -7,21 +7,18 @@ from __future__ import annotations
 
 import copy
 import os
-import queue
+import pickle
 import signal
+import threading
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from search.analysispool import (
-    AnalysisError,
-    AnalysisProcesses,
-    Analyzed,
-    AnalyzedBatches,
-    analyze_rows,
-)
+from search.analysispool import AnalysisError, AnalyzedBatches, analyze_rows, batch_path
 from search.rows import DocumentRow
+from search.worker import AnalysisProcesses, Analyzed
 
 WEIGHTS = {"body": 1.0, "title": 4.0, "url": 2.0, "desc": 2.0, "keywords": 2.0}
 MENU = "Home Products Support About Contact"
@@ -76,7 +73,7 @@ def test_batches_are_analyzed_in_the_processes_and_taken_in_crawl_order(
     batches = {seq: _batch() for seq in (1, 2, 3)}
     for seq, rows in batches.items():
         processes.submit(seq, copy.deepcopy(rows))
-    analyzed = AnalyzedBatches(processes.results)
+    analyzed = AnalyzedBatches(processes.spool, processes.broken)
     for seq, alone in batches.items():
         rows, inc = analyzed.take(seq)
         analyze_rows(alone, True, 50_000, Counter())
@@ -95,26 +92,36 @@ def test_batches_are_analyzed_in_the_processes_and_taken_in_crawl_order(
             assert row.words is not None and _marker(n) in row.words
             assert "contact" not in row.values["text"].lower()  # the menu is boilerplate
             assert row.words["contact"].count("boilerplate") == 1
-    assert analyzed.waiting == {}
+    assert list(Path(processes.spool).iterdir()) == []  # each file removed once taken
     assert len(set(processes.pids())) == 2 and os.getpid() not in processes.pids()
 
 
-def test_a_batch_that_comes_early_waits_and_a_second_word_on_it_is_dropped() -> None:
-    results: queue.Queue[Analyzed] = queue.Queue()
+def test_batches_are_taken_from_the_spool_whole_and_once(tmp_path: Path) -> None:
     row = _page(1)
-    results.put(Analyzed(2, [row], Counter({"analyze/pages": 1})))
-    results.put(Analyzed(1, [], Counter()))
-    results.put(Analyzed(1, [], Counter(), "an analysis process died: too late"))
-    analyzed = AnalyzedBatches(results)
+    for analyzed in (Analyzed(2, [row], Counter({"analyze/pages": 1})), Analyzed(1, [], Counter())):
+        batch_path(tmp_path, analyzed.seq).write_bytes(pickle.dumps(analyzed))
+    # A batch an analysis process was writing when it was killed: never renamed, never read.
+    batch_path(tmp_path, 3).with_suffix(".part").write_bytes(b"cut short")
+    analyzed = AnalyzedBatches(tmp_path)
     assert analyzed.take(1) == ([], Counter())
     assert analyzed.take(2) == ([row], Counter({"analyze/pages": 1}))
-    assert analyzed.waiting == {}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["3.part"]
+
+
+def test_a_dead_analysis_process_fails_the_batches_not_left_yet(tmp_path: Path) -> None:
+    broken = threading.Event()
+    batch_path(tmp_path, 1).write_bytes(pickle.dumps(Analyzed(1, [], Counter())))
+    analyzed = AnalyzedBatches(tmp_path, broken)
+    broken.set()
+    assert analyzed.take(1) == ([], Counter())  # left before: stored as ever
+    with pytest.raises(AnalysisError, match="an analysis process died"):
+        analyzed.take(2)
 
 
 def test_a_page_whose_analysis_raises_fails_its_batch(processes: AnalysisProcesses) -> None:
     processes.submit(1, [DocumentRow("http://example.org/x", None, {})])  # no kind
     processes.submit(2, _batch())
-    analyzed = AnalyzedBatches(processes.results)
+    analyzed = AnalyzedBatches(processes.spool, processes.broken)
     with pytest.raises(AnalysisError, match="KeyError"):
         analyzed.take(1)
     rows, _ = analyzed.take(2)  # the next batch is analyzed as ever
@@ -123,7 +130,7 @@ def test_a_page_whose_analysis_raises_fails_its_batch(processes: AnalysisProcess
 
 def test_a_dead_analysis_process_fails_the_batch(processes: AnalysisProcesses) -> None:
     processes.submit(1, _batch())
-    analyzed = AnalyzedBatches(processes.results)
+    analyzed = AnalyzedBatches(processes.spool, processes.broken)
     analyzed.take(1)  # started and working
     os.kill(processes.pids()[0], signal.SIGKILL)
     processes.submit(2, _batch())
