@@ -7,7 +7,8 @@ Waits for a ``scrapy crawl site`` process whose parent runs in *--cwd* (``scale.
 product crawl started from that checkout, so one crawl at a time from a folder; or takes
 *--pid*), then samples every
 *--interval* seconds, until the crawler exits, the CPU time (user + system) and the RSS of
-the crawler, its worker, the worker's indexer child and the resource trackers (psutil).
+the crawler, its analysis processes, its worker, the worker's indexer child and the
+resource trackers (psutil).
 Writes the last CPU time and the peak RSS of each process, and every sample, to *--out*,
 and prints each process's CPU time and its RSS's median, 90th percentile and peak;
 with *--spy*, a profile of the indexer (or of the process of that role: ``worker``,
@@ -52,10 +53,15 @@ def alive(p: psutil.Process) -> bool:
 
 
 def role(p: psutil.Process, depth: int) -> str:
+    """The crawler (the root), the worker (a child with a child: its indexer), an analysis
+    process (a child without children: ``ANALYZE_PROCESSES``), the resource tracker, the
+    indexer (a grandchild)."""
     line = " ".join(p.cmdline())
     if "resource_tracker" in line:
         return "tracker"
-    return {0: "crawler", 1: "worker"}.get(depth, "indexer" if "spawn_main" in line else "other")
+    if depth == 1:
+        return "worker" if p.children() else "analysis"
+    return {0: "crawler"}.get(depth, "indexer" if "spawn_main" in line else "other")
 
 
 def rss_percentiles(samples: list[dict[str, Any]], pid: int) -> tuple[int, int]:
@@ -105,6 +111,8 @@ def main() -> None:
                 cpu = p.cpu_times()
                 rss = p.memory_info().rss
                 info = procs.setdefault(p.pid, {"role": role(p, depth), "peak_rss": 0})
+                if depth == 1 and info["role"] == "analysis":
+                    info["role"] = role(p, depth)  # the worker, before its indexer started
             except psutil.Error:
                 continue
             info["cpu_s"] = cpu.user + cpu.system
