@@ -154,7 +154,7 @@ def analyze_batch(seq: int, rows: list[DocumentRow], analyze: bool, max_words: i
     """In an analysis process: analyze batch *seq*'s rows and leave them for the worker;
     returns the number of rows.  A page whose analysis raises fails the batch (the worker
     gets the error, not the rows)."""
-    # What the previous batch left (sent by now): lxml's trees are C memory, which glibc
+    # What the previous batch left (written out by now): lxml's trees are C memory, which glibc
     # keeps unless trimmed.
     release_memory()
     inc: Counter[str] = Counter()
