@@ -6,6 +6,7 @@ near-duplicates by simhash (``near_duplicate_of_id``: recorded, still indexed; s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import bindparam, select, update
@@ -14,6 +15,20 @@ from search.db import chunks
 from search.models import Document
 from search.rows import DocumentRow
 from search.simhash import SimhashIndex, fingerprint, to_signed, to_unsigned
+
+
+def with_checksums(checksums: Sequence[str]) -> Any:
+    """The stored documents of *checksums*, by id: looked up by checksum alone (its index,
+    migration 0009), the rest of a clone's test made by the caller.  Given
+    ``clone_of_id IS NULL`` as well, SQLite chose that column's index, which nearly every
+    page matches: a scan of the documents table for every batch stored."""
+    return (
+        select(
+            Document.id, Document.checksum, Document.kind, Document.gone_at, Document.clone_of_id
+        )
+        .where(Document.checksum.in_(list(checksums)))
+        .order_by(Document.id)
+    )
 
 
 class DuplicateMarker:
@@ -42,17 +57,9 @@ class DuplicateMarker:
             return {}
         first: dict[str, int] = {}
         for part in chunks(sorted(sums)):
-            for did, checksum in conn.execute(
-                select(Document.id, Document.checksum)
-                .where(
-                    Document.checksum.in_(part),
-                    Document.kind == "page",
-                    Document.gone_at.is_(None),
-                    Document.clone_of_id.is_(None),
-                )
-                .order_by(Document.id)
-            ):
-                first.setdefault(checksum, did)
+            for did, checksum, kind, gone_at, clone_of in conn.execute(with_checksums(part)):
+                if kind == "page" and gone_at is None and clone_of is None:
+                    first.setdefault(checksum, did)
         clones: dict[int, int] = {}
         for r in rows:
             did = ids[r.url]

@@ -88,7 +88,9 @@ class Document(Base):
     nofollow: Mapped[bool] = mapped_column(Boolean, default=False)
     last_modified: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     etag: Mapped[str | None] = mapped_column(String(255))
-    checksum: Mapped[str | None] = mapped_column(String(64))
+    #: Indexed: the store looks each stored page's checksum up for exact duplicates
+    #: (:meth:`search.duplicates.DuplicateMarker.mark_clones`; migration 0009).
+    checksum: Mapped[str | None] = mapped_column(String(64), index=True)
     crawled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     last_index_time: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     next_index_time: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)

@@ -109,3 +109,22 @@ def test_opening_a_new_or_current_database_does_not_load_alembic(tmp_path: Path)
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_what_the_store_writes_a_page_keeps_no_index_at_random_places(tmp_path: Path) -> None:
+    """A stored page's exact-duplicate lookup reads the checksum's index, not a scan of
+    the documents (per batch: quadratic in the crawl); its postings go into no index by
+    stem (its upkeep at random places was most of a page's store at size)."""
+    from search.duplicates import with_checksums
+
+    engine = db.connect(f"sqlite:///{tmp_path / 'plan.db'}")
+    statement = with_checksums(["a" * 64, "b" * 64]).compile(
+        engine, compile_kwargs={"literal_binds": True}
+    )
+    with engine.connect() as conn:
+        plan = " ".join(
+            str(row[-1]) for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}")
+        )
+    assert "USING INDEX ix_documents_checksum" in plan
+    indexes = {i["name"] for i in inspect(engine).get_indexes("postings")}
+    assert "ix_postings_word_id" not in indexes
