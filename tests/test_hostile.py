@@ -100,7 +100,7 @@ def test_hostile_site(site: Site, crawl, tmp_path: Path) -> None:
 url = "{site.url}"
 read_timeout = 10
 max_size = "5MB"
-max_pages = 60
+max_pages = 100
 maxhops = 100
 deny = ['/x/']
 ''')
@@ -125,9 +125,12 @@ deny = ['/x/']
     assert "redirect" in kinds["/cycle-a.html"]
     assert kinds["/robots.txt"] == {"robots_txt"}
     assert any("page_cap" in k for k in kinds.values())
-    # The calendar trap is bounded: by the page cap, far below its 200 months.
+    # The calendar trap is bounded: by the page cap, far below its 200 months.  (The cap
+    # counts every redirect's hop too: at 60 the calendar, a chain of one request at a
+    # time like the redirect loop's, could use it up before the loop's 21 hops were made
+    # on a loaded machine, and the loop then ended as page_cap, not redirect.)
     months = [u for u in urls if "/calendar/" in u]
-    assert 0 < len(months) < 60
+    assert 0 < len(months) < 100
     # Dates: a Last-Modified in the future is kept as sent, one that is not a date is None.
     dates = dict(
         result.rows(
