@@ -42,6 +42,7 @@ import os
 import pickle
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ from search.analysis import analyze_document, page_sections
 from search.content import release_caches, split_content
 from search.process import freeze_startup, release_memory
 from search.rows import DocumentRow
-from search.worker import Analyzed, watch_parent
+from search.worker import watch_parent
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +58,17 @@ logger = logging.getLogger(__name__)
 #: doubling up to the last.
 _FIRST_POLL = 0.002
 _LAST_POLL = 0.05
+
+
+@dataclass(slots=True)
+class Analyzed:
+    """A batch's pages on their way from an analysis process to the worker (in the spool
+    file of the batch's number): its rows, what the analysis counted, and why it failed
+    (None: it did not)."""
+
+    rows: list[DocumentRow]
+    inc: Counter[str]
+    error: str | None = None
 
 
 class AnalysisError(RuntimeError):
@@ -139,11 +151,11 @@ def start_analysis_process(spool: str) -> None:
     freeze_startup()
 
 
-def _leave(analyzed: Analyzed) -> None:
-    """Leave *analyzed* for the worker: written whole under another name, then renamed,
-    so that the worker never reads a batch cut short by a kill."""
+def _leave(seq: int, analyzed: Analyzed) -> None:
+    """Leave batch *seq*, *analyzed*, for the worker: written whole under another name,
+    then renamed, so that the worker never reads a batch cut short by a kill."""
     assert _spool is not None, "not an analysis process"
-    final = batch_path(_spool, analyzed.seq)
+    final = batch_path(_spool, seq)
     part = final.with_suffix(".part")
     with part.open("wb") as f:
         pickle.dump(analyzed, f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -162,10 +174,10 @@ def analyze_batch(seq: int, rows: list[DocumentRow], analyze: bool, max_words: i
         analyze_rows(rows, analyze, max_words, inc)
     except Exception as exc:
         logger.exception("A batch could not be analyzed")
-        _leave(Analyzed(seq, [], inc, f"{type(exc).__name__}: {exc}"))
+        _leave(seq, Analyzed([], inc, f"{type(exc).__name__}: {exc}"))
         return 0
     inc["analyze/pool_pages"] += inc["analyze/pages"]
-    _leave(Analyzed(seq, rows, inc))
+    _leave(seq, Analyzed(rows, inc))
     return len(rows)
 
 

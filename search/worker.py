@@ -127,17 +127,6 @@ def _start_worker(channel: tuple[Any, Any] | None) -> None:
     watch_parent()
 
 
-@dataclass(slots=True)
-class Analyzed:
-    """A batch's pages on their way from an analysis process to the worker: its rows,
-    what the analysis counted, and why it failed (None: it did not)."""
-
-    seq: int
-    rows: list[DocumentRow]
-    inc: Counter[str]
-    error: str | None = None
-
-
 def _start_analysis(spool: str) -> None:
     """In a new analysis process: :func:`search.analysispool.start_analysis_process` (the
     analysis's modules are imported there, never in the crawler)."""
@@ -189,6 +178,7 @@ class AnalysisProcesses:
 
     def __init__(self, processes: int, analyze: bool = True, max_words: int | None = None) -> None:
         context = multiprocessing.get_context("spawn")
+        processes = max(1, processes)
         self.analyze = analyze
         self.max_words = max_words
         #: The folder where the analysis processes leave the batches they analyzed.
@@ -197,14 +187,14 @@ class AnalysisProcesses:
         #: worker then fails the batches it waits for.
         self.broken: Any = context.Event()
         self.executor = ProcessPoolExecutor(
-            max_workers=max(1, processes),
+            max_workers=processes,
             mp_context=context,
             initializer=_start_analysis,
             initargs=(self.spool,),
         )
         # Start them now, so that their start-up overlaps the crawl's, not a batch.
         with spawning():
-            for _ in range(max(1, processes)):
+            for _ in range(processes):
                 self.executor.submit(_ready)
 
     def pids(self) -> list[int]:
@@ -240,7 +230,7 @@ class AnalysisProcesses:
 class CrawlWorker:
     """The crawler's handle on its worker process (one, spawned, calls run in order).
 
-    ``submit`` hands a batch on and returns at once; ``wait_for_room`` is what a caller
+    ``write`` hands a batch on and returns at once; ``wait_for_room`` is what a caller
     awaits before it, so that at most *queue_batches* batches are in flight.
     """
 

@@ -64,7 +64,7 @@ class StorePipeline:
     while the database is unreachable, 10), ``STORE_WORD_CACHE`` (bytes of the worker's
     cache of stem ids, 8 MB); ``ANALYZE_ENABLED`` (True) and
     ``ANALYZE_MAX_WORDS`` (50000) and ``ANALYZE_PROCESSES`` (analysis processes ahead of the
-    worker: the cores less one, 1 to 4; 0: the worker analyzes) for the analysis; the
+    worker: the cores less two, 0 to 4; 0: the worker analyzes) for the analysis; the
     ``INDEX_`` settings of the indexer it feeds (:func:`index_config`; the index's checks
     and failures are :class:`spidersite.extensions.IndexExtension`'s).
     Failures also go, one line each, to ``<data dir>/logs/crawl-<id>.log``.

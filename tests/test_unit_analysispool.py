@@ -16,9 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from search.analysispool import AnalysisError, AnalyzedBatches, analyze_rows, batch_path
+from search.analysispool import (
+    AnalysisError,
+    Analyzed,
+    AnalyzedBatches,
+    analyze_rows,
+    batch_path,
+)
 from search.rows import DocumentRow
-from search.worker import AnalysisProcesses, Analyzed
+from search.worker import AnalysisProcesses
 
 WEIGHTS = {"body": 1.0, "title": 4.0, "url": 2.0, "desc": 2.0, "keywords": 2.0}
 MENU = "Home Products Support About Contact"
@@ -98,8 +104,9 @@ def test_batches_are_analyzed_in_the_processes_and_taken_in_crawl_order(
 
 def test_batches_are_taken_from_the_spool_whole_and_once(tmp_path: Path) -> None:
     row = _page(1)
-    for analyzed in (Analyzed(2, [row], Counter({"analyze/pages": 1})), Analyzed(1, [], Counter())):
-        batch_path(tmp_path, analyzed.seq).write_bytes(pickle.dumps(analyzed))
+    left = {2: Analyzed([row], Counter({"analyze/pages": 1})), 1: Analyzed([], Counter())}
+    for seq, analyzed in left.items():
+        batch_path(tmp_path, seq).write_bytes(pickle.dumps(analyzed))
     # A batch an analysis process was writing when it was killed: never renamed, never read.
     batch_path(tmp_path, 3).with_suffix(".part").write_bytes(b"cut short")
     analyzed = AnalyzedBatches(tmp_path)
@@ -110,7 +117,7 @@ def test_batches_are_taken_from_the_spool_whole_and_once(tmp_path: Path) -> None
 
 def test_a_dead_analysis_process_fails_the_batches_not_left_yet(tmp_path: Path) -> None:
     broken = threading.Event()
-    batch_path(tmp_path, 1).write_bytes(pickle.dumps(Analyzed(1, [], Counter())))
+    batch_path(tmp_path, 1).write_bytes(pickle.dumps(Analyzed([], Counter())))
     analyzed = AnalyzedBatches(tmp_path, broken)
     broken.set()
     assert analyzed.take(1) == ([], Counter())  # left before: stored as ever
