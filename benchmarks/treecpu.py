@@ -12,7 +12,7 @@ resource trackers (psutil).
 Writes the last CPU time and the peak RSS of each process, and every sample, to *--out*,
 and prints each process's CPU time and its RSS's median, 90th percentile and peak;
 with *--spy*, a profile of the indexer (or of the process of that role: ``worker``,
-``crawler``) for its whole life (``py-spy record``, 20 samples a second, raw collapsed
+``analysis``, ``crawler``) for its whole life (``py-spy record``, 20 samples a second, raw collapsed
 stacks) to ``<out>.spy.txt``; with *--idle*, waiting stacks too (where the off-CPU
 time goes).  A process's CPU after its last
 sample is not counted (at most one interval).
