@@ -54,7 +54,7 @@ class IndexConfig:
     index_dir: str
     batch_size: int = 1000  # documents per Whoosh commit
     max_terms: int | None = 20_000  # distinct stems indexed per page
-    limitmb: int = 32  # megabytes of postings the Whoosh writer buffers
+    limitmb: int = 4  # megabytes of postings the Whoosh writer buffers (search.index.LIMITMB)
     queue_batches: int = 8  # batches waiting in the indexer's inbox
 
 

@@ -194,7 +194,7 @@ class CrawlSettings:
     #: Distinct stems indexed per page, highest weights first; None: all.
     index_max_terms: int | None = _setting(20_000, whole(0, zero_means_none=True))
     #: Megabytes of postings the Whoosh writer buffers (commits and merges alike).
-    index_limitmb: int = _setting(32, whole(1))
+    index_limitmb: int = _setting(4, whole(1))
     #: Stored batches waiting for the indexer process; then the worker waits.
     index_queue_batches: int = _setting(8, whole(1))
     #: Write every fetched HTML/text page to WARC files.

@@ -14,7 +14,7 @@ import pytest
 from whoosh.filedb.filestore import FileStorage
 from whoosh.reading import SegmentReader
 
-from search import arraycodec, arrayfile, indexwriter
+from search import arraycodec, arrayfile, arraywriter, indexwriter
 from search.index import INDEX_NAME, MERGE_FACTOR, WORDS_FIELD, Index, IndexDoc
 from search.segmentwords import SegmentWords
 from tests.test_unit_rebuild import random_docs, segment_files
@@ -111,8 +111,38 @@ def segments_to_merge(path: Path, weights: list[float] | None = None) -> Index:
 UNSURE = [2.5000000000000004, 2.4999999999999996, 3.5, 1.5, 0.5, 7.25]
 
 
+def spill_other_fields(monkeypatch: pytest.MonkeyPatch, limit: int) -> list[int]:
+    """Make the posting pool of the fields other than ``words`` (``PostingPool``,
+    ``INDEX_LIMITMB``) sort its postings into a run on disk past *limit* bytes (of
+    Whoosh's count), as a merge of a large segment does; the list returned gets the size
+    of each run written."""
+    start = arraywriter._PoolWithoutWords.__init__
+    save = arraywriter._PoolWithoutWords.save
+    runs: list[int] = []
+
+    def small(self: Any, *args: Any, **kwargs: Any) -> None:
+        start(self, *args, **kwargs)
+        self.limit = limit
+
+    def counted(self: Any) -> None:
+        runs.append(len(self.current))
+        save(self)
+
+    monkeypatch.setattr(arraywriter._PoolWithoutWords, "__init__", small)
+    monkeypatch.setattr(arraywriter._PoolWithoutWords, "save", counted)
+    return runs
+
+
 @pytest.mark.parametrize(
-    ("buffer", "weights"), [(None, None), (700, None), (None, UNSURE), (40, None), (40, UNSURE)]
+    ("buffer", "weights", "pool"),
+    [
+        (None, None, None),
+        (700, None, None),
+        (None, UNSURE, None),
+        (40, None, None),
+        (40, UNSURE, None),
+        (None, None, 2000),
+    ],
 )
 def test_a_merge_writes_what_whoosh_merges(
     tmp_path: Path,
@@ -120,9 +150,11 @@ def test_a_merge_writes_what_whoosh_merges(
     watch: Watch,
     buffer: int | None,
     weights: list[float] | None,
+    pool: int | None,
 ) -> None:
     if buffer:
         monkeypatch.setattr(arrayfile, "BUFFER_POSTINGS", buffer)
+    runs = spill_other_fields(monkeypatch, pool) if pool else []
     start = segments_to_merge(tmp_path / "start", weights)
     shutil.copytree(start.path, tmp_path / "whoosh")
     shutil.copytree(start.path, tmp_path / "ours")
@@ -134,6 +166,9 @@ def test_a_merge_writes_what_whoosh_merges(
     watch.on = True
     write(ours, new, ours=True, deletes=(301,))
     watch.on = False
+    if pool:
+        # The merge's ids and hosts went through several runs on disk.
+        assert len([n for n in runs if n]) > 3
     # No words posting read through Whoosh, but those whose frequency the arrays do not
     # tell (weights of 2.5000000000000004 and 3.5 merged as 2.5 and 3.5).
     assert sorted(set(watch.looked_up)) == ([b"x0", b"x1", b"x2", b"x3"] if weights else [])
