@@ -108,7 +108,7 @@ class CrawlSettings:
         default_factory=dict, metadata={"parse": _server_defaults}
     )
     #: Bytes of the spider's cache of canonical URLs (canonicalisation is costly).
-    site_canonical_cache: int = _setting(32 * 1024 * 1024, size)
+    site_canonical_cache: int = _setting(4 * 1024 * 1024, size)
     #: Distinct links kept (stored and followed) per page; None: all.
     site_max_links: int | None = _setting(5000, whole(0, zero_means_none=True))
     #: Resume the last crawl with the same arguments when it never finished.

@@ -33,7 +33,7 @@ def refused(result: CrawlResult, needle: str) -> list[str]:
 
 def test_defaults_are_the_fields_defaults() -> None:
     config = CrawlSettings.from_settings(Settings())
-    assert config.store_batch_size == 100 and config.site_canonical_cache == 32 * 1024 * 1024
+    assert config.store_batch_size == 100 and config.site_canonical_cache == 4 * 1024 * 1024
     assert config.analyze_max_words == 50_000 and config.index_max_terms == 20_000
     assert config.pagestore_enabled is False and config.scaleout_redis_url is None
     # The project's settings module repeats none of them.
