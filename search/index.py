@@ -44,9 +44,10 @@ from whoosh.filedb.filestore import FileStorage
 from whoosh.index import LockError
 from whoosh.writing import CLEAR, SegmentWriter
 
-from search.analysis import DEFAULT_WEIGHTS, SECTIONS, WordRecord
+from search.analysis import SECTIONS, WordRecord
 from search.arraycodec import ArrayCodec
 from search.arrayfile import N_SECTIONS
+from search.doccolumns import DocColumns, capped, section_vector
 from search.indexrebuild import DocBatch, RebuildWriter, _RebuildSegmentWriter
 from search.indexschema import WORDS_FIELD, PreAnalyzed, make_schema, postings
 from search.indexwriter import IncrementalSegmentWriter
@@ -159,12 +160,8 @@ class IndexDoc:
         *max_terms* keeps only that many distinct stems (highest weights first), the design
         documents' cap on the words indexed per page.
         """
-        recs = list(records)
-        if max_terms is not None and len(recs) > max_terms:
-            recs.sort(key=lambda r: r.weight, reverse=True)
-            recs = recs[:max_terms]
-        w = {**DEFAULT_WEIGHTS, **(section_weights or {})}
-        by_section = [float(w[s]) for s in SECTIONS]
+        recs = capped(records, max_terms)
+        by_section = section_vector(section_weights)
         return cls(
             docid,
             url,
@@ -345,6 +342,15 @@ class IndexWriter:
         self._w = writer
         self._add_doc = getattr(writer, "add_doc", None)
         self.added = 0
+
+    def add_columns(self, columns: DocColumns, update: bool = True) -> None:
+        """Add the documents *columns*, as :meth:`add` adds each one."""
+        if self._add_doc is None:
+            for doc in columns.docs():
+                self.add(doc, update)
+            return
+        self.added += len(columns)
+        self._w.add_columns(columns, update)
 
     def add(self, doc: IndexDoc, update: bool = True) -> None:
         """Add *doc*; with *update*, it replaces the document of its id in the index (not

@@ -25,7 +25,8 @@ from sqlalchemy import Engine
 
 from search import db, faults
 from search.crawldb import CrawlDB
-from search.index import LIMITMB, Index, IndexDoc
+from search.doccolumns import DocColumns
+from search.index import LIMITMB, Index
 from search.process import freeze_startup, release_memory, spawning
 from search.reindex import reindex
 from search.store import DocumentStore
@@ -35,9 +36,10 @@ logger = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class Batch:
-    """A message to the indexer: documents to add or replace, ids to delete."""
+    """A message to the indexer: documents to add or replace (in columns), ids to
+    delete."""
 
-    docs: list[IndexDoc]
+    docs: DocColumns
     deletes: list[int]
 
 
@@ -45,9 +47,8 @@ def _apply(writer: Any, message: bytes) -> list[int]:
     batch: Batch = pickle.loads(message)
     for docid in batch.deletes:
         writer.delete(docid)
-    for doc in batch.docs:
-        writer.add(doc)
-    return [d.docid for d in batch.docs]
+    writer.add_columns(batch.docs)
+    return list(batch.docs.docids)
 
 
 #: Seconds the indexer process waits for the index lock (held by a reindex, or by the
@@ -182,10 +183,10 @@ class IndexerProcess:
         """Queue *batch*, waiting while the inbox is full (the indexer is behind: the
         wait is the back-pressure); raises if the indexer has failed.
 
-        The batch is queued pickled: a queued batch of 100 pages is ~0.6 MB of bytes
-        instead of ~4 MB of Python objects (a dict of ~350 stems a page), which the
-        worker held for every batch waiting in the inbox, and whose many small objects
-        stayed in its heap after they were sent."""
+        The batch is queued pickled, its documents in columns
+        (:class:`search.doccolumns.DocColumns`): a queued batch of 100 pages of ~385
+        stems is ~1.3 MB of bytes (as two dicts a page: 3.2 MB; unpickled, ~4 MB of
+        Python objects), which the worker holds for every batch waiting in the inbox."""
         message = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
         while True:
             self._drain()

@@ -10,16 +10,14 @@ those of Whoosh's own segment writer and merge, byte for byte.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from search import arrayfile
 from search.arrayfile import FIELD as WORDS_FIELD
-from search.arrayfile import N_SECTIONS
 from search.arraywriter import ArraySegmentWriter, DocBatch
+from search.doccolumns import DocColumns
 from search.segmentwords import SegmentWords, WordsChunk
 
 if TYPE_CHECKING:
@@ -79,32 +77,31 @@ class IncrementalSegmentWriter(ArraySegmentWriter):
         """Add the documents gathered so far."""
         if self._pending:
             docs, self._pending = self._pending, []
-            self.add_batch(self._batch_of(docs), update=self._pending_update)
+            self._add_columns(DocColumns.of_docs(docs), self._pending_update)
 
-    def _batch_of(self, docs: Sequence[IndexDoc]) -> DocBatch:
-        """The arrays of *docs*, read straight into numpy (no list of every posting's
-        numbers: six Python floats a posting would be ~20 MB for 256 pages)."""
+    def add_columns(self, columns: DocColumns, update: bool = True) -> None:
+        """Add the documents *columns* (with *update*, each replaces the documents of its
+        id in the index's segments), after those added before."""
+        self.flush_docs()
+        self._add_columns(columns, update)
+
+    def _add_columns(self, columns: DocColumns, update: bool) -> None:
         vocabulary = self._vocabulary
         term_id = vocabulary.setdefault
-        sizes = np.array([len(d.weights) for d in docs], dtype=np.int64)
-        n = int(sizes.sum())
         # A new stem's id is the vocabulary's size before it is added.
         terms = np.fromiter(
-            (term_id(s, len(vocabulary)) for d in docs for s in d.weights), np.int64, n
+            (term_id(s, len(vocabulary)) for s in columns.stems), np.int64, len(columns.stems)
         )
-        weights = np.fromiter(chain.from_iterable(d.weights.values() for d in docs), np.float64, n)
-        sections = np.fromiter(
-            chain.from_iterable(_sections_of(d) for d in docs), np.float64, n * N_SECTIONS
-        )
-        return DocBatch(
-            [d.docid for d in docs],
-            [d.url for d in docs],
-            [d.host for d in docs],
-            sizes,
+        batch = DocBatch(
+            columns.docids,
+            columns.urls,
+            columns.hosts,
+            columns.sizes,
             terms,
-            weights,
-            sections.reshape(-1, N_SECTIONS),
+            columns.weights,
+            columns.weighted_sections(),
         )
+        self.add_batch(batch, update=update)
 
     def commit(self, *args: Any, **kwargs: Any) -> None:
         self.flush_docs()  # before the merge: new documents come first in the segment
@@ -175,22 +172,6 @@ class IncrementalSegmentWriter(ArraySegmentWriter):
                     chunk.sections[keep],
                     freqs[keep],
                 )
-
-
-def _sections_of(doc: IndexDoc) -> Iterator[float]:
-    """The weighted counts per section of each stem of *doc*, in its stems' order (a stem
-    without them counts as body)."""
-    w, given = doc.weights, doc.sections
-    if len(given) == len(w) and list(given) == list(w):
-        return chain.from_iterable(given.values())
-    return chain.from_iterable(
-        counts if (counts := given.get(stem)) is not None else _as_body(weight)
-        for stem, weight in w.items()
-    )
-
-
-def _as_body(weight: float) -> tuple[float, ...]:
-    return (weight,) + (0.0,) * (N_SECTIONS - 1)
 
 
 def _freqs(

@@ -16,7 +16,7 @@ from typing import Any
 
 from search import db, worker
 from search.analysispool import AnalyzedBatches, analyze_rows
-from search.index import IndexDoc
+from search.doccolumns import DocColumns
 from search.indexer import Batch, IndexerProcess
 from search.linkrank import update_linkrank
 from search.process import freeze_startup, release_memory
@@ -224,30 +224,33 @@ class Worker:
         self.store.engine.dispose()
 
 
-def index_batch(result: BatchResult, max_terms: int | None) -> tuple[list[IndexDoc], list[int]]:
-    """What a stored batch changes in the index: pages to add or replace, ids to delete
-    (pages gone, noindex, unanalyzed, and exact duplicates, which are indexed once).
+def index_batch(result: BatchResult, max_terms: int | None) -> tuple[DocColumns, list[int]]:
+    """What a stored batch changes in the index: pages to add or replace (in columns),
+    ids to delete (pages gone, noindex, unanalyzed, and exact duplicates, which are
+    indexed once).
 
-    Each row's words are dropped as its document is made: they are stored, and the
-    document holds its own copy of what the index needs, so the batch's analysis does
-    not stay beside its documents (twice the words) while the indexer's inbox is full."""
-    docs: list[IndexDoc] = []
+    Each row's words are dropped once the columns are made: they are stored, and the
+    columns hold what the index needs of them, so the batch's analysis does not stay
+    beside its documents (twice the words) while the indexer's inbox is full."""
     deletes: list[int] = list(result.deleted)
+    pages = []
     for doc in result.documents:
         row = doc.row
-        words, row.words = row.words, None
         if row.values["kind"] != "page":
+            row.words = None
             continue
-        if doc.clone_of is not None or words is None:
+        if doc.clone_of is not None or row.words is None:
+            row.words = None
             deletes.append(doc.id)
             continue
-        docs.append(
-            IndexDoc.from_records(
-                doc.id, row.url, netloc(row.url), words.values(), max_terms, row.weights
-            )
-        )
-        del words
-    return docs, deletes
+        pages.append((doc.id, row, row.words))
+    columns = DocColumns.of_records(
+        ((did, row.url, netloc(row.url), words.values(), row.weights) for did, row, words in pages),
+        max_terms,
+    )
+    for _, row, _ in pages:
+        row.words = None
+    return columns, deletes
 
 
 def _message(exc: BaseException) -> str:

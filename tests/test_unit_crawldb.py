@@ -276,8 +276,9 @@ def test_a_stored_batchs_words_go_as_its_index_documents_are_made(engine: Any) -
     result = store.write_batch(rows)
     docs, deletes = index_batch(result, None)
     assert deletes == []
-    assert [d.docid for d in docs] == [d.id for d in result.documents]
-    assert {"zebra", "graze"} <= set(docs[0].weights) and "lion" in docs[1].weights
+    assert docs.docids == [d.id for d in result.documents]
+    first, second = docs.docs()
+    assert {"zebra", "graze"} <= set(first.weights) and "lion" in second.weights
     assert [r.words for r in rows] == [None, None]
 
 

@@ -457,8 +457,9 @@ def test_a_crawl_that_does_not_feed_the_index_leaves_the_prior_to_the_indexer(
 
 
 def test_the_indexer_inbox_holds_batches_pickled() -> None:
-    # A batch waiting in the worker for the indexer is ~0.6 MB of bytes, not ~4 MB of
-    # small objects (the worker held up to INDEX_QUEUE_BATCHES of them).
+    # A batch waiting in the worker for the indexer is bytes (its documents in columns),
+    # not ~4 MB of small objects (the worker holds up to INDEX_QUEUE_BATCHES of them).
+    from search.doccolumns import DocColumns
     from search.index import IndexDoc
     from search.indexer import Batch, IndexerProcess, _apply
 
@@ -480,8 +481,8 @@ def test_the_indexer_inbox_holds_batches_pickled() -> None:
             self.added: list[IndexDoc] = []
             self.deleted: list[int] = []
 
-        def add(self, doc: IndexDoc) -> None:
-            self.added.append(doc)
+        def add_columns(self, columns: DocColumns) -> None:
+            self.added.extend(columns.docs())
 
         def delete(self, docid: int) -> None:
             self.deleted.append(docid)
@@ -489,12 +490,15 @@ def test_the_indexer_inbox_holds_batches_pickled() -> None:
     indexer = IndexerProcess("unused", "sqlite://")
     indexer.inbox, indexer.process = Inbox(), Alive()
     docs = [IndexDoc(n, f"http://a.example/{n}", "a.example", {"stem": 1.5}) for n in range(3)]
-    indexer.send(Batch(docs, [7]))
+    indexer.send(Batch(DocColumns.of_docs(docs), [7]))
     [message] = indexer.inbox.items
     assert isinstance(message, bytes)
     writer = Writer()
     assert _apply(writer, message) == [0, 1, 2]
-    assert writer.added == docs and writer.deleted == [7]
+    assert [(d.docid, d.url, d.weights) for d in writer.added] == [
+        (d.docid, d.url, d.weights) for d in docs
+    ]
+    assert writer.deleted == [7]
 
 
 def test_the_crawler_does_not_import_what_only_other_processes_or_options_use() -> None:
