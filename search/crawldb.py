@@ -18,11 +18,23 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, Text, and_, bindparam, cast, func, null, or_, select
+from sqlalchemy import (
+    Engine,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    delete,
+    func,
+    insert,
+    null,
+    or_,
+    select,
+)
 from sqlalchemy.exc import SQLAlchemyError
 
 from search.analysis import SECTIONS
-from search.models import Crawl, Document, Link, Posting, Server, Word
+from search.models import Crawl, Document, InLink, Link, Posting, Server, Word
 from search.rows import NotDue, PostingsPage, StoredPostings
 
 #: What makes a stored document belong in the index.
@@ -322,6 +334,41 @@ class CrawlDB:
                 if to_id is not None and from_id < known and followable[from_id]:
                     page.append((from_id, to_id))
             yield page
+
+    def rebuild_inlinks(self) -> int:
+        """Rebuild the links by target (:class:`search.models.InLink`) from the stored
+        links: every link whose ``to_url`` is a stored document's URL, in one statement
+        that sorts them by (document, link) and appends them to an emptied table, instead
+        of an index on ``links.to_url`` kept up at random places as each page is stored.
+        The number of rows written.  On PostgreSQL the table is locked first, so that two
+        rebuilds at once (a crawl's end and a reindex) take turns."""
+        target = select(Document.id, Link.id).join(Document, Document.url == Link.to_url)
+        with self.engine.begin() as conn:
+            if self.engine.dialect.name == "postgresql":
+                conn.exec_driver_sql("LOCK TABLE inlinks IN EXCLUSIVE MODE")
+            conn.execute(delete(InLink))
+            conn.execute(
+                insert(InLink).from_select(
+                    ["to_id", "link_id"], target.order_by(Document.id, Link.id)
+                )
+            )
+            # Counted (psycopg gives no row count for an INSERT … SELECT here).
+            return int(conn.scalar(select(func.count()).select_from(InLink)) or 0)
+
+    def inbound(self, doc_id: int, limit: int = 500) -> list[Any]:
+        """The stored pages that link to the document *doc_id*, as of the last
+        :meth:`rebuild_inlinks`, by URL: rows ``(id, url, title, anchor)``."""
+        stmt = (
+            select(Document.id, Document.url, Document.title, Link.anchor)
+            .select_from(InLink)
+            .join(Link, Link.id == InLink.link_id)
+            .join(Document, Document.id == Link.from_id)
+            .where(InLink.to_id == doc_id)
+            .order_by(Document.url)
+            .limit(limit)
+        )
+        with self.engine.connect() as conn:
+            return list(conn.execute(stmt).all())
 
     def linkranks(self, ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The documents that have a linkrank, or those of *ids* that have one: their ids

@@ -64,6 +64,8 @@ class LinkRankResult:
     links: int
     iterations: int
     seconds: float
+    #: Rows of the links by target rebuilt with the ranks (:class:`search.models.InLink`).
+    inlinks: int = 0
 
 
 def pagerank(
@@ -189,8 +191,9 @@ def _power_iteration(
 
 def update_linkrank(engine: Engine, chunk: int = 20_000) -> LinkRankResult:
     """Compute the PageRank of every stored document over the stored links and write it
-    to ``documents.linkrank`` (mean 1); what the crawl calls when it finishes and
-    ``python -m search reindex`` after a rebuild.
+    to ``documents.linkrank`` (mean 1), then rebuild the links by target
+    (:meth:`search.crawldb.CrawlDB.rebuild_inlinks`): the link analysis the crawl runs
+    when it finishes and ``python -m search reindex`` after a rebuild.
 
     Memory: independent of the number of links.  The links are read *chunk* rows at a
     time, numbered and written to a temporary file (:class:`EdgeFile`, 8 bytes a link on
@@ -247,12 +250,14 @@ def update_linkrank(engine: Engine, chunk: int = 20_000) -> LinkRankResult:
                 raise
             logger.info("linkrank: deadlocked with another writer; writing again")
             time.sleep(0.05 * attempt)
-    result = LinkRankResult(len(ids), links, iterations, time.perf_counter() - started)
+    inlinks = crawldb.rebuild_inlinks()
+    result = LinkRankResult(len(ids), links, iterations, time.perf_counter() - started, inlinks)
     logger.info(
-        "linkrank: %d documents, %d links, %d iterations, %.1f s",
+        "linkrank: %d documents, %d links, %d iterations, %d links by target, %.1f s",
         result.documents,
         result.links,
         result.iterations,
+        result.inlinks,
         result.seconds,
     )
     return result

@@ -216,6 +216,7 @@ class Worker:
             return report
         report.values["linkrank/documents"] = result.documents
         report.values["linkrank/links"] = result.links
+        report.values["linkrank/inlinks"] = result.inlinks
         report.values["linkrank/seconds"] = round(result.seconds, 3)
         return report
 

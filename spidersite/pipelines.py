@@ -80,9 +80,10 @@ class StorePipeline:
     and the indexer's ``index/*``; counted here: ``store/queue_full`` (times a full batch
     waited for room: the worker was behind), ``store/timed_flushes`` (batches handed on
     by ``STORE_FLUSH_SECONDS`` before they filled up), ``store/worker_error``.
-    ``LINKRANK_ENABLED`` (True): the worker recomputes the link-graph prior once the last
-    batch is stored and indexed; stats ``linkrank/documents``, ``linkrank/links``,
-    ``linkrank/seconds``, ``linkrank/error``.
+    ``LINKRANK_ENABLED`` (True): the worker recomputes the link-graph prior and rebuilds
+    the links by target once the last batch is stored and indexed; stats
+    ``linkrank/documents``, ``linkrank/links``, ``linkrank/inlinks``, ``linkrank/seconds``,
+    ``linkrank/error``.
     """
 
     def __init__(self, crawler: Crawler) -> None:

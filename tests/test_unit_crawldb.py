@@ -305,3 +305,41 @@ def test_linkranks_are_read_without_the_documents_text(engine: Any, store: Docum
                 )
             )
         assert "COVERING INDEX ix_documents_linkrank" in plan
+
+
+def test_links_by_target_are_rebuilt_by_the_link_analysis(engine: Any) -> None:
+    """The page-info view's "Pages linking here" reads the links by target, which the
+    link analysis rebuilds from the stored links (nofollow links included, links to
+    pages not stored left out); a page stored again since drops its old links."""
+    from search.linkrank import update_linkrank
+
+    store = DocumentStore(engine)
+    a, b, c = "http://a.example/1", "http://a.example/2", "http://a.example/3"
+    store.write_batch(
+        [
+            page(
+                a,
+                links=[
+                    (b, "to two", False),
+                    (c, "to three", True),
+                    ("http://x.example/", "", False),
+                ],
+            ),
+            page(b, links=[(c, "also three", False)]),
+            page(c),
+        ]
+    )
+    crawldb, ids = CrawlDB(engine), ids_by_url(engine)
+    assert crawldb.inbound(ids[c]) == []  # not analysed yet
+    assert update_linkrank(engine).inlinks == 3
+    assert [(r.url, r.anchor) for r in crawldb.inbound(ids[c])] == [
+        (a, "to three"),
+        (b, "also three"),
+    ]
+    assert [(r.id, r.title) for r in crawldb.inbound(ids[b])] == [(ids[a], f"title of {a}")]
+    assert crawldb.inbound(ids[a]) == []
+    store.write_batch([page(b)])  # its link to c is gone
+    assert [r.url for r in crawldb.inbound(ids[c])] == [a]
+    assert crawldb.rebuild_inlinks() == 2
+    assert crawldb.rebuild_inlinks() == 2  # rebuilt whole, not added to
+    assert [r.url for r in crawldb.inbound(ids[c], limit=1)] == [a]

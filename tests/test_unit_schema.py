@@ -128,3 +128,32 @@ def test_what_the_store_writes_a_page_keeps_no_index_at_random_places(tmp_path: 
     assert "USING INDEX ix_documents_checksum" in plan
     indexes = {i["name"] for i in inspect(engine).get_indexes("postings")}
     assert "ix_postings_word_id" not in indexes
+    # Nor its links into an index by target (the links by target are rebuilt after).
+    links = [i["column_names"][0] for i in inspect(engine).get_indexes("links")]
+    assert links == ["from_id"]
+
+
+def test_the_upgrade_to_links_by_target_builds_them(db_url: str) -> None:
+    """Migration 0010 drops the index of the links by target URL and builds the table of
+    the links by target document from the links stored so far."""
+    from search.crawldb import CrawlDB
+    from search.store import DocumentStore
+    from tests.test_unit_crawldb import page
+
+    engine = db.create(db_url)
+    try:
+        db.run_migrations(engine, "0009")
+        one, two = "http://a.example/1", "http://a.example/2"
+        DocumentStore(engine).write_batch([page(one, links=[(two, "to two", False)]), page(two)])
+        assert "ix_links_to_url" in {i["name"] for i in inspect(engine).get_indexes("links")}
+        db.migrate(engine)
+        assert "ix_links_to_url" not in {i["name"] for i in inspect(engine).get_indexes("links")}
+        with engine.connect() as conn:
+            two_id = conn.execute(text("SELECT id FROM documents WHERE url = :u"), {"u": two})
+            [(linked_from, anchor)] = [
+                (r.url, r.anchor) for r in CrawlDB(engine).inbound(two_id.scalar_one())
+            ]
+        assert (linked_from, anchor) == (one, "to two")
+        assert without_sqlite_clone_fk(engine, schema_diff(engine)) == []
+    finally:
+        engine.dispose()

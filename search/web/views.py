@@ -20,6 +20,7 @@ from flask import (
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
+from search.crawldb import CrawlDB
 from search.index import Index, IndexMissing, SearchIndexError
 from search.models import Crawl, Document, Link, Posting, Server, Word
 from search.query import QueryError, parse_query
@@ -199,13 +200,9 @@ def document(doc_id: int) -> Any:
             .order_by(Link.id)
             .limit(500)
         ).all()
-        incoming = s.execute(
-            select(Document.id, Document.url, Document.title, Link.anchor)
-            .join(Link, Link.from_id == Document.id)
-            .where(Link.to_url == doc.url)
-            .order_by(Document.url)
-            .limit(500)
-        ).all()
+        # As of the last link analysis (a crawl's end, a reindex): links by target are
+        # rebuilt then, not kept up as pages are stored.
+        incoming = CrawlDB(engine()).inbound(doc_id)
         clone = s.get(Document, doc.clone_of_id) if doc.clone_of_id else None
         has_text = bool(s.scalar(select(func.length(Document.text)).where(Document.id == doc_id)))
     return render_template(
