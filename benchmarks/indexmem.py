@@ -1,8 +1,8 @@
 """The indexer's memory through commits and merges, without a crawl.
 
-    python benchmarks/indexmem.py [--docs 20000] [--batch 1000] [--limitmb 32] [--seed 1]
+    python benchmarks/indexmem.py [--docs 20000] [--batch 1000] [--limitmb 4] [--seed 1]
                                   [--mmap] [--no-release] [--tracemalloc] [--phases]
-                                  [--json FILE]
+                                  [--crawl-like] [--message 100] [--json FILE]
 
 Feeds :class:`search.index.Index`'s one writer the way the indexer child of a crawl does
 (:func:`search.indexer._worker`): a writer per batch of ``--batch`` documents (a crawl's
@@ -13,6 +13,11 @@ those of ``benchmarks/scale.py``'s site, already analyzed: a title (3–9 words)
 description (12–25), keywords (3–6) and a body of ~600 words (log-normal, σ 0.25) drawn from
 the Zipf vocabulary of :mod:`_synthetic`, counted per word with the default section weights
 (~350 distinct stems a page; a crawl of the site stores ~385 with the URL's words).
+With ``--crawl-like`` each page also has its weighted counts per section, its URL's words
+and 60–120 words of boilerplate (its links' anchors), and the writer gets them as the
+crawl's indexer does: the worker's messages of ``--message`` pages, pickled columns
+(:class:`search.doccolumns.DocColumns`) read by :func:`search.indexer._apply`, each page
+made as its message is (without it, a commit's documents are made before it, as objects).
 
 A thread samples the process's RSS every 20 ms; after each commit the script prints the
 documents so far, the segments, the RSS after the commit and the peak during it, the
@@ -28,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import pickle
 import random
 import sys
 import tempfile
@@ -43,8 +49,10 @@ sys.path.insert(0, str(ROOT))
 import _scalesite as scale  # noqa: E402
 
 import search.index  # noqa: E402
-from search.analysis import DEFAULT_WEIGHTS  # noqa: E402
+from search.analysis import DEFAULT_WEIGHTS, SECTIONS  # noqa: E402
+from search.doccolumns import DocColumns  # noqa: E402
 from search.index import Index, IndexDoc  # noqa: E402
+from search.indexer import Batch, _apply  # noqa: E402
 from search.process import release_memory  # noqa: E402
 
 #: The writer's phases (:class:`Phases`): a name and where it is (class or module,
@@ -171,7 +179,10 @@ class Documents:
     def _draw(self, k: int) -> list[str]:
         return self.words.draw(k)
 
-    def make(self, docid: int) -> IndexDoc:
+    def make(self, docid: int, per_section: bool = False) -> IndexDoc:
+        """A page's document; with *per_section*, with its weighted counts per section
+        too, and the words of its URL and of its ~30 links' anchors (boilerplate), as a
+        crawl of the site indexes it."""
         rng = self.rng
         sections = {
             "title": self._draw(rng.randint(3, 9)),
@@ -181,13 +192,23 @@ class Documents:
                 max(150, int(rng.lognormvariate(math.log(scale.MEDIAN_WORDS), 0.25)))
             ),
         }
+        url = f"http://bench.example/p/{docid // 1000}/{docid}.html"
+        if per_section:
+            sections["url"] = ["bench", "example", str(docid // 1000), str(docid)]
+            sections["boilerplate"] = self._draw(rng.randint(60, 120))
         weights: dict[str, float] = {}
+        counts: dict[str, list[float]] = {}
         for section, words in sections.items():
             w = DEFAULT_WEIGHTS[section]
+            at = SECTIONS.index(section)
             for word in words:
                 weights[word] = weights.get(word, 0.0) + w
-        url = f"http://bench.example/p/{docid // 1000}/{docid}.html"
-        return IndexDoc(docid, url, "bench.example", dict(weights))
+                counts.setdefault(word, [0.0] * len(SECTIONS))[at] += w
+        if not per_section:
+            return IndexDoc(docid, url, "bench.example", weights)
+        return IndexDoc(
+            docid, url, "bench.example", weights, {k: tuple(v) for k, v in counts.items()}
+        )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -207,6 +228,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--no-release", action="store_true", help="no release_memory() after each commit"
     )
+    p.add_argument(
+        "--crawl-like",
+        action="store_true",
+        help="documents with counts per section, URL and anchor words, sent as the crawl's\n"
+        "worker sends them (pickled columns of --message documents)",
+    )
+    p.add_argument("--message", type=int, default=100, help="documents a message (100)")
     p.add_argument("--dir", help="index folder (default: a temporary one, removed)")
     p.add_argument("--json")
     return p.parse_args(argv)
@@ -231,7 +259,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     print(f"start: RSS {rss_mb():.0f} MB", flush=True)
     for start in range(0, args.docs, args.batch):
-        batch = [docs.make(d) for d in range(start, min(start + args.batch, args.docs))]
+        end = min(start + args.batch, args.docs)
+        # Crawl-like: made a message at a time, in the commit (the crawl's indexer holds
+        # one message's columns, never a commit's documents as objects).
+        batch = [] if args.crawl_like else [docs.make(d) for d in range(start, end)]
         sampler.reset()
         if phases is not None:
             phases.reset()
@@ -240,8 +271,18 @@ def main(argv: list[str] | None = None) -> int:
         t0, cpu0 = time.perf_counter(), time.process_time()
         before = [s.segment_id() for s in index.open(create=True)._segments()]
         with index.writer(limitmb=args.limitmb) as writer:
-            for doc in batch:
-                writer.add(doc)
+            if args.crawl_like:
+                # As the crawl's indexer gets them: the worker's batches, pickled.
+                for lo in range(start, end, args.message):
+                    part = [docs.make(d, True) for d in range(lo, min(lo + args.message, end))]
+                    message = pickle.dumps(
+                        Batch(DocColumns.of_docs(part), []), pickle.HIGHEST_PROTOCOL
+                    )
+                    del part
+                    _apply(writer, message)
+            else:
+                for doc in batch:
+                    writer.add(doc)
         if not args.no_release:
             release_memory()
         seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
@@ -249,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         segments = index.open()._segments()
         merged = len(set(before) - {s.segment_id() for s in segments})
         row = {
-            "docs": start + len(batch),
+            "docs": end,
             "segments": [s.doc_count() for s in segments],
             "merged": merged,
             "rss_mb": round(rss_mb(), 1),

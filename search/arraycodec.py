@@ -34,6 +34,8 @@ class _FieldWriter(W3FieldWriter):
         self._in_words = False
         self._terms: list[bytes] = []
         self._starts = array("q", [0])
+        #: The last term given goes on in the next call (:meth:`add_terms`).
+        self._going_on = False
         folder = getattr(storage, "folder", None)
         self._docs = arrayfile._Column("I", np.uint32, folder, arrayfile.BUFFER_POSTINGS)
         self._tfs = arrayfile._Column("f", np.float32, folder, arrayfile.BUFFER_POSTINGS)
@@ -100,6 +102,7 @@ class _FieldWriter(W3FieldWriter):
         lengths: np.ndarray,
         sections: np.ndarray,
         freqs: np.ndarray | None = None,
+        more: bool = False,
     ) -> None:
         """Whole posting lists of consecutive terms of the current field: term
         ``texts[i]`` has the postings ``cuts[i]:cuts[i + 1]`` of the documents *docs*
@@ -109,7 +112,10 @@ class _FieldWriter(W3FieldWriter):
         write, byte for byte (:func:`search.w3terms.write_terms`).  The value of each
         posting is its frequency (*freqs*; by default the rounded weight, as
         :func:`search.index.postings` rounds it), and its weighted counts per section
-        (:func:`search.arrayfile.section_value`)."""
+        (:func:`search.arrayfile.section_value`).
+
+        With *more*, the last term goes on in the next call (whose first term it is): a
+        long posting list comes in pieces (:meth:`search.termruns.TermRuns.terms`)."""
         if not texts:
             return
         if freqs is None:
@@ -120,9 +126,12 @@ class _FieldWriter(W3FieldWriter):
             self._docs.extend(docs)
             self._tfs.extend(weights)
             self._sections.extend(np.asarray(sections, dtype=arrayfile.SECTION_DTYPE).ravel())
-            self._terms.extend(texts)
-            self._starts.extend([base + c for c in cuts[1:]])
-        write_terms(self, texts, cuts, docs, weights, lengths, values, arrayfile.VALUE_SIZE)
+            # A term that went on from the last call is there already; one that goes on
+            # in the next has no end yet.
+            self._terms.extend(texts[1:] if self._going_on else texts)
+            self._starts.extend([base + c for c in (cuts[1:-1] if more else cuts[1:])])
+            self._going_on = more
+        write_terms(self, texts, cuts, docs, weights, lengths, values, arrayfile.VALUE_SIZE, more)
 
     def close(self) -> None:
         super().close()

@@ -144,13 +144,13 @@ class ArraySegmentWriter(SegmentWriter):
         writer = self.fieldwriter
         lengths = BYTE_LENGTHS[np.frombuffer(bytes(self._length_bytes), dtype=np.uint8)]
         started = False
-        for ranks, cuts, docs, weights, sections, freqs in self._runs.terms():
+        for ranks, cuts, docs, weights, sections, freqs, more in self._runs.terms():
             if not started:
                 writer.start_field(WORDS_FIELD, self.schema[WORDS_FIELD])
                 writer.set_field_lengths(bytes(self._length_bytes))
                 started = True
             texts = [self._stems[r].encode("utf-8") for r in ranks]
-            writer.add_terms(texts, cuts, docs, weights, lengths[docs], sections, freqs)
+            writer.add_terms(texts, cuts, docs, weights, lengths[docs], sections, freqs, more)
         if started:
             writer.finish_field()
 

@@ -13,6 +13,11 @@ import numpy as np
 
 from search import arrayfile
 
+#: A piece of a long term's postings (:meth:`TermRuns.terms`) is a multiple of this many
+#: postings: a multiple of the postings of one of Whoosh's posting blocks (128), so that
+#: a term written in pieces has the blocks it has written whole.
+PIECE_ALIGN = 1024
+
 
 class TermRuns:
     """Postings added document after document, given back term after term, in bounded
@@ -123,11 +128,16 @@ class TermRuns:
 
     def terms(
         self,
-    ) -> Iterator[tuple[list[int], list[int], np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    ) -> Iterator[
+        tuple[list[int], list[int], np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]
+    ]:
         """The terms that have postings, in rank order, a range of them at a time: their
         ranks, where each one's postings start (and where the last one's end), then the
         postings' documents (ascending within a term), weights, weighted counts per
-        section (one row a posting) and frequencies."""
+        section (one row a posting) and frequencies, and whether the range's last term
+        goes on in the next one.  A term of more than :attr:`window` postings comes alone,
+        in pieces of a multiple of :data:`PIECE_ALIGN` postings (the last one fewer), so
+        that what is held does not grow with the term's documents."""
         self._spill()
         if not self._runs:
             return
@@ -157,6 +167,9 @@ class TermRuns:
             ]
             if not parts:
                 continue
+            if bounds[k + 1] - bounds[k] == 1 and df[bounds[k]] > self.window:
+                yield from self._pieces(bounds[k], parts)
+                continue
             got = ranks[np.concatenate([self._read(0, np.uint32, a, n) for a, n in parts])]
             docs = np.concatenate([self._read(1, np.uint32, a, n) for a, n in parts])
             weights = np.concatenate([self._read(2, np.float64, a, n) for a, n in parts])
@@ -170,7 +183,55 @@ class TermRuns:
             got, docs, weights = got[order], docs[order], weights[order]
             sections, freqs = sections[order], freqs[order]
             cuts = [0, *(np.flatnonzero(np.diff(got)) + 1).tolist(), len(got)]
-            yield got[cuts[:-1]].tolist(), cuts, docs, weights, sections, freqs
+            yield got[cuts[:-1]].tolist(), cuts, docs, weights, sections, freqs, False
+
+    def _pieces(
+        self, rank: int, parts: list[tuple[int, int]]
+    ) -> Iterator[
+        tuple[list[int], list[int], np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]
+    ]:
+        """The postings of the term of *rank* (its slice *parts* of each run, in the
+        runs' order: document order) in pieces of :meth:`piece_size` postings, the last
+        one fewer; at most two pieces' worth held at once."""
+        piece = self.piece_size()
+        total = sum(n for _, n in parts)
+        emitted = 0
+        held: list[tuple[np.ndarray, ...]] = []
+        held_n = 0
+        width = arrayfile.N_SECTIONS
+
+        def take(count: int, more: bool) -> tuple[Any, ...]:
+            nonlocal held, held_n
+            columns = [np.concatenate([h[i] for h in held]) for i in range(4)]
+            out = [c[:count] for c in columns]
+            rest = [c[count:] for c in columns]
+            held = [tuple(rest)] if len(rest[0]) else []
+            held_n -= count
+            docs, weights, sections, freqs = out
+            return [rank], [0, count], docs, weights, sections.reshape(-1, width), freqs, more
+
+        for start, size in parts:
+            for at in range(start, start + size, piece):
+                n = min(piece, start + size - at)
+                held.append(
+                    (
+                        self._read(1, np.uint32, at, n),
+                        self._read(2, np.float64, at, n),
+                        self._read(3, arrayfile.SECTION_DTYPE, at, n, width).reshape(-1, width),
+                        self._read(4, np.uint32, at, n),
+                    )
+                )
+                held_n += n
+                while held_n >= piece and emitted + piece < total:
+                    yield take(piece, True)
+                    emitted += piece
+        if held_n:
+            yield take(held_n, False)
+
+    def piece_size(self) -> int:
+        """Postings in each piece of a term of more than :attr:`window` postings: the
+        window, rounded down to a multiple of :data:`PIECE_ALIGN`."""
+        return max(PIECE_ALIGN, self.window // PIECE_ALIGN * PIECE_ALIGN)
 
     def close(self) -> None:
         for f in self._files:

@@ -17,6 +17,7 @@ import struct
 import zlib
 from array import array
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,21 @@ class HashBucket:
         return zip(self.hashes, self.positions, strict=True)
 
 
+@dataclass(slots=True)
+class _OpenTerm:
+    """A term whose posting list goes on in the next call of :func:`write_terms`: where
+    it starts in the postings file, its postings and first document so far, and its
+    term information so far (Whoosh's ``W3TermInfo``)."""
+
+    offset: int
+    postings: int
+    first: int
+    weight: Any
+    minlength: Any
+    maxlength: Any
+    maxweight: Any
+
+
 def compact_buckets(tindex: Any) -> list[Any]:
     """The buckets of the term index *tindex* (Whoosh's ``OrderedHashWriter``), made
     :class:`HashBucket` if they are not yet (with what they hold)."""
@@ -73,12 +89,17 @@ def write_terms(
     lengths: np.ndarray,
     values: bytes,
     vsize: int,
+    more: bool = False,
 ) -> None:
     """Write the posting lists of the terms *texts* of the field being written by
     *fieldwriter* (a ``W3FieldWriter``): term ``texts[i]`` has the postings
     ``cuts[i]:cuts[i + 1]`` of the documents *docs* (ascending within a term), with
     their *weights* (``float64``), their documents' field *lengths* and their *values*
-    (*vsize* bytes each, joined)."""
+    (*vsize* bytes each, joined).
+
+    With *more*, the last term goes on in the next call, whose first term it is: its
+    postings here must be a whole number of blocks, and its entry in the term index is
+    written when it ends (what it has so far is kept on *fieldwriter*)."""
     postwriter = fieldwriter._postwriter
     size = postwriter._blocklimit
     comp = postwriter._compression
@@ -109,19 +130,28 @@ def write_terms(
     posts: list[bytes] = []
     entries: list[bytes] = []
     key = tindex.lastkey
+    going_on: _OpenTerm | None = getattr(fieldwriter, "_open_term", None)
+    fieldwriter._open_term = None
+    last = len(texts) - 1
     for i, btext in enumerate(texts):
         start, end = cuts[i], cuts[i + 1]
-        startoffset = post_pos
-        t_weight: Any = 0
-        t_minlength: Any = None
-        t_maxlength: Any = 0
-        t_maxweight: Any = 0
+        ends = not (more and i == last)
+        if not ends and (end - start) % size:
+            raise ValueError(f"a term goes on after {end - start} postings, not whole blocks")
+        if i == 0 and going_on is not None:
+            startoffset, before, first_doc = going_on.offset, going_on.postings, going_on.first
+            t_weight: Any = going_on.weight
+            t_minlength: Any = going_on.minlength
+            t_maxlength: Any = going_on.maxlength
+            t_maxweight: Any = going_on.maxweight
+        else:
+            startoffset, before, first_doc = post_pos, 0, docs_l[start]
+            t_weight, t_minlength, t_maxlength, t_maxweight = 0, None, 0, 0
+            posts.append(WHOOSH3_HEADER_MAGIC)
+            post_pos += len(WHOOSH3_HEADER_MAGIC)
         lo = start
         while lo < end:
             hi = min(lo + size, end)
-            if lo == start:
-                posts.append(WHOOSH3_HEADER_MAGIC)
-                post_pos += len(WHOOSH3_HEADER_MAGIC)
             ws = w32[lo:hi]
             first = ws[0]
             if ws.count(first) == len(ws):
@@ -146,7 +176,7 @@ def write_terms(
                 2,
             )
             blocklength = len(info) + len(data)
-            posts.append(pack_int(-blocklength if hi == end else blocklength))
+            posts.append(pack_int(-blocklength if hi == end and ends else blocklength))
             posts.append(info)
             posts.append(data)
             post_pos += 4 + blocklength
@@ -156,15 +186,26 @@ def write_terms(
             t_maxlength = max(t_maxlength, maxlength)
             t_maxweight = max(t_maxweight, maxweight)
             lo = hi
+        if not ends:
+            fieldwriter._open_term = _OpenTerm(
+                startoffset,
+                before + end - start,
+                first_doc,
+                t_weight,
+                t_minlength,
+                t_maxlength,
+                t_maxweight,
+            )
+            break
         value = (
             _TERMINFO.pack(
                 0,
                 t_weight,
-                end - start,
+                before + end - start,
                 0 if t_minlength is None else length_to_byte(t_minlength),
                 length_to_byte(t_maxlength),
                 t_maxweight,
-                docs_l[start],
+                first_doc,
                 docs_l[end - 1],
             )
             + pack_long(startoffset)

@@ -14,7 +14,7 @@ import pytest
 from whoosh.filedb.filestore import FileStorage
 from whoosh.reading import SegmentReader
 
-from search import arraycodec, arrayfile, arraywriter, indexwriter
+from search import arraycodec, arrayfile, arraywriter, indexwriter, termruns
 from search.index import INDEX_NAME, MERGE_FACTOR, WORDS_FIELD, Index, IndexDoc
 from search.segmentwords import SegmentWords
 from tests.test_unit_rebuild import random_docs, segment_files
@@ -257,3 +257,25 @@ def test_a_merged_segment_is_read_in_chunks_of_at_most_its_size(tmp_path: Path, 
         )
     ]
     assert got == expected
+
+
+def test_long_posting_lists_written_in_pieces_are_whoosh_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A term of more postings than the writer's window is sorted and written in pieces of
+    whole blocks (search.termruns.PIECE_ALIGN postings, at least one of Whoosh's blocks of
+    128): commits and a merge whose common terms come in pieces still write Whoosh's
+    files."""
+    monkeypatch.setattr(arrayfile, "BUFFER_POSTINGS", 40)
+    monkeypatch.setattr(termruns, "PIECE_ALIGN", 128)
+    ours, expected = Index(tmp_path / "ours"), Index(tmp_path / "whoosh")
+    for k in range(MERGE_FACTOR + 1):
+        docs = renumbered(random_docs(300, VOCABULARY[:40], seed=50 + k), 1000 * k)
+        for doc in docs:
+            doc.weights["owl"] = 1.0 + doc.docid % 3
+        for index, mine in ((ours, True), (expected, False)):
+            write(index, docs, ours=mine, deletes=(1000 * (k - 1) + 7,) if k else ())
+        assert all_segment_files(ours.path) == all_segment_files(expected.path), k
+    assert len(all_segment_files(ours.path)) == 1  # the last commit merged them all
+    with ours.open().searcher() as s:
+        assert len(list(s.postings(WORDS_FIELD, "owl").all_ids())) == 5 * 300 - 4

@@ -228,7 +228,8 @@ def test_term_runs_hold_at_most_their_buffer(tmp_path: Path) -> None:
         held = max(held, runs._held)
     assert held < 100 + 30
     seen: list[tuple[int, int]] = []
-    for terms, cuts, docs, _, sections, freqs in runs.terms():
+    for terms, cuts, docs, _, sections, freqs, more in runs.terms():
+        assert not more  # no term of more than a piece
         assert len(freqs) == len(docs)
         assert sections.shape == (len(docs), 6)
         assert cuts[-1] <= runs.window or len(terms) == 1  # a range of terms: bounded
@@ -237,6 +238,28 @@ def test_term_runs_hold_at_most_their_buffer(tmp_path: Path) -> None:
             assert (np.diff(part.astype(np.int64)) > 0).all()
             seen += [(rank, int(d)) for d in part]  # ranks: term ids in reverse
     assert seen == sorted(seen) and len(seen) == len(runs)
+    runs.close()
+
+
+def test_a_long_term_comes_in_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A term of more postings than the window comes alone, in pieces of a multiple of
+    PIECE_ALIGN postings (the last fewer), in document order across the runs."""
+    monkeypatch.setattr(termruns, "PIECE_ALIGN", 8)
+    runs = termruns.TermRuns(str(tmp_path), np.arange(3), buffer=40)  # window 10, piece 8
+    for doc in range(53):
+        terms = np.array([0, 1, 2] if doc % 10 == 0 else [1], dtype=np.int64)
+        runs.add(terms, np.full(len(terms), doc), np.ones(len(terms)))
+    got = [
+        (terms, len(docs), more, docs.tolist()) for terms, _, docs, _, _, _, more in runs.terms()
+    ]
+    assert [(t, n, m) for t, n, m, _ in got] == [
+        ([0], 6, False),
+        ([1], 8, True),
+        *[([1], 8, True)] * 5,
+        ([1], 5, False),
+        ([2], 6, False),
+    ]
+    assert [d for t, _, _, docs in got if t == [1] for d in docs] == list(range(53))
     runs.close()
 
 
