@@ -34,8 +34,9 @@ class _FieldWriter(W3FieldWriter):
         self._in_words = False
         self._terms: list[bytes] = []
         self._starts = array("q", [0])
-        #: The last term given goes on in the next call (:meth:`add_terms`).
-        self._going_on = False
+        #: The term whose posting list goes on in the next call of :meth:`add_terms`
+        #: (kept by :func:`search.w3terms.write_terms`; None: none).
+        self._open_term: Any = None
         folder = getattr(storage, "folder", None)
         self._docs = arrayfile._Column("I", np.uint32, folder, arrayfile.BUFFER_POSTINGS)
         self._tfs = arrayfile._Column("f", np.float32, folder, arrayfile.BUFFER_POSTINGS)
@@ -128,9 +129,8 @@ class _FieldWriter(W3FieldWriter):
             self._sections.extend(np.asarray(sections, dtype=arrayfile.SECTION_DTYPE).ravel())
             # A term that went on from the last call is there already; one that goes on
             # in the next has no end yet.
-            self._terms.extend(texts[1:] if self._going_on else texts)
+            self._terms.extend(texts[1:] if self._open_term is not None else texts)
             self._starts.extend([base + c for c in (cuts[1:-1] if more else cuts[1:])])
-            self._going_on = more
         write_terms(self, texts, cuts, docs, weights, lengths, values, arrayfile.VALUE_SIZE, more)
 
     def close(self) -> None:

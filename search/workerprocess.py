@@ -238,19 +238,14 @@ def index_batch(result: BatchResult, max_terms: int | None) -> tuple[DocColumns,
     for doc in result.documents:
         row = doc.row
         if row.values["kind"] != "page":
-            row.words = None
             continue
         if doc.clone_of is not None or row.words is None:
-            row.words = None
             deletes.append(doc.id)
             continue
-        pages.append((doc.id, row, row.words))
-    columns = DocColumns.of_records(
-        ((did, row.url, netloc(row.url), words.values(), row.weights) for did, row, words in pages),
-        max_terms,
-    )
-    for _, row, _ in pages:
-        row.words = None
+        pages.append((doc.id, row.url, netloc(row.url), row.words.values(), row.weights))
+    columns = DocColumns.of_records(pages, max_terms)
+    for doc in result.documents:
+        doc.row.words = None
     return columns, deletes
 
 
