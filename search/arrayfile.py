@@ -110,6 +110,32 @@ SORT_BYTES = 8 << 20
 COLUMN_BYTES = 1 << 20
 
 
+class TermTexts:
+    """Terms' bytes as the array file keeps them: one blob and each term's start in it
+    (~10 bytes a term held, where a list of ``bytes`` takes ~50)."""
+
+    __slots__ = ("starts", "text")
+
+    def __init__(self, terms: Sequence[bytes] = ()) -> None:
+        self.text = bytearray()
+        self.starts = array("q", [0])
+        self.extend(terms)
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    def append(self, term: bytes) -> None:
+        self.text += term
+        self.starts.append(len(self.text))
+
+    def extend(self, terms: Sequence[bytes]) -> None:
+        for term in terms:
+            self.append(term)
+
+    def __getitem__(self, i: int) -> bytes:
+        return bytes(self.text[self.starts[i] : self.starts[i + 1]])
+
+
 class _Column:
     """An append-only column of numbers: in memory up to *limit* of them (and at most
     :data:`COLUMN_BYTES`), the rest in an anonymous temporary file in *folder*; read back
@@ -223,7 +249,7 @@ def sort_postings() -> int:
 
 def write_arrays(
     f: Any,
-    terms: list[bytes],
+    terms: Sequence[bytes] | TermTexts,
     starts: Any,
     docs: _Column,
     tfs: _Column,
@@ -248,10 +274,10 @@ def write_arrays(
     starts_a = np.frombuffer(starts, dtype=np.int64) if len(starts) else np.zeros(1, np.int64)
     lengths_a = np.frombuffer(bytes(lengths), dtype=np.uint8)
     n_docs, n_post = len(lengths_a), len(docs)
-    text = b"".join(terms)
-    text_starts = np.zeros(len(terms) + 1, dtype=np.int64)
-    if terms:
-        np.cumsum([len(t) for t in terms], out=text_starts[1:])
+    if not isinstance(terms, TermTexts):
+        terms = TermTexts(terms)
+    text = terms.text
+    text_starts = np.frombuffer(terms.starts, dtype=np.int64)
     counts = np.zeros(n_docs, dtype=np.int64)
     section_lengths = np.zeros((n_docs, N_SECTIONS), dtype=np.float64)
     for chunk, sec in _with_sections(docs, tfs, sections, size):
