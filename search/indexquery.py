@@ -185,18 +185,6 @@ def stored(searcher: Any, docnum: int) -> tuple[int, str]:
     return int(fields["docid"]), fields["url"]
 
 
-def terms_within(searcher: Any, text: str, maxdist: int, prefix: int = 1) -> set[str]:
-    """The stems of the index within *maxdist* Damerau-Levenshtein edits of *text* that
-    share its first *prefix* characters (Whoosh's spelling automaton, segment by segment:
-    it skips through each segment's sorted term list, it does not scan it)."""
-    found: set[str] = set()
-    for reader, _ in searcher.reader().leaf_readers():
-        if WORDS_FIELD in reader.schema:
-            found.update(reader.terms_within(WORDS_FIELD, text, maxdist, prefix=prefix))
-    found.discard(text)
-    return found
-
-
 def open_searcher(index: Index) -> Any:
     """A Whoosh searcher of *index* that scores with :class:`BM25`.
 

@@ -17,7 +17,7 @@ pages.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -70,6 +70,15 @@ class SearchSession:
     def df(self, stem: str) -> int:
         gid = self.arrays.ids.get(stem)
         return 0 if gid is None else int(self.arrays.df[gid])
+
+    def frequencies(self, stems: Sequence[str]) -> list[int]:
+        """The document frequency of each of *stems* (:meth:`df`, many at a time)."""
+        return self.arrays.terms.frequencies(stems).tolist()
+
+    def terms_within(self, stem: str, maxdist: int) -> set[str]:
+        """The stems of the index within *maxdist* edits of *stem* that share its first
+        letter (:meth:`search.termspace.TermSpace.within`), *stem* left out."""
+        return self.arrays.terms.within(stem, maxdist)
 
     def idf(self, stem: str) -> float:
         return ranking.idf(self.n, self.df(stem))

@@ -6,8 +6,8 @@ The index holds stems, so the candidates for a word are stems of the index:
 
 - the stems within one edit of the word's stem (two for words of :data:`LONG_WORD` letters
   or more, when one finds none), sharing its first letter, found by Whoosh's spelling
-  automaton (:func:`search.indexquery.terms_within`: it skips through each segment's sorted
-  term list, it does not scan the vocabulary);
+  automaton (:func:`search.termspace.terms_within`: it skips through the segments' sorted
+  terms in their array files, it does not scan the vocabulary);
 - the stems of the words one edit away from the word as typed (Norvig's candidates:
   about 54 · length strings, each stemmed and looked up), which finds what stemming
   hides ("replicaton" stems to itself, "replication" to "replic").
@@ -22,23 +22,24 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 from whoosh.support.levenshtein import damerau_levenshtein
 
 from search.analysis import get_analyzer
-from search.indexquery import terms_within
 from search.query import ParsedQuery, QueryTerm, replace_words
 
 
 class SearchSession(Protocol):
     """What a suggestion reads of a search (:class:`search.searchsession.SearchSession`):
-    the open Whoosh searcher and the document frequency of a stem."""
-
-    s: Any
+    the document frequency of a stem, and the stems near one."""
 
     def df(self, stem: str) -> int: ...
+
+    def frequencies(self, stems: Sequence[str]) -> list[int]: ...
+
+    def terms_within(self, stem: str, maxdist: int) -> set[str]: ...
 
 
 #: Queries with at most this many hits get a suggestion.
@@ -73,18 +74,26 @@ def correct(session: SearchSession, term: QueryTerm, language: str | None) -> st
     stem, typed = term.stem, term.surface
     if len(typed) < MIN_LENGTH or _SKIP.search(typed):
         return None
-    df = session.df
-    least = max(1, MIN_RATIO * df(stem))
+    least = max(1, MIN_RATIO * session.df(stem))
     stemmer = get_analyzer(language).stem
-    ranked = sorted(
-        {(1, -df(c), c) for c in map(stemmer, edits1(typed)) if c != stem and df(c) >= least}
-    )
+    edited = (c for c in map(stemmer, edits1(typed)) if c != stem)
+    ranked = sorted((1, -df, c) for c, df in _frequent(session, edited, least))
     for maxdist in (1, 2) if len(stem) >= LONG_WORD else (1,):
-        found = terms_within(session.s, stem, maxdist)
-        ranked += sorted((damerau_levenshtein(stem, c), -df(c), c) for c in found if df(c) >= least)
+        found = _frequent(session, session.terms_within(stem, maxdist), least)
+        ranked += sorted((damerau_levenshtein(stem, c), -df, c) for c, df in found)
         if ranked:
             return min(ranked)[2]
     return min(ranked)[2] if ranked else None
+
+
+def _frequent(session: SearchSession, stems: Iterable[str], least: int) -> list[tuple[str, int]]:
+    """Those of *stems* in at least *least* documents, with their document frequency."""
+    distinct = list(dict.fromkeys(stems))
+    return [
+        (c, df)
+        for c, df in zip(distinct, session.frequencies(distinct), strict=True)
+        if df >= least
+    ]
 
 
 def closest_surface(typed: str, surfaces: list[tuple[str, int]], fallback: str) -> str:

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Sequence
 
 import numpy as np
+from whoosh.codec.base import Automata
 
 #: Bytes of each term's prefix in the array :meth:`SegmentTerms.find_many` searches; a
 #: longer term is looked up by :meth:`SegmentTerms.find`.
@@ -41,6 +42,7 @@ class SegmentTerms:
         self.starts = starts
         self._data: bytes | None = None
         self._prefixes: np.ndarray | None = None
+        self._memory: memoryview | None = None
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -63,18 +65,37 @@ class SegmentTerms:
         data, st = self.data(), self.starts.tolist()
         return [data[st[i] : st[i + 1]].decode("utf-8") for i in range(len(self))]
 
-    def find(self, term: bytes) -> int:
-        """The number of the term of bytes *term*, or -1."""
-        data, st = self.data(), self.starts
-        lo, hi = 0, len(self)
+    def seek(self, term: bytes, lo: int = 0) -> int:
+        """The number of the first term from *lo* on that is *term* or after it (the
+        number of terms: none).  Galloping from *lo*: a walk through the terms (the
+        spelling automaton's) mostly moves a few terms on."""
+        data, st, n = self.data(), self._offsets(), len(self)
+        step, hi = 1, lo
+        while hi < n and data[st[hi] : st[hi + 1]] < term:
+            lo = hi + 1
+            hi = lo + step
+            step *= 2
+        hi = min(hi, n)
         while lo < hi:
             mid = (lo + hi) // 2
             if data[st[mid] : st[mid + 1]] < term:
                 lo = mid + 1
             else:
                 hi = mid
-        if lo < len(self) and data[st[lo] : st[lo + 1]] == term:
-            return lo
+        return lo
+
+    def _offsets(self) -> memoryview:
+        """:attr:`starts` read item by item as Python ints (a numpy item is slower)."""
+        if self._memory is None:
+            starts = np.ascontiguousarray(self.starts, dtype=np.int64)
+            self._memory = starts.data.cast("B").cast("q")
+        return self._memory
+
+    def find(self, term: bytes) -> int:
+        """The number of the term of bytes *term*, or -1."""
+        at = self.seek(term)
+        if at < len(self) and self.raw(at) == term:
+            return at
         return -1
 
     def prefixes(self) -> np.ndarray:
@@ -111,6 +132,41 @@ class SegmentTerms:
             if len(t) >= PREFIX:
                 out[i] = self.find(t)
         return out
+
+
+class _UnionCursor:
+    """The sorted union of several segments' terms, walked as Whoosh's spelling automaton
+    walks one segment's term cursor (:meth:`text`, :meth:`find`)."""
+
+    def __init__(self, segments: Sequence[SegmentTerms]) -> None:
+        self._segments = [s for s in segments if len(s)]
+        self._at = [0] * len(self._segments)
+
+    def text(self) -> str | None:
+        """The current term: the least of the segments' current ones (None: past the last)."""
+        least: bytes | None = None
+        for seg, at in zip(self._segments, self._at, strict=True):
+            if at < len(seg):
+                raw = seg.raw(at)
+                if least is None or raw < least:
+                    least = raw
+        return None if least is None else least.decode("utf-8")
+
+    def find(self, term: str) -> None:
+        """Move to the first term that is *term* or after it (the automaton only moves on)."""
+        raw = _raw(term)
+        self._at = [seg.seek(raw, at) for seg, at in zip(self._segments, self._at, strict=True)]
+
+
+def terms_within(
+    segments: Sequence[SegmentTerms], text: str, maxdist: int, prefix: int
+) -> set[str]:
+    """The terms of *segments* within *maxdist* Damerau-Levenshtein edits of *text* that
+    share its first *prefix* characters: Whoosh's Levenshtein automaton, made once, skips
+    through the union of the segments' sorted terms (each step a binary search in each
+    segment's bytes), where Whoosh's own walks each segment's term index on disk."""
+    dfa = Automata.levenshtein_dfa(text, maxdist, prefix)
+    return set(Automata.find_matches(dfa, _UnionCursor(segments)))
 
 
 class TermSpace:
@@ -154,6 +210,25 @@ class TermSpace:
     def __len__(self) -> int:
         """Ids given so far (not the number of terms in the index)."""
         return len(self.texts)
+
+    def frequencies(self, stems: Sequence[str]) -> np.ndarray:
+        """The document frequency of each of *stems* over every segment (0: in none),
+        found many at a time (:meth:`SegmentTerms.find_many`) and given no id: for the
+        hundreds of candidates of a spelling correction, most of them never ranked."""
+        raws = [_raw(stem) for stem in stems]
+        df = np.zeros(len(raws), dtype=np.int64)
+        for seg, starts in zip(self.segments, self._sizes, strict=True):
+            numbers = seg.find_many(raws)
+            present = numbers[numbers >= 0]
+            df[numbers >= 0] += starts[present + 1] - starts[present]
+        return df
+
+    def within(self, text: str, maxdist: int, prefix: int = 1) -> set[str]:
+        """The terms of the index within *maxdist* edits of *text* sharing its first
+        *prefix* characters (:func:`terms_within`), *text* itself left out."""
+        found = terms_within(self.segments, text, maxdist, prefix)
+        found.discard(text)
+        return found
 
     # -- per id --------------------------------------------------------------------------
 

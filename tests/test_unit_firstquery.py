@@ -12,7 +12,7 @@ from whoosh.filedb import structfile
 
 from search.analysis import analyze_document
 from search.index import Index, IndexDoc
-from search.indexquery import open_searcher, terms_within
+from search.indexquery import open_searcher
 from search.query import parse_query
 from search.searchsession import SearchSession
 
@@ -44,5 +44,5 @@ def test_the_searcher_does_not_copy_the_segment_files(
         session = SearchSession(s)
         hits = session.rank(parse_query("word1 word2 site:a.example"), 5)
         assert hits and all(h.url.startswith("http://a.example/") for h in hits)
-        assert "word1" in terms_within(s, "word11", 1)  # spelling reads the terms
+        assert "word1" in session.terms_within("word11", 1)  # spelling reads the terms
     assert copies == []

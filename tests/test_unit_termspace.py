@@ -81,6 +81,14 @@ def test_ids_are_given_on_look_up_only() -> None:
     starts = [np.cumsum([0] + [i + 1 for i in range(len(t))]) for t in (first, second)]
     space = TermSpace([_segment(first), _segment(second)], starts)
     assert len(space) == 0
+
+    def df(stem: str) -> int:
+        return sum(seg.index(stem) + 1 for seg in (first, second) if stem in seg)
+
+    # Many at a time, without ids (a spelling correction's candidates).
+    probes = [*TERMS, *ABSENT, "extra"]
+    assert space.frequencies(probes).tolist() == [df(t) for t in probes]
+    assert len(space) == 0 and space.frequencies([]).tolist() == []
     for stem in ABSENT:
         assert space.get(stem) is None and stem not in space
         with pytest.raises(KeyError):
@@ -169,3 +177,57 @@ def test_opening_an_index_decodes_no_term(tmp_path: Path, monkeypatch: pytest.Mo
         assert "中文" in texts and "café" in texts
         assert not decoded
     assert arrayfile.SegmentArrays is arrayreader.SegmentArrays
+
+
+def test_seek_finds_the_first_term_at_or_after_one_from_anywhere() -> None:
+    rng = random.Random(7)
+    words = sorted(
+        {"".join(rng.choice("abcé中") for _ in range(rng.randint(1, 6))) for _ in range(500)}
+    )
+    seg = _segment(words)
+    raws = sorted(w.encode() for w in words)
+    probes = [*raws, *(t.encode("utf-8", "surrogatepass") for t in ABSENT), b"\xff"]
+    for probe in probes:
+        expected = sum(r < probe for r in raws)
+        for lo in {0, 1, expected // 2, expected, len(raws)}:
+            if lo <= expected or lo == len(raws):
+                assert seg.seek(probe, lo) == max(expected, lo), (probe, lo)
+    assert _segment([]).seek(b"a") == 0
+
+
+def test_terms_within_walk_the_union_of_the_segments_as_whoosh_walks_each(
+    tmp_path: Path,
+) -> None:
+    """The spelling automaton over the array files' terms finds what Whoosh's own
+    ``terms_within`` finds segment by segment (its term index on disk)."""
+    from search.indexquery import open_searcher
+
+    ix = Index(tmp_path / "index")
+    rng = random.Random(11)
+    letters = "abcdeéfgh"
+    vocabulary = sorted(
+        {"".join(rng.choice(letters) for _ in range(rng.randint(3, 8))) for _ in range(1500)}
+    )
+    vocabulary += ["中文", "中文字", "zürich", "zurich"]
+    for start in (0, 30, 60):
+        with ix.writer() as w:
+            for docid in range(start, start + 30):
+                text = " ".join(rng.choice(vocabulary) for _ in range(80))
+                w.add(_doc(docid, text), update=False)
+    with open_searcher(ix) as s:
+        from search.searchsession import SearchSession
+
+        session = SearchSession(s)
+        readers = [r for r, _ in s.reader().leaf_readers()]
+        assert len(readers) == 3
+        probes = [*rng.sample(vocabulary, 40), "abcdefg", "zurch", "中文字典", "hhhh"]
+        found = 0
+        for probe in probes:
+            for maxdist in (1, 2):
+                whoosh = set()
+                for r in readers:
+                    whoosh.update(r.terms_within("words", probe, maxdist, prefix=1))
+                whoosh.discard(probe)
+                assert session.terms_within(probe, maxdist) == whoosh, (probe, maxdist)
+                found += len(whoosh)
+        assert found > 100  # the comparison is not of empty sets
