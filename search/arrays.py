@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -344,6 +344,58 @@ class ArrayIndex:
                 gids = self.terms.ids_of(i, a.fwd_terms[lo:hi])
                 return gids, a.fwd_tfs[lo:hi].astype(np.float64), float(LENGTHS[a.lengths[local]])
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64), 1.0
+
+    def heaviest_terms(
+        self, docnum: int, n: int, keep: Callable[[np.ndarray], np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """A document's *n* heaviest terms among those *keep* keeps (given their ids):
+        their ids and weighted term frequencies, weight descending, then term ascending.
+
+        Ids are given (:meth:`search.termspace.TermSpace.ids_of`: a look-up in every
+        other segment) only to the heaviest of the document's terms, twice as many each
+        time those kept are too few: a feedback document of RM3 has hundreds of terms, of
+        which it gives ten."""
+        for i in reversed(range(len(self.leaves))):
+            leaf = self.leaves[i]
+            if docnum >= leaf.base:
+                local = docnum - leaf.base
+                a = leaf.arrays
+                if local >= len(a.lengths):
+                    break
+                lo, hi = a.fwd_starts[local], a.fwd_starts[local + 1]
+                numbers, tf = a.fwd_terms[lo:hi], a.fwd_tfs[lo:hi].astype(np.float64)
+                order = np.argsort(-tf, kind="stable")
+                take = max(n, 1)
+                while True:
+                    # The first take terms: what is left out comes after all of them.
+                    chosen = self._first_terms(i, numbers, tf, order, take)
+                    gids = self.terms.ids_of(i, numbers[chosen])
+                    kept = keep(gids)
+                    if kept.sum() >= n or len(chosen) == len(order):
+                        break
+                    take *= 2
+                gids, weights = gids[kept], tf[chosen][kept]
+                top = np.lexsort((self.text_rank(gids), -weights))[:n]
+                return gids[top], weights[top]
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+
+    def _first_terms(
+        self, leaf: int, numbers: np.ndarray, tf: np.ndarray, order: np.ndarray, take: int
+    ) -> np.ndarray:
+        """Positions of the first *take* of a document's terms (*numbers* in segment
+        *leaf*, weights *tf*, *order* their positions by weight descending) by weight
+        descending, then term ascending: ties at the cut are broken by the terms' bytes
+        (their order as strings), read from the segment without giving them ids."""
+        if take >= len(order):
+            return order
+        chosen = order[tf[order] >= tf[order[take - 1]]]  # ties at the cut included
+        if len(chosen) > take:
+            seg = self.terms.segments[leaf]
+            raws = [seg.raw(t) for t in numbers[chosen].tolist()]
+            weights = tf[chosen].tolist()
+            by = sorted(range(len(chosen)), key=lambda j: (-weights[j], raws[j]))
+            chosen = chosen[by[:take]]
+        return chosen
 
     def bm25(self, gids: np.ndarray, tf: np.ndarray, length: Any) -> np.ndarray:
         """BM25 weights (idf included) of terms *gids* with frequencies *tf* in documents

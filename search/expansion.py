@@ -99,15 +99,18 @@ def rm3(
     left out (but for the query's own)."""
     if not docnums or not query or weight >= 1:
         return dict(query)
-    gids, tf, _, which = _feedback_vectors(arrays, docnums, query, frequent)
+    asked = np.array([arrays.ids[s] for s in query if s in arrays.ids], dtype=np.int64)
+
+    def keep(gids: np.ndarray) -> np.ndarray:
+        return (arrays.df[gids] <= frequent) | np.isin(gids, asked)
+
     model_gids, model = [], []
-    for i, score in enumerate(scores):
-        mine = np.flatnonzero(which == i)
-        top = mine[_heaviest(arrays, gids[mine], tf[mine], terms)]
-        norm = tf[top].sum()
+    for docnum, score in zip(docnums, scores, strict=True):
+        gids, tf = arrays.heaviest_terms(docnum, terms, keep)
+        norm = tf.sum()
         if norm > 0:
-            model_gids.append(gids[top])
-            model.append(tf[top] / norm * score)
+            model_gids.append(gids)
+            model.append(tf / norm * score)
     if not model_gids:
         return dict(query)
     unique, inverse = _unique(np.concatenate(model_gids))

@@ -147,6 +147,36 @@ def test_expansion_equals_the_pure_python_feedback(index: Index, params: ranking
     assert added >= 10
 
 
+@pytest.mark.parametrize("n", [1, 3, 10, 1000])
+def test_heaviest_terms_are_those_of_the_whole_vector(index: Index, n: int) -> None:
+    """A document's heaviest kept terms, from ids given to its heaviest terms only, are
+    those of its whole vector: weight descending, then term ascending; what *keep* drops
+    (half the terms, the frequent ones) is replaced by the next heaviest."""
+    fast, _ = _sessions(index)
+    arrays = fast.arrays
+    dropped = 0
+    for keep_name in ("all", "rare", "odd"):
+        for docnum in range(0, arrays.n, 37):
+            gids, tf, _ = arrays.vector(docnum)
+
+            def keep(g: np.ndarray, name: str = keep_name) -> np.ndarray:
+                if name == "rare":
+                    return arrays.df[g] <= 20
+                if name == "odd":
+                    return np.array([len(arrays.texts[x]) % 2 == 1 for x in g.tolist()], bool)
+                return np.ones(len(g), dtype=bool)
+
+            ok = keep(gids)
+            dropped += int((~ok).sum())
+            expected = sorted(
+                zip((-tf[ok]).tolist(), [arrays.texts[g] for g in gids[ok].tolist()], strict=True)
+            )[:n]
+            got_gids, got_tf = arrays.heaviest_terms(docnum, n, keep)
+            got = list(zip((-got_tf).tolist(), [arrays.texts[g] for g in got_gids], strict=True))
+            assert got == expected, (docnum, keep_name)
+    assert dropped > 100
+
+
 def test_no_expansion_method_adds_nothing(index: Index) -> None:
     fast, _ = _sessions(index, ranking.Params(expansion="none"))
     q = parse_query("w3 w10 w20 w40 w50")
