@@ -7,6 +7,8 @@ hold these against.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from search import ranking
@@ -28,19 +30,25 @@ def _unique(gids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _feedback_vectors(
     arrays: ArrayIndex, docnums: list[int], query: dict[str, float], frequent: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The feedback documents' postings, their stems found in more than *frequent*
-    documents left out (but for the query's own): term ids, weighted tf, the length of
-    their document and its position in *docnums*."""
+    documents left out (but for the query's own): term ids, weighted tf and the length of
+    their document."""
     parts = [arrays.vector(d) for d in docnums]
     gids = np.concatenate([p[0] for p in parts])
     tf = np.concatenate([p[1] for p in parts])
-    sizes = [len(p[0]) for p in parts]
-    length = np.repeat([p[2] for p in parts], sizes)
-    which = np.repeat(np.arange(len(parts)), sizes)
+    length = np.repeat([p[2] for p in parts], [len(p[0]) for p in parts])
+    keep = _not_frequent(arrays, query, frequent)(gids)
+    return gids[keep], tf[keep], length[keep]
+
+
+def _not_frequent(
+    arrays: ArrayIndex, query: dict[str, float], frequent: float
+) -> Callable[[np.ndarray], np.ndarray]:
+    """Which of term ids are kept as feedback terms: those in at most *frequent*
+    documents, and the query's own."""
     asked = np.array([arrays.ids[s] for s in query if s in arrays.ids], dtype=np.int64)
-    keep = (arrays.df[gids] <= frequent) | np.isin(gids, asked)
-    return gids[keep], tf[keep], length[keep], which[keep]
+    return lambda gids: (arrays.df[gids] <= frequent) | np.isin(gids, asked)
 
 
 def _add_terms(
@@ -67,7 +75,7 @@ def rocchio(
     the query's own)."""
     if not docnums or not query:
         return dict(query)
-    gids, tf, length, _ = _feedback_vectors(arrays, docnums, query, frequent)
+    gids, tf, length = _feedback_vectors(arrays, docnums, query, frequent)
     if not len(gids):
         return dict(query)
     weights = arrays.bm25(gids, tf, length) / len(docnums)
@@ -99,11 +107,7 @@ def rm3(
     left out (but for the query's own)."""
     if not docnums or not query or weight >= 1:
         return dict(query)
-    asked = np.array([arrays.ids[s] for s in query if s in arrays.ids], dtype=np.int64)
-
-    def keep(gids: np.ndarray) -> np.ndarray:
-        return (arrays.df[gids] <= frequent) | np.isin(gids, asked)
-
+    keep = _not_frequent(arrays, query, frequent)
     model_gids, model = [], []
     for docnum, score in zip(docnums, scores, strict=True):
         gids, tf = arrays.heaviest_terms(docnum, terms, keep)
@@ -131,7 +135,7 @@ def bo1(
     query's own)."""
     if not docnums or not query:
         return dict(query)
-    gids, tf, _, _ = _feedback_vectors(arrays, docnums, query, frequent)
+    gids, tf, _ = _feedback_vectors(arrays, docnums, query, frequent)
     if not len(gids):
         return dict(query)
     unique, inverse = _unique(gids)
