@@ -10,7 +10,6 @@ lists (:meth:`_FieldWriter.add_terms`, written in Whoosh's format by
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -19,7 +18,7 @@ from whoosh.util.numeric import length_to_byte
 
 from search import arrayfile, faults
 from search.arrayfile import DOCID_FIELD, FIELD
-from search.w3terms import write_terms
+from search.w3terms import HashBucket, write_terms
 
 
 class ArrayCodec(W3Codec):
@@ -29,50 +28,13 @@ class ArrayCodec(W3Codec):
         return _FieldWriter(self, storage, segment)
 
 
-class _HashedKeys:
-    """What Whoosh's term index (``HashWriter.buckets``: 256 lists of ``(hash, position)``
-    tuples) keeps of every key written, in two arrays: 12 bytes a key instead of ~120.
-
-    A segment's term index holds a key per term of every field: at a merge of 85,000
-    pages that is ~135,000 stems and two keys a page (its ``docid`` and ``url``), ~37 MB
-    of tuples, held until the segment's files are closed.  ``HashWriter.add`` appends to
-    ``buckets[hash & 255]`` (this object, whichever bucket), and its ``_write_hashes``
-    iterates the buckets in order, each one's entries in the order they came: the same
-    entries, so the same file."""
-
-    __slots__ = ("_hashes", "_positions")
-
-    def __init__(self) -> None:
-        self._hashes = array("I")
-        self._positions = array("q")
-
-    def __getitem__(self, bucket: int) -> _HashedKeys:
-        return self
-
-    def append(self, entry: tuple[int, int]) -> None:
-        self._hashes.append(entry[0])
-        self._positions.append(entry[1])
-
-    def __len__(self) -> int:
-        return len(self._hashes)
-
-    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
-        hashes = np.frombuffer(self._hashes, dtype=np.uint32)
-        positions = np.frombuffer(self._positions, dtype=np.int64)
-        buckets = hashes & 255
-        order = np.argsort(buckets, kind="stable")  # each bucket's entries in order
-        ends = np.searchsorted(buckets[order], np.arange(1, 257))
-        start = 0
-        for end in ends.tolist():
-            chosen = order[start:end]
-            yield list(zip(hashes[chosen].tolist(), positions[chosen].tolist(), strict=True))
-            start = end
-
-
 class _FieldWriter(W3FieldWriter):
     def __init__(self, codec: Any, storage: Any, segment: Any) -> None:
         super().__init__(codec, storage, segment)
-        self._tindex.buckets = _HashedKeys()
+        # Whoosh's term index keeps a key's hash and position in a tuple of two ints
+        # (~125 bytes) until the segment is closed: every stem, and each page's docid
+        # and url (~300,000 keys at a merge of 85,000 pages); in arrays from the start.
+        self._tindex.buckets = [HashBucket() for _ in range(256)]
         self._in_words = False
         self._terms = arrayfile.TermTexts()
         self._starts = array("q", [0])

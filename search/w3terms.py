@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 import zlib
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,11 +40,9 @@ class HashBucket:
 
     __slots__ = ("hashes", "positions")
 
-    def __init__(self, entries: Iterable[tuple[int, int]] = ()) -> None:
+    def __init__(self) -> None:
         self.hashes = array("I")
         self.positions = array("q")
-        for entry in entries:
-            self.append(entry)
 
     def append(self, entry: tuple[int, int]) -> None:
         self.hashes.append(entry[0])
@@ -70,14 +68,6 @@ class _OpenTerm:
     minlength: Any
     maxlength: Any
     maxweight: Any
-
-
-def compact_buckets(tindex: Any) -> list[Any]:
-    """The buckets of the term index *tindex* (Whoosh's ``OrderedHashWriter``), made
-    :class:`HashBucket` if they are not yet (with what they hold)."""
-    if not isinstance(tindex.buckets[0], HashBucket):
-        tindex.buckets = [HashBucket(b) for b in tindex.buckets]
-    return tindex.buckets
 
 
 def write_terms(
@@ -106,7 +96,7 @@ def write_terms(
     postfile = postwriter._postfile
     tindex = fieldwriter._tindex
     hashfn = tindex.hashfn
-    buckets = compact_buckets(tindex)
+    buckets = tindex.buckets
     index_append = tindex.index.append
     fieldid = pack_ushort(fieldwriter._fieldid)
 

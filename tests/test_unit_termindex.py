@@ -1,6 +1,7 @@
 """The term index of every segment the codec writes (search.arraycodec): Whoosh's
-``OrderedHashWriter`` with each key's hash and position kept in arrays instead of a tuple
-a key; the file is Whoosh's, byte for byte."""
+``OrderedHashWriter`` whose 256 buckets keep each key's hash and position in arrays
+(search.w3terms.HashBucket) instead of a tuple a key, from its first key; the file is
+Whoosh's, byte for byte."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from whoosh.filedb.filestore import FileStorage
 from whoosh.filedb.filetables import OrderedHashReader, OrderedHashWriter
 
-from search.arraycodec import _HashedKeys
+from search.w3terms import HashBucket
 
 
 def keys(n: int, seed: int = 3) -> list[tuple[bytes, bytes]]:
@@ -27,7 +28,7 @@ def write(path: Path, items: list[tuple[bytes, bytes]], compact: bool) -> bytes:
     storage = FileStorage(str(path.parent))
     writer = OrderedHashWriter(storage.create_file(path.name))
     if compact:
-        writer.buckets = _HashedKeys()
+        writer.buckets = [HashBucket() for _ in range(256)]
     for key, value in items:
         writer.add(key, value)
     writer.close()
@@ -61,7 +62,7 @@ def test_the_term_index_holds_a_few_bytes_a_key(tmp_path: Path) -> None:
     for compact in (False, True):
         writer = OrderedHashWriter(storage.create_file(f"{compact}.trm"))
         if compact:
-            writer.buckets = _HashedKeys()
+            writer.buckets = [HashBucket() for _ in range(256)]
         tracemalloc.start()
         for key, value in items:
             writer.add(key, value)
