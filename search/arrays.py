@@ -331,19 +331,28 @@ class ArrayIndex:
         order = np.lexsort((candidates, -values))[:limit]
         return [(float(values[i]), int(candidates[i])) for i in order]
 
-    def vector(self, docnum: int) -> tuple[np.ndarray, np.ndarray, float]:
-        """A document's term ids, their weighted term frequencies, and its field length."""
+    def _forward(self, docnum: int) -> tuple[int, np.ndarray, np.ndarray, int] | None:
+        """Where document *docnum*'s vector is: its leaf, its term numbers there and
+        their weighted term frequencies (the forward index's slices), and its length
+        byte; None for a document number past the index's."""
         for i in reversed(range(len(self.leaves))):
             leaf = self.leaves[i]
             if docnum >= leaf.base:
                 local = docnum - leaf.base
                 a = leaf.arrays
                 if local >= len(a.lengths):
-                    break
+                    return None
                 lo, hi = a.fwd_starts[local], a.fwd_starts[local + 1]
-                gids = self.terms.ids_of(i, a.fwd_terms[lo:hi])
-                return gids, a.fwd_tfs[lo:hi].astype(np.float64), float(LENGTHS[a.lengths[local]])
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64), 1.0
+                return i, a.fwd_terms[lo:hi], a.fwd_tfs[lo:hi], int(a.lengths[local])
+        return None
+
+    def vector(self, docnum: int) -> tuple[np.ndarray, np.ndarray, float]:
+        """A document's term ids, their weighted term frequencies, and its field length."""
+        found = self._forward(docnum)
+        if found is None:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64), 1.0
+        i, numbers, tfs, length = found
+        return self.terms.ids_of(i, numbers), tfs.astype(np.float64), float(LENGTHS[length])
 
     def heaviest_terms(
         self, docnum: int, n: int, keep: Callable[[np.ndarray], np.ndarray]
@@ -355,29 +364,24 @@ class ArrayIndex:
         other segment) only to the heaviest of the document's terms, twice as many each
         time those kept are too few: a feedback document of RM3 has hundreds of terms, of
         which it gives ten."""
-        for i in reversed(range(len(self.leaves))):
-            leaf = self.leaves[i]
-            if docnum >= leaf.base:
-                local = docnum - leaf.base
-                a = leaf.arrays
-                if local >= len(a.lengths):
-                    break
-                lo, hi = a.fwd_starts[local], a.fwd_starts[local + 1]
-                numbers, tf = a.fwd_terms[lo:hi], a.fwd_tfs[lo:hi].astype(np.float64)
-                order = np.argsort(-tf, kind="stable")
-                take = max(n, 1)
-                while True:
-                    # The first take terms: what is left out comes after all of them.
-                    chosen = self._first_terms(i, numbers, tf, order, take)
-                    gids = self.terms.ids_of(i, numbers[chosen])
-                    kept = keep(gids)
-                    if kept.sum() >= n or len(chosen) == len(order):
-                        break
-                    take *= 2
-                gids, weights = gids[kept], tf[chosen][kept]
-                top = np.lexsort((self.text_rank(gids), -weights))[:n]
-                return gids[top], weights[top]
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+        found = self._forward(docnum)
+        if found is None:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+        i, numbers, tfs, _ = found
+        tf = tfs.astype(np.float64)
+        order = np.argsort(-tf, kind="stable")
+        take = max(n, 1)
+        while True:
+            # The first take terms: what is left out comes after all of them.
+            chosen = self._first_terms(i, numbers, tf, order, take)
+            gids = self.terms.ids_of(i, numbers[chosen])
+            kept = keep(gids)
+            if kept.sum() >= n or len(chosen) == len(order):
+                break
+            take *= 2
+        gids, weights = gids[kept], tf[chosen][kept]
+        top = np.lexsort((self.text_rank(gids), -weights))[:n]
+        return gids[top], weights[top]
 
     def _first_terms(
         self, leaf: int, numbers: np.ndarray, tf: np.ndarray, order: np.ndarray, take: int
