@@ -21,7 +21,7 @@ import re
 import sys
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import islice
@@ -189,39 +189,14 @@ class Analyzer:
         stem = self.known_stems.get(word)
         if stem is None:
             stem = word if _CJK_RE.match(word) else self._stemmer.stemWord(word)
-            self._remember(word, stem)
+            size = STEM_ENTRY_BYTES + sys.getsizeof(word) + sys.getsizeof(stem)
+            if self.known_bytes + size > STEM_CACHE_BYTES:
+                # Emptied in place: a caller may hold the dictionary (search.snippets).
+                self.known_stems.clear()
+                self.known_bytes = 0
+            self.known_stems[word] = stem
+            self.known_bytes += size
         return stem
-
-    def stems(self, words: Iterable[str]) -> dict[str, str]:
-        """The stem of each of *words* (distinct lowercased words): those of the cache,
-        the others stemmed in one call of the stemmer (a page's or a snippet's hundreds of
-        new words, where a call a word costs several times as much) and cached."""
-        known = self.known_stems
-        found: dict[str, str] = {}
-        new: list[str] = []
-        for word in words:
-            stem = known.get(word)
-            if stem is None:
-                new.append(word)
-            else:
-                found[word] = stem
-        if new:
-            plain = [w for w in new if not _CJK_RE.match(w)]
-            stemmed = dict(zip(plain, self._stemmer.stemWords(plain), strict=True))
-            for word in new:
-                stem = stemmed.get(word, word)
-                found[word] = stem
-                self._remember(word, stem)
-        return found
-
-    def _remember(self, word: str, stem: str) -> None:
-        size = STEM_ENTRY_BYTES + sys.getsizeof(word) + sys.getsizeof(stem)
-        if self.known_bytes + size > STEM_CACHE_BYTES:
-            # Emptied in place: a caller may hold the dictionary (search.snippets).
-            self.known_stems.clear()
-            self.known_bytes = 0
-        self.known_stems[word] = stem
-        self.known_bytes += size
 
     def spans(self, text: str, limit: int | None = None) -> Iterator[tuple[int, int, str]]:
         """The token stream: (start, end, lowercased word) of every word of *text*, CJK
@@ -402,6 +377,7 @@ def analyze_document(
     weights = {**DEFAULT_WEIGHTS, **(weights or {})}
     analyzer = get_analyzer(language)
     stop = analyzer.stop_words
+    stem_of = analyzer.stem
     records: dict[str, WordRecord] = {}
     for index, section in enumerate(SECTIONS):
         text = sections.get(section) or ""
@@ -412,14 +388,10 @@ def analyze_document(
         limit = max_words if section in ("body", "boilerplate") else None
         w = float(weights[section])
         # Count words first (at C speed), then stem each distinct word once.
-        counts = [
-            (word, n)
-            for word, n in Counter(analyzer.words(text, limit)).items()
-            if word not in stop and len(word) <= MAX_TOKEN_LENGTH
-        ]
-        stems = analyzer.stems([word for word, _ in counts])
-        for word, n in counts:
-            stem = stems[word]
+        for word, n in Counter(analyzer.words(text, limit)).items():
+            if word in stop or len(word) > MAX_TOKEN_LENGTH:
+                continue
+            stem = stem_of(word)
             record = records.get(stem)
             if record is None:
                 record = records[stem] = WordRecord(stem, word)

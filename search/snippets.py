@@ -102,12 +102,14 @@ class TextWords:
         analyzer = get_analyzer(language)
         lowered = analyzer.words(text, limit)
         found: dict[str, str] = {}
+        known, stem_of = analyzer.known_stems, analyzer.stem
         # A stop word's stem is "" (a query keeps none); the others' stems come from the
-        # analyzer's cache, and those not in it yet are stemmed in one call.
+        # analyzer's cache, and are stemmed once when not in it yet.
         distinct = set(lowered)
         if "" in stems:
             found = dict.fromkeys(distinct.intersection(analyzer.stop_words), "")
-        for word, stem in analyzer.stems(distinct.difference(analyzer.stop_words)).items():
+        for word in distinct.difference(analyzer.stop_words):
+            stem = known.get(word) or stem_of(word)
             if stem in stems:
                 found[word] = stem
         self._text, self._language = text, language

@@ -198,20 +198,13 @@ def test_text_words_read_from_the_text_are_word_stems(text: str, stems: set[str]
 def test_snippet_stems_each_distinct_word_once(monkeypatch: pytest.MonkeyPatch) -> None:
     analyzer = get_analyzer(None)
     stemmed: list[str] = []
-    real = analyzer._stemmer
+    real = analyzer.stem
 
-    class Counting:
-        """The stemmer, counting the words it is given."""
+    def counting(word: str) -> str:
+        stemmed.append(word)
+        return real(word)
 
-        def stemWord(self, word: str) -> str:
-            stemmed.append(word)
-            return str(real.stemWord(word))
-
-        def stemWords(self, words: list[str]) -> list[str]:
-            stemmed.extend(words)
-            return list(real.stemWords(words))
-
-    monkeypatch.setattr(analyzer, "_stemmer", Counting())
+    monkeypatch.setattr(analyzer, "stem", counting)
     monkeypatch.setattr(analyzer, "known_stems", {})  # nothing stemmed yet
     text = "zebras graze while lions watch. " * 200
     segments = make_snippet(text, {"lion"})
