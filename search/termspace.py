@@ -67,15 +67,17 @@ class SegmentTerms:
 
     def seek(self, term: bytes, lo: int = 0) -> int:
         """The number of the first term from *lo* on that is *term* or after it (the
-        number of terms: none).  Galloping from *lo*: a walk through the terms (the
-        spelling automaton's) mostly moves a few terms on."""
+        number of terms: none).  From *lo* > 0, galloping first: a walk through the
+        terms (the spelling automaton's) mostly moves a few terms on."""
         data, st, n = self.data(), self._offsets(), len(self)
-        step, hi = 1, lo
-        while hi < n and data[st[hi] : st[hi + 1]] < term:
-            lo = hi + 1
-            hi = lo + step
-            step *= 2
-        hi = min(hi, n)
+        hi = n
+        if lo > 0:
+            step, hi = 1, lo
+            while hi < n and data[st[hi] : st[hi + 1]] < term:
+                lo = hi + 1
+                hi = lo + step
+                step *= 2
+            hi = min(hi, n)
         while lo < hi:
             mid = (lo + hi) // 2
             if data[st[mid] : st[mid + 1]] < term:
