@@ -222,13 +222,17 @@ class Analyzer:
 
     def offsets(self, text: str, limit: int | None = None) -> list[tuple[int, int]]:
         """The ``(start, end)`` of the words of :meth:`spans`, without the words."""
-        if _CJK_RE.search(text) is None:
+        if text.isascii() or _CJK_RE.search(text) is None:
             # As in words(): each run is one word, read by the regular expression alone.
             return [m.span() for m in islice(_WORD_RE.finditer(text), limit)]
         return [(s, e) for s, e, _ in self.spans(text, limit)]
 
     def words(self, text: str, limit: int | None = None) -> list[str]:
         """The words of :meth:`spans`, without their positions."""
+        if text.isascii():
+            # Lowering ASCII moves no word's boundaries: the whole text at once.
+            words = _WORD_RE.findall(text.lower())
+            return words[:limit] if limit is not None else words
         if _CJK_RE.search(text) is None:
             # No run needs segmenting: each run is one word, so the same stream is read
             # at C speed (a quarter of the time of the generator).

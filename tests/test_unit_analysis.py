@@ -283,6 +283,23 @@ def test_spans_agree_with_words_for_ascii_and_cjk() -> None:
     assert [w for _, _, w in analyzer.spans(text)] == list(analyzer.words(text))
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Lions and ZEBRAS_2, at night: max_connections=16; PostgreSQL's WAL-E x86_64",
+        "MiXeD CaSe\tTabs\nand\rreturns ...  trailing_",
+        "",
+    ],
+)
+def test_words_of_an_ascii_text_are_its_spans_words(text: str) -> None:
+    """ASCII texts are lowered whole before they are split (a faster path): the same
+    words as the token stream's, with or without a limit."""
+    analyzer = get_analyzer()
+    words = [w for _, _, w in analyzer.spans(text)]
+    assert analyzer.words(text) == words
+    assert analyzer.words(text, 3) == words[:3]
+
+
 def test_spans_limit() -> None:
     assert [w for _, _, w in get_analyzer().spans("a b c d", limit=2)] == ["a", "b"]
 
