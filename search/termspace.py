@@ -55,7 +55,8 @@ class SegmentTerms:
 
     def raw(self, i: int) -> bytes:
         """Term *i*'s bytes."""
-        return self.data()[self.starts[i] : self.starts[i + 1]]
+        st = self._offsets()
+        return self.data()[st[i] : st[i + 1]]
 
     def decode(self, i: int) -> str:
         return self.raw(i).decode("utf-8")
@@ -221,8 +222,9 @@ class TermSpace:
         df = np.zeros(len(raws), dtype=np.int64)
         for seg, starts in zip(self.segments, self._sizes, strict=True):
             numbers = seg.find_many(raws)
-            present = numbers[numbers >= 0]
-            df[numbers >= 0] += starts[present + 1] - starts[present]
+            found = numbers >= 0
+            present = numbers[found]
+            df[found] += starts[present + 1] - starts[present]
         return df
 
     def within(self, text: str, maxdist: int, prefix: int = 1) -> set[str]:
