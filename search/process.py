@@ -3,7 +3,8 @@
 :func:`freeze_startup` hides what a process made during its start-up from the garbage
 collector, once start-up is over; :func:`release_memory` gives a finished batch's or
 commit's memory back to the system; :func:`spawning` starts child processes without the
-parent's main script.
+parent's main script; :func:`spool_folder` makes the folder where a process leaves work
+for another.
 """
 
 from __future__ import annotations
@@ -11,9 +12,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 
 def _libc_trim() -> Callable[[int], int] | None:
@@ -65,3 +70,26 @@ def spawning() -> Iterator[None]:
         yield
     finally:
         main.__file__ = path
+
+
+def spool_folder(kind: str) -> str:
+    """A new temporary folder ``spidersite-<kind>-<pid>-…`` where this process's children
+    leave work for one another (batches, one file each), for its owner to remove when it
+    closes.  A process killed before it could remove its own leaves it behind: the
+    folders of *kind* whose process is gone are removed here first."""
+    prefix = f"spidersite-{kind}-"
+    for path in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
+        pid = path.name[len(prefix) :].partition("-")[0]
+        if pid.isdigit() and path.is_dir() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True

@@ -32,7 +32,6 @@ import logging
 import multiprocessing
 import os
 import shutil
-import tempfile
 import threading
 import time
 from collections import Counter, deque
@@ -41,7 +40,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from search.process import spawning
+from search.process import spawning, spool_folder
 from search.rows import DocumentRow, ErrorRow, GoneRow, RevisitRow
 
 logger = logging.getLogger(__name__)
@@ -182,7 +181,7 @@ class AnalysisProcesses:
         self.analyze = analyze
         self.max_words = max_words
         #: The folder where the analysis processes leave the batches they analyzed.
-        self.spool = tempfile.mkdtemp(prefix="spidersite-analysis-")
+        self.spool = spool_folder("analysis")
         #: Set when an analysis process died (or a batch could not be handed to one): the
         #: worker then fails the batches it waits for.
         self.broken: Any = context.Event()

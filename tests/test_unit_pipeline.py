@@ -456,9 +456,12 @@ def test_a_crawl_that_does_not_feed_the_index_leaves_the_prior_to_the_indexer(
     assert crawler.stats.get_value("linkrank/documents") is None
 
 
-def test_the_indexer_inbox_holds_batches_pickled() -> None:
-    # A batch waiting in the worker for the indexer is bytes (its documents in columns),
-    # not ~4 MB of small objects (the worker holds up to INDEX_QUEUE_BATCHES of them).
+def test_the_indexer_inbox_holds_the_paths_of_spooled_batches() -> None:
+    # A batch waiting for the indexer is a file (its documents in columns, pickled), and
+    # the inbox carries its path: the worker holds none of the INDEX_QUEUE_BATCHES
+    # batches waiting (in the inbox itself, each was ~1.3 MB of the worker's memory).
+    import os
+
     from search.doccolumns import DocColumns
     from search.index import IndexDoc
     from search.indexer import Batch, IndexerProcess, _apply
@@ -467,14 +470,21 @@ def test_the_indexer_inbox_holds_batches_pickled() -> None:
         def __init__(self) -> None:
             self.items: list[Any] = []
 
-        def put(self, item: Any, timeout: float) -> None:
+        def put(self, item: Any, timeout: float | None = None) -> None:
             self.items.append(item)
 
     class Alive:
         exitcode = None
+        alive = True
 
         def is_alive(self) -> bool:
-            return True
+            return self.alive
+
+        def terminate(self) -> None:
+            self.alive = False
+
+        def join(self, timeout: float | None = None) -> None:
+            pass
 
     class Writer:
         def __init__(self) -> None:
@@ -492,13 +502,41 @@ def test_the_indexer_inbox_holds_batches_pickled() -> None:
     docs = [IndexDoc(n, f"http://a.example/{n}", "a.example", {"stem": 1.5}) for n in range(3)]
     indexer.send(Batch(DocColumns.of_docs(docs), [7]))
     [message] = indexer.inbox.items
-    assert isinstance(message, bytes)
+    assert isinstance(message, str)
+    assert os.path.dirname(message) == indexer.spool and os.path.isfile(message)
     writer = Writer()
     assert _apply(writer, message) == [0, 1, 2]
     assert [(d.docid, d.url, d.weights) for d in writer.added] == [
         (d.docid, d.url, d.weights) for d in docs
     ]
     assert writer.deleted == [7]
+    assert not os.path.exists(message)  # read once, then removed
+    indexer.send(Batch(DocColumns.of_docs(docs), []))
+    indexer.close(timeout=0)
+    assert not os.path.exists(indexer.spool)
+
+
+def test_a_spool_folder_left_by_a_killed_process_is_removed_by_the_next() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from search.process import spool_folder
+
+    # A process that makes its folder, then dies without removing it (as a kill leaves it).
+    code = "from search.process import spool_folder; print(spool_folder('testkind'))"
+    left = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    mine = spool_folder("testkind")
+    try:
+        assert os.path.isdir(mine)
+        assert not os.path.exists(left)
+        again = spool_folder("testkind")  # this process is alive: its folders stay
+        assert os.path.isdir(mine) and os.path.isdir(again)
+        os.rmdir(again)
+    finally:
+        os.rmdir(mine)
 
 
 def test_the_crawler_does_not_import_what_only_other_processes_or_options_use() -> None:
