@@ -16,7 +16,7 @@ the Zipf vocabulary of :mod:`_synthetic`, counted per word with the default sect
 With ``--crawl-like`` each page also has its weighted counts per section, its URL's words
 and 60–120 words of boilerplate (its links' anchors), and the writer gets them as the
 crawl's indexer does: the worker's messages of ``--message`` pages, pickled columns
-(:class:`search.doccolumns.DocColumns`) read by :func:`search.indexer._apply`, each page
+(:class:`search.doccolumns.DocColumns`) in a file, read by :func:`search.indexer._apply`, each page
 made as its message is (without it, a commit's documents are made before it, as objects).
 
 A thread samples the process's RSS every 20 ms; after each commit the script prints the
@@ -246,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     tmp = tempfile.TemporaryDirectory(prefix="indexmem-") if not args.dir else None
     folder = Path(args.dir or tmp.name)  # type: ignore[union-attr]
     index = Index(folder / "index")
+    # The worker's batches reach the indexer as files (search.indexer.IndexerProcess.send).
+    spool = str(folder)
     docs = Documents(args.seed)
     sampler = Sampler()
     sampler.start()
@@ -275,9 +277,9 @@ def main(argv: list[str] | None = None) -> int:
                 # As the crawl's indexer gets them: the worker's batches, pickled.
                 for lo in range(start, end, args.message):
                     part = [docs.make(d, True) for d in range(lo, min(lo + args.message, end))]
-                    message = pickle.dumps(
-                        Batch(DocColumns.of_docs(part), []), pickle.HIGHEST_PROTOCOL
-                    )
+                    message = str(Path(spool) / "batch")
+                    with open(message, "wb") as f:
+                        pickle.dump(Batch(DocColumns.of_docs(part), []), f, pickle.HIGHEST_PROTOCOL)
                     del part
                     _apply(writer, message)
             else:

@@ -85,6 +85,11 @@ class ArraySegmentWriter(SegmentWriter):
     def _forget_stems(self) -> None:
         self._stems = []
 
+    def _texts(self, ranks: list[int]) -> list[bytes]:
+        """The bytes of the terms of *ranks*."""
+        stems = self._stems
+        return [stems[r].encode("utf-8") for r in ranks]
+
     def _buffer(self) -> int | None:
         """Postings held before they are sorted into a run on disk (None:
         :data:`search.arrayfile.BUFFER_POSTINGS`)."""
@@ -149,7 +154,7 @@ class ArraySegmentWriter(SegmentWriter):
                 writer.start_field(WORDS_FIELD, self.schema[WORDS_FIELD])
                 writer.set_field_lengths(bytes(self._length_bytes))
                 started = True
-            texts = [self._stems[r].encode("utf-8") for r in ranks]
+            texts = self._texts(ranks)
             writer.add_terms(texts, cuts, docs, weights, lengths[docs], sections, freqs, more)
         if started:
             writer.finish_field()

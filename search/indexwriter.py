@@ -1,6 +1,7 @@
 """The writer of every incremental commit (:meth:`search.index.Index.writer`): documents
 (:class:`search.index.IndexDoc`) are gathered into arrays (:class:`DocBatch`, term ids of a
-vocabulary the writer grows as stems come) and written by the segment writer from arrays
+vocabulary the writer grows as stems come: a dict, then, from the first segment merged, a
+sorted array, :class:`Vocabulary`) and written by the segment writer from arrays
 (:class:`search.arraywriter.ArraySegmentWriter`), and the segments a commit merges
 (:mod:`search.mergepolicy`) are written from their array files
 (:class:`search.segmentwords.SegmentWords`): their documents in order, the deleted ones
@@ -37,8 +38,10 @@ class IncrementalSegmentWriter(ArraySegmentWriter):
 
     def __init__(self, ix: Any, **kwargs: Any) -> None:
         super().__init__(ix, **kwargs)
-        #: Term id of each stem of the segment, in the order they came.
+        #: Term id of each stem of the new documents, in the order they came; from the
+        #: first segment merged, :attr:`_merged` instead.
         self._vocabulary: dict[str, int] = {}
+        self._merged: Vocabulary | None = None
         self._rank_of = np.zeros(0, dtype=np.int64)
         self._pending: list[IndexDoc] = []
         self._pending_update = True
@@ -46,12 +49,17 @@ class IncrementalSegmentWriter(ArraySegmentWriter):
     def _forget_stems(self) -> None:
         super()._forget_stems()
         self._vocabulary = {}
+        self._merged = None
         self._rank_of = np.zeros(0, dtype=np.int64)
 
     def _buffer(self) -> int:
         return max(1, arrayfile.BUFFER_POSTINGS // BUFFER_SHARE)
 
     def _ranks(self) -> np.ndarray:
+        if self._merged is not None:
+            if len(self._rank_of) != len(self._merged):
+                self._rank_of = self._merged.ranks()
+            return self._rank_of
         if len(self._rank_of) != len(self._vocabulary):
             stems = list(self._vocabulary)
             order = sorted(range(len(stems)), key=stems.__getitem__)
@@ -60,6 +68,21 @@ class IncrementalSegmentWriter(ArraySegmentWriter):
             self._stems = [stems[i] for i in order]
             self._rank_of = ranks
         return self._rank_of
+
+    def _texts(self, ranks: list[int]) -> list[bytes]:
+        if self._merged is not None:
+            return self._merged.terms[ranks].tolist()
+        return super()._texts(ranks)
+
+    def _merging(self) -> Vocabulary:
+        """The vocabulary in arrays, from the first segment merged (the new documents'
+        stems before it): a merge's terms are the union of sorted lists, ~135,000 of them
+        at 85,000 pages, which as a dict of strings took ~20 MB."""
+        if self._merged is None:
+            self._merged = Vocabulary.of(self._vocabulary)
+            self._vocabulary = {}
+            self._stems = []
+        return self._merged
 
     # -- new documents ------------------------------------------------------------
 
@@ -86,12 +109,19 @@ class IncrementalSegmentWriter(ArraySegmentWriter):
         self._add_columns(columns, update)
 
     def _add_columns(self, columns: DocColumns, update: bool) -> None:
-        vocabulary = self._vocabulary
-        term_id = vocabulary.setdefault
-        # A new stem's id is the vocabulary's size before it is added.
-        terms = np.fromiter(
-            (term_id(s, len(vocabulary)) for s in columns.stems), np.int64, len(columns.stems)
-        )
+        if self._merged is not None:  # documents after a merge (not the index's order)
+            terms = self._merged.ids_of(
+                np.array([s.encode("utf-8") for s in columns.stems], dtype=np.bytes_)
+            )
+        else:
+            vocabulary = self._vocabulary
+            term_id = vocabulary.setdefault
+            # A new stem's id is the vocabulary's size before it is added.
+            terms = np.fromiter(
+                (term_id(s, len(vocabulary)) for s in columns.stems),
+                np.int64,
+                len(columns.stems),
+            )
         batch = DocBatch(
             columns.docids,
             columns.urls,
@@ -147,12 +177,7 @@ class IncrementalSegmentWriter(ArraySegmentWriter):
         newdoc[live] = basedoc + np.arange(len(live), dtype=np.int64)
         with SegmentWords(self.storage.folder, reader.segment()) as words:
             self._length_bytes += words.lengths(total)[live].tobytes()
-            vocabulary = self._vocabulary
-            term_id = vocabulary.setdefault
-            ids = np.array(
-                [term_id(t.decode("utf-8"), len(vocabulary)) for t in words.terms],
-                dtype=np.int64,
-            )
+            ids = self._merging().ids_of(words.terms)
             # Read a quarter of the commit's buffer at a time (what the sort holds is
             # the buffer: a chunk's temporaries take ~100 bytes a posting).
             for chunk in words.chunks(self._runs.window):
@@ -174,9 +199,60 @@ class IncrementalSegmentWriter(ArraySegmentWriter):
                 )
 
 
+class Vocabulary:
+    """Term ids of terms (``bytes``), given in the order the terms first come, and the
+    terms kept sorted in one fixed-width array (:attr:`terms`, ``S<longest>``, with the id
+    of each in :attr:`ids`): a term costs its longest term's width and 8 bytes, where a
+    dict of strings took ~110."""
+
+    def __init__(self) -> None:
+        self.terms: np.ndarray = np.zeros(0, dtype="S1")
+        self.ids = np.zeros(0, dtype=np.int64)
+
+    @classmethod
+    def of(cls, ids: dict[str, int]) -> Vocabulary:
+        """The vocabulary of *ids* (stem → id, the ids 0 to n − 1)."""
+        vocabulary = cls()
+        if ids:
+            terms = np.array([s.encode("utf-8") for s in ids], dtype=np.bytes_)
+            order = np.argsort(terms, kind="stable")
+            vocabulary.terms = terms[order]
+            vocabulary.ids = np.fromiter(ids.values(), np.int64, len(ids))[order]
+        return vocabulary
+
+    def __len__(self) -> int:
+        return len(self.terms)
+
+    def ids_of(self, terms: np.ndarray) -> np.ndarray:
+        """The id of each of *terms* (an array of ``S``); a term not seen before gets the
+        next id (the number of terms before it)."""
+        unique, inverse = np.unique(terms, return_inverse=True)
+        width = max(self.terms.dtype.itemsize, unique.dtype.itemsize)
+        if self.terms.dtype.itemsize < width:
+            self.terms = self.terms.astype(f"S{width}")
+        unique = unique.astype(self.terms.dtype)
+        at = np.searchsorted(self.terms, unique)
+        found = at < len(self.terms)
+        found[found] = self.terms[at[found]] == unique[found]
+        ids = np.empty(len(unique), dtype=np.int64)
+        ids[found] = self.ids[at[found]]
+        new = np.flatnonzero(~found)
+        if len(new):
+            ids[new] = len(self.terms) + np.arange(len(new), dtype=np.int64)
+            self.terms = np.insert(self.terms, at[new], unique[new])
+            self.ids = np.insert(self.ids, at[new], ids[new])
+        return ids[inverse.reshape(-1)]
+
+    def ranks(self) -> np.ndarray:
+        """Each term id's place in the sorted order of the terms."""
+        ranks = np.empty(len(self.ids), dtype=np.int64)
+        ranks[self.ids] = np.arange(len(self.ids), dtype=np.int64)
+        return ranks
+
+
 def _freqs(
     reader: Any,
-    terms: list[bytes],
+    terms: np.ndarray,
     chunk: WordsChunk,
     local: np.ndarray,
     weights: np.ndarray,
@@ -193,7 +269,7 @@ def _freqs(
     for i in unsure.tolist():
         if local[i] != term:
             term = int(local[i])
-            matcher = reader.postings(WORDS_FIELD, terms[chunk.first + term])
+            matcher = reader.postings(WORDS_FIELD, bytes(terms[chunk.first + term]))
         doc = int(chunk.docs[i])
         matcher.skip_to(doc)
         if matcher.is_active() and matcher.id() == doc:

@@ -53,10 +53,9 @@ class SegmentWords:
         self._layout: dict[str, tuple[int, np.dtype[Any], int]] = {
             k: (off, np.dtype(dt), count) for k, (off, dt, count) in header["arrays"].items()
         }
-        text = self._array("text").tobytes()
-        ts = self._array("text_starts").tolist()
-        #: The segment's terms, in Whoosh's (sorted) order.
-        self.terms = [text[ts[i] : ts[i + 1]] for i in range(len(ts) - 1)]
+        #: The segment's terms, in Whoosh's (sorted) order, as one fixed-width array of
+        #: bytes (``S<longest>``; ~135,000 terms as a list of ``bytes`` took ~7 MB).
+        self.terms = fixed_width(self._array("text"), self._array("text_starts"))
         self._starts = self._array("starts")
 
     def _array(self, name: str, start: int = 0, count: int | None = None) -> np.ndarray:
@@ -105,3 +104,20 @@ class SegmentWords:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def fixed_width(text: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The terms of *text* (bytes, ``uint8``), term *i* from ``starts[i]`` to
+    ``starts[i + 1]``, as an array of ``S<longest>`` (a term's bytes padded with NULs, which
+    no term holds: read back, each is its bytes)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.diff(starts)
+    n = len(lengths)
+    width = max(1, int(lengths.max())) if n else 1
+    out = np.zeros((n, width), dtype=np.uint8)
+    # One length at a time: a gather of rows x length bytes (a term is at most 64 of them).
+    for length in np.unique(lengths).tolist():
+        if length:
+            rows = np.flatnonzero(lengths == length)
+            out[rows, :length] = text[starts[rows, None] + np.arange(length)]
+    return out.view(f"S{width}").reshape(n)

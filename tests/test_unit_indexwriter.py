@@ -10,13 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from whoosh.filedb.filestore import FileStorage
 from whoosh.reading import SegmentReader
 
 from search import arraycodec, arrayfile, arraywriter, indexwriter, termruns
 from search.index import INDEX_NAME, MERGE_FACTOR, WORDS_FIELD, Index, IndexDoc
-from search.segmentwords import SegmentWords
+from search.segmentwords import SegmentWords, fixed_width
 from tests.test_unit_rebuild import random_docs, segment_files
 from tests.whooshwriter import whoosh_writer
 
@@ -236,7 +237,7 @@ def test_a_merged_segment_is_read_in_chunks_of_at_most_its_size(tmp_path: Path, 
     with SegmentWords(index.path, segment) as words:
         terms, chunks = words.terms, list(words.chunks(size))
         whole = next(words.chunks(10**6))
-    assert terms == [b"a", b"w0", b"w1", b"w2"]
+    assert terms.tolist() == [b"a", b"w0", b"w1", b"w2"]
     assert all(len(c.docs) <= size for c in chunks)
     assert sum(len(c.docs) for c in chunks) == len(whole.docs) == 18
     got = [
@@ -279,3 +280,30 @@ def test_long_posting_lists_written_in_pieces_are_whoosh_s(
     assert len(all_segment_files(ours.path)) == 1  # the last commit merged them all
     with ours.open().searcher() as s:
         assert len(list(s.postings(WORDS_FIELD, "owl").all_ids())) == 5 * 300 - 4
+
+
+def test_terms_as_one_fixed_width_array_read_back_as_their_bytes() -> None:
+    terms = [b"", b"a", "caf\u00e9".encode(), "\u641c\u7d22".encode(), b"z" * 64, b"ab"]
+    text = np.frombuffer(b"".join(terms), dtype=np.uint8)
+    starts = np.cumsum([0] + [len(t) for t in terms])
+    got = fixed_width(text, starts)
+    assert got.dtype == np.dtype("S64")
+    assert got.tolist() == terms
+    assert fixed_width(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64)).tolist() == []
+
+
+def test_the_merge_vocabulary_gives_ids_in_the_order_terms_come_and_ranks_in_byte_order() -> None:
+    stems = {"owl": 0, "\u641c\u7d22": 1, "kestrel": 2}
+    vocabulary = indexwriter.Vocabulary.of(stems)
+    assert vocabulary.terms.tolist() == sorted(s.encode() for s in stems)
+    first = np.array([b"kestrel", b"a", b"owl", b"a", b"zz" * 20], dtype=np.bytes_)
+    assert vocabulary.ids_of(first).tolist() == [2, 3, 0, 3, 4]
+    # Shorter terms after longer ones, and a term seen before: the same ids.
+    assert vocabulary.ids_of(np.array([b"zz" * 20, b"b"], dtype=np.bytes_)).tolist() == [4, 5]
+    assert vocabulary.ids_of(np.zeros(0, dtype="S1")).tolist() == []
+    everything = [*stems, "a", "zz" * 20, "b"]
+    ids = {"owl": 0, "\u641c\u7d22": 1, "kestrel": 2, "a": 3, "zz" * 20: 4, "b": 5}
+    in_order = sorted(everything, key=lambda s: s.encode())
+    ranks = vocabulary.ranks()
+    assert [in_order[ranks[ids[s]]] for s in everything] == everything
+    assert vocabulary.terms[ranks].tolist() == [s.encode() for s in sorted(ids, key=ids.get)]
