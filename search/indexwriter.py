@@ -11,6 +11,7 @@ those of Whoosh's own segment writer and merge, byte for byte.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from search import arrayfile
 from search.arrayfile import FIELD as WORDS_FIELD
 from search.arraywriter import ArraySegmentWriter, DocBatch
 from search.doccolumns import DocColumns
-from search.segmentwords import SegmentWords, WordsChunk
+from search.segmentwords import SegmentWords, WordsChunk, fixed_width_of
 
 if TYPE_CHECKING:
     from search.index import IndexDoc
@@ -71,7 +72,7 @@ class IncrementalSegmentWriter(ArraySegmentWriter):
 
     def _texts(self, ranks: list[int]) -> list[bytes]:
         if self._merged is not None:
-            return self._merged.terms[ranks].tolist()
+            return self._merged.texts(ranks)
         return super()._texts(ranks)
 
     def _merging(self) -> Vocabulary:
@@ -110,9 +111,7 @@ class IncrementalSegmentWriter(ArraySegmentWriter):
 
     def _add_columns(self, columns: DocColumns, update: bool) -> None:
         if self._merged is not None:  # documents after a merge (not the index's order)
-            terms = self._merged.ids_of(
-                np.array([s.encode("utf-8") for s in columns.stems], dtype=np.bytes_)
-            )
+            terms = self._merged.ids_of(*fixed_width_of([s.encode("utf-8") for s in columns.stems]))
         else:
             vocabulary = self._vocabulary
             term_id = vocabulary.setdefault
@@ -177,7 +176,7 @@ class IncrementalSegmentWriter(ArraySegmentWriter):
         newdoc[live] = basedoc + np.arange(len(live), dtype=np.int64)
         with SegmentWords(self.storage.folder, reader.segment()) as words:
             self._length_bytes += words.lengths(total)[live].tobytes()
-            ids = self._merging().ids_of(words.terms)
+            ids = self._merging().ids_of(words.terms, words.long_terms)
             # Read a quarter of the commit's buffer at a time (what the sort holds is
             # the buffer: a chunk's temporaries take ~100 bytes a posting).
             for chunk in words.chunks(self._runs.window):
@@ -189,7 +188,7 @@ class IncrementalSegmentWriter(ArraySegmentWriter):
                 new = newdoc[chunk.docs]
                 keep = new >= 0
                 weights = chunk.tfs.astype(np.float64)
-                freqs = _freqs(reader, words.terms, chunk, local, weights, keep)
+                freqs = _freqs(reader, words, chunk, local, weights, keep)
                 self._runs.add(
                     ids[chunk.first + local[keep]],
                     new[keep],
@@ -203,33 +202,55 @@ class Vocabulary:
     """Term ids of terms (``bytes``), given in the order the terms first come, and the
     terms kept sorted in one fixed-width array (:attr:`terms`, ``S<longest>``, with the id
     of each in :attr:`ids`): a term costs its longest term's width and 8 bytes, where a
-    dict of strings took ~110."""
+    dict of strings took ~110.  A term longer than :data:`search.segmentwords.WIDE`
+    bytes is kept apart (:attr:`long`, term → id), so that it widens no other."""
 
     def __init__(self) -> None:
         self.terms: np.ndarray = np.zeros(0, dtype="S1")
         self.ids = np.zeros(0, dtype=np.int64)
+        self.long: dict[bytes, int] = {}
+        self._next = 0
+        #: The long terms in order, and each one's rank (None: to be made again).
+        self._apart: tuple[list[bytes], np.ndarray] | None = None
 
     @classmethod
     def of(cls, ids: dict[str, int]) -> Vocabulary:
         """The vocabulary of *ids* (stem → id, the ids 0 to n − 1)."""
         vocabulary = cls()
-        if ids:
-            terms = np.array([s.encode("utf-8") for s in ids], dtype=np.bytes_)
-            order = np.argsort(terms, kind="stable")
-            vocabulary.terms = terms[order]
-            vocabulary.ids = np.fromiter(ids.values(), np.int64, len(ids))[order]
+        terms, long = fixed_width_of([s.encode("utf-8") for s in ids])
+        given = np.fromiter(ids.values(), np.int64, len(ids))
+        short = np.ones(len(ids), dtype=bool)
+        for i, term in long.items():
+            vocabulary.long[term] = int(given[i])
+            short[i] = False
+        terms, given = terms[short], given[short]
+        order = np.argsort(terms, kind="stable")
+        vocabulary.terms, vocabulary.ids = terms[order], given[order]
+        vocabulary._next = len(ids)
         return vocabulary
 
     def __len__(self) -> int:
-        return len(self.terms)
+        return self._next
 
-    def ids_of(self, terms: np.ndarray) -> np.ndarray:
-        """The id of each of *terms* (an array of ``S``); a term not seen before gets the
-        next id (the number of terms before it)."""
-        unique, inverse = np.unique(terms, return_inverse=True)
-        width = max(self.terms.dtype.itemsize, unique.dtype.itemsize)
-        if self.terms.dtype.itemsize < width:
-            self.terms = self.terms.astype(f"S{width}")
+    def ids_of(self, terms: np.ndarray, long: dict[int, bytes] | None = None) -> np.ndarray:
+        """The id of each of *terms* (an array of ``S``; the terms of the positions of
+        *long* are those, :func:`search.segmentwords.fixed_width`); a term not seen
+        before gets the next id (the number of terms before it)."""
+        out = np.empty(len(terms), dtype=np.int64)
+        short = np.ones(len(terms), dtype=bool)
+        for i, term in (long or {}).items():
+            short[i] = False
+            tid = self.long.get(term)
+            if tid is None:
+                tid = self.long[term] = self._next
+                self._next += 1
+                self._apart = None
+            out[i] = tid
+        if not short.any():
+            return out
+        unique, inverse = np.unique(terms[short] if long else terms, return_inverse=True)
+        if self.terms.dtype.itemsize < unique.dtype.itemsize:
+            self.terms = self.terms.astype(unique.dtype)
         unique = unique.astype(self.terms.dtype)
         at = np.searchsorted(self.terms, unique)
         found = at < len(self.terms)
@@ -238,21 +259,54 @@ class Vocabulary:
         ids[found] = self.ids[at[found]]
         new = np.flatnonzero(~found)
         if len(new):
-            ids[new] = len(self.terms) + np.arange(len(new), dtype=np.int64)
+            ids[new] = self._next + np.arange(len(new), dtype=np.int64)
+            self._next += len(new)
             self.terms = np.insert(self.terms, at[new], unique[new])
             self.ids = np.insert(self.ids, at[new], ids[new])
-        return ids[inverse.reshape(-1)]
+            self._apart = None
+        out[short] = ids[inverse.reshape(-1)]
+        return out
+
+    def _long_ranks(self) -> tuple[list[bytes], np.ndarray]:
+        """The long terms in order and each one's rank: after the array's terms that
+        sort before it (a term of the array sorts before a long one as its bytes do), and
+        the long terms before it."""
+        if self._apart is None:
+            order = sorted(self.long)
+            before = [bisect_right(self.terms, term) for term in order]
+            ranks = np.asarray(before, dtype=np.int64) + np.arange(len(order), dtype=np.int64)
+            self._apart = (order, ranks)
+        return self._apart
 
     def ranks(self) -> np.ndarray:
         """Each term id's place in the sorted order of the terms."""
-        ranks = np.empty(len(self.ids), dtype=np.int64)
-        ranks[self.ids] = np.arange(len(self.ids), dtype=np.int64)
+        ranks = np.empty(self._next, dtype=np.int64)
+        order, long_ranks = self._long_ranks()
+        places = np.arange(len(self.terms), dtype=np.int64)
+        # A term of the array comes after the long terms whose rank is not above it.
+        before = long_ranks - np.arange(len(order), dtype=np.int64)
+        ranks[self.ids] = places + np.searchsorted(before, places, side="right")
+        if order:
+            ranks[[self.long[t] for t in order]] = long_ranks
         return ranks
+
+    def texts(self, ranks: list[int]) -> list[bytes]:
+        """The bytes of the terms of *ranks*."""
+        r = np.asarray(ranks, dtype=np.int64)
+        order, long_ranks = self._long_ranks()
+        if not order:
+            return self.terms[r].tolist()
+        k = np.searchsorted(long_ranks, r)  # long terms ranked before each
+        is_long = long_ranks[np.minimum(k, len(order) - 1)] == r
+        out: list[bytes] = self.terms[np.where(is_long, 0, r - k)].tolist()
+        for i in np.flatnonzero(is_long).tolist():
+            out[i] = order[k[i]]
+        return out
 
 
 def _freqs(
     reader: Any,
-    terms: np.ndarray,
+    words: SegmentWords,
     chunk: WordsChunk,
     local: np.ndarray,
     weights: np.ndarray,
@@ -269,7 +323,7 @@ def _freqs(
     for i in unsure.tolist():
         if local[i] != term:
             term = int(local[i])
-            matcher = reader.postings(WORDS_FIELD, bytes(terms[chunk.first + term]))
+            matcher = reader.postings(WORDS_FIELD, words.term(chunk.first + term))
         doc = int(chunk.docs[i])
         matcher.skip_to(doc)
         if matcher.is_active() and matcher.id() == doc:

@@ -54,9 +54,16 @@ class SegmentWords:
             k: (off, np.dtype(dt), count) for k, (off, dt, count) in header["arrays"].items()
         }
         #: The segment's terms, in Whoosh's (sorted) order, as one fixed-width array of
-        #: bytes (``S<longest>``; ~135,000 terms as a list of ``bytes`` took ~7 MB).
-        self.terms = fixed_width(self._array("text"), self._array("text_starts"))
+        #: bytes (``S<longest>``, at most :data:`WIDE`; ~135,000 terms as a list of
+        #: ``bytes`` took ~7 MB); a longer term is ``b""`` there and in
+        #: :attr:`long_terms`, by position (:meth:`term` reads either).
+        self.terms, self.long_terms = fixed_width(self._array("text"), self._array("text_starts"))
         self._starts = self._array("starts")
+
+    def term(self, i: int) -> bytes:
+        """The bytes of term *i*."""
+        long = self.long_terms.get(i)
+        return bytes(self.terms[i]) if long is None else long
 
     def _array(self, name: str, start: int = 0, count: int | None = None) -> np.ndarray:
         """*count* items (all by default) of the array *name* from item *start*."""
@@ -106,18 +113,36 @@ class SegmentWords:
         self.close()
 
 
-def fixed_width(text: np.ndarray, starts: np.ndarray) -> np.ndarray:
+#: Bytes of a term kept in a fixed-width array (:func:`fixed_width`): a longer one (a
+#: stem of 33 bytes or more: rare, but up to 64 characters of 3 bytes each) is kept
+#: apart, so that it does not widen every other term's place.
+WIDE = 32
+
+
+def fixed_width(text: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, dict[int, bytes]]:
     """The terms of *text* (bytes, ``uint8``), term *i* from ``starts[i]`` to
-    ``starts[i + 1]``, as an array of ``S<longest>`` (a term's bytes padded with NULs, which
-    no term holds: read back, each is its bytes)."""
+    ``starts[i + 1]``, as an array of ``S<longest>`` (a term's bytes padded with NULs,
+    which no term holds: read back, each is its bytes), and the terms longer than
+    :data:`WIDE` bytes by position (``b""`` in the array)."""
     starts = np.asarray(starts, dtype=np.int64)
     lengths = np.diff(starts)
     n = len(lengths)
-    width = max(1, int(lengths.max())) if n else 1
+    long = np.flatnonzero(lengths > WIDE)
+    apart = {int(i): text[starts[i] : starts[i + 1]].tobytes() for i in long.tolist()}
+    short = lengths <= WIDE
+    width = max(1, int(lengths[short].max())) if short.any() else 1
     out = np.zeros((n, width), dtype=np.uint8)
-    # One length at a time: a gather of rows x length bytes (a term is at most 64 of them).
-    for length in np.unique(lengths).tolist():
+    # One length at a time: a gather of rows x length bytes.
+    for length in np.unique(lengths[short]).tolist():
         if length:
             rows = np.flatnonzero(lengths == length)
             out[rows, :length] = text[starts[rows, None] + np.arange(length)]
-    return out.view(f"S{width}").reshape(n)
+    return out.view(f"S{width}").reshape(n), apart
+
+
+def fixed_width_of(terms: list[bytes]) -> tuple[np.ndarray, dict[int, bytes]]:
+    """:func:`fixed_width` of a list of terms."""
+    lengths = np.fromiter(map(len, terms), np.int64, len(terms))
+    starts = np.zeros(len(terms) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    return fixed_width(np.frombuffer(b"".join(terms), dtype=np.uint8), starts)

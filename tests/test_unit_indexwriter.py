@@ -17,11 +17,13 @@ from whoosh.reading import SegmentReader
 
 from search import arraycodec, arrayfile, arraywriter, indexwriter, termruns
 from search.index import INDEX_NAME, MERGE_FACTOR, WORDS_FIELD, Index, IndexDoc
-from search.segmentwords import SegmentWords, fixed_width
+from search.segmentwords import SegmentWords, fixed_width, fixed_width_of
 from tests.test_unit_rebuild import random_docs, segment_files
 from tests.whooshwriter import whoosh_writer
 
 VOCABULARY = [f"w{(i * 7919) % 900:03d}" for i in range(900)] + ["été", "日本", "a"]
+# Stems longer than a merge's fixed-width array of terms holds (segmentwords.WIDE bytes).
+VOCABULARY += ["w" * 40, "日本" * 7, "w" * 33]
 
 
 class Watch:
@@ -283,27 +285,69 @@ def test_long_posting_lists_written_in_pieces_are_whoosh_s(
 
 
 def test_terms_as_one_fixed_width_array_read_back_as_their_bytes() -> None:
-    terms = [b"", b"a", "caf\u00e9".encode(), "\u641c\u7d22".encode(), b"z" * 64, b"ab"]
-    text = np.frombuffer(b"".join(terms), dtype=np.uint8)
-    starts = np.cumsum([0] + [len(t) for t in terms])
-    got = fixed_width(text, starts)
-    assert got.dtype == np.dtype("S64")
-    assert got.tolist() == terms
-    assert fixed_width(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64)).tolist() == []
+    long = "\u641c\u7d22" * 6  # 36 bytes: kept apart
+    terms = [b"", b"a", "caf\u00e9".encode(), long.encode(), b"z" * 32, b"ab", b"y" * 64]
+    got, apart = fixed_width_of(terms)
+    assert got.dtype == np.dtype("S32")
+    assert apart == {3: long.encode(), 6: b"y" * 64}
+    assert [apart.get(i, t) for i, t in enumerate(got.tolist())] == terms
+    assert got[3] == got[6] == b""
+    empty, none = fixed_width(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))
+    assert empty.tolist() == [] and none == {}
 
 
 def test_the_merge_vocabulary_gives_ids_in_the_order_terms_come_and_ranks_in_byte_order() -> None:
-    stems = {"owl": 0, "\u641c\u7d22": 1, "kestrel": 2}
+    """Ids are given as terms come (the new documents' dict first), ranks follow the
+    terms' bytes, the long terms kept apart among them."""
+    long_a, long_b = "w" * 40, "\u641c" * 20  # 40 and 60 bytes
+    stems = {"owl": 0, "\u641c\u7d22": 1, long_a: 2, "kestrel": 3}
     vocabulary = indexwriter.Vocabulary.of(stems)
-    assert vocabulary.terms.tolist() == sorted(s.encode() for s in stems)
-    first = np.array([b"kestrel", b"a", b"owl", b"a", b"zz" * 20], dtype=np.bytes_)
-    assert vocabulary.ids_of(first).tolist() == [2, 3, 0, 3, 4]
-    # Shorter terms after longer ones, and a term seen before: the same ids.
-    assert vocabulary.ids_of(np.array([b"zz" * 20, b"b"], dtype=np.bytes_)).tolist() == [4, 5]
-    assert vocabulary.ids_of(np.zeros(0, dtype="S1")).tolist() == []
-    everything = [*stems, "a", "zz" * 20, "b"]
-    ids = {"owl": 0, "\u641c\u7d22": 1, "kestrel": 2, "a": 3, "zz" * 20: 4, "b": 5}
-    in_order = sorted(everything, key=lambda s: s.encode())
+    assert vocabulary.terms.tolist() == [b"kestrel", b"owl", "\u641c\u7d22".encode()]
+    assert vocabulary.long == {long_a.encode(): 2}
+    first = [b"kestrel", b"a", b"owl", long_b.encode(), b"a", b"w" * 32, long_a.encode()]
+    assert vocabulary.ids_of(*fixed_width_of(first)).tolist() == [3, 5, 0, 4, 5, 6, 2]
+    # Terms seen before, shorter after longer: the same ids; an empty batch.
+    assert vocabulary.ids_of(*fixed_width_of([b"w" * 32, b"b", long_b.encode()])).tolist() == [
+        6,
+        7,
+        4,
+    ]
+    assert vocabulary.ids_of(*fixed_width_of([])).tolist() == []
+    ids = {
+        **{s.encode(): i for s, i in stems.items()},
+        b"a": 5,
+        long_b.encode(): 4,
+        b"w" * 32: 6,
+        b"b": 7,
+    }
+    assert len(vocabulary) == len(ids) == 8
+    in_order = sorted(ids)
     ranks = vocabulary.ranks()
-    assert [in_order[ranks[ids[s]]] for s in everything] == everything
-    assert vocabulary.terms[ranks].tolist() == [s.encode() for s in sorted(ids, key=ids.get)]
+    assert [in_order[ranks[i]] for i in ids.values()] == list(ids)
+    assert vocabulary.texts(list(range(len(ids)))) == in_order
+    assert vocabulary.texts([ranks[2], ranks[0], ranks[4]]) == [
+        long_a.encode(),
+        b"owl",
+        long_b.encode(),
+    ]
+
+
+def test_the_merge_vocabulary_ranks_any_terms_as_sorting_their_bytes() -> None:
+    rng = np.random.default_rng(5)
+    alphabet = [b"a", b"b", b"\xc3\xa9"]
+    vocabulary = indexwriter.Vocabulary()
+    seen: dict[bytes, int] = {}
+    for _ in range(6):
+        batch = [
+            b"".join(rng.choice(alphabet, size=int(rng.integers(1, 30))).tolist())
+            for _ in range(200)
+        ]
+        ids = vocabulary.ids_of(*fixed_width_of(batch)).tolist()
+        for term, tid in zip(batch, ids, strict=True):
+            assert seen.setdefault(term, tid) == tid
+    assert vocabulary.long and len(vocabulary) == len(seen)
+    in_order = sorted(seen)
+    ranks = vocabulary.ranks()
+    assert sorted(ranks.tolist()) == list(range(len(seen)))
+    assert all(in_order[ranks[tid]] == term for term, tid in seen.items())
+    assert vocabulary.texts(list(range(len(seen)))) == in_order
