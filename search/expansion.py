@@ -47,8 +47,15 @@ def _not_frequent(
 ) -> Callable[[np.ndarray], np.ndarray]:
     """Which of term ids are kept as feedback terms: those in at most *frequent*
     documents, and the query's own."""
-    asked = np.array([arrays.ids[s] for s in query if s in arrays.ids], dtype=np.int64)
-    return lambda gids: (arrays.df[gids] <= frequent) | np.isin(gids, asked)
+    asked = [arrays.ids[s] for s in query if s in arrays.ids]
+
+    def keep(gids: np.ndarray) -> np.ndarray:
+        kept = arrays.df[gids] <= frequent
+        for gid in asked:  # a few: faster than numpy's isin, called for each document
+            kept |= gids == gid
+        return kept
+
+    return keep
 
 
 def _add_terms(
