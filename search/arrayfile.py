@@ -97,11 +97,14 @@ BUFFER_POSTINGS = 1 << 19
 #: Bytes of the array file writer's temporaries: it reads the postings, sums each
 #: document's weighted lengths and sorts the forward index (the postings by document,
 #: :mod:`search.forwardsort`: sorted runs on disk, merged by ranges of documents) this
-#: many bytes' worth of postings at a time (8 MB: 233,016 postings).  Before
+#: many bytes' worth of postings at a time (4 MB: 116,508 postings).  Before
 #: 2026-12-04 (late) the sort went by ranges of :data:`BUFFER_POSTINGS` postings and took
 #: ~70–85 bytes a posting at its peak: +22–33 MB in a merge into 5,000 pages, the
-#: highest peak of a merge.
-SORT_BYTES = 8 << 20
+#: highest peak of a merge.  8 MB until 2026-12-05, when the array file's phase was
+#: again the peak of the largest merge of a 100,000-page crawl: 4 MB took 8 MB off it
+#: (``benchmarks/indexmem.py``, 85,000 pages), and a reindex of 100,000 pages is no
+#: slower.
+SORT_BYTES = 4 << 20
 
 #: Bytes of a column of the array file's writer (a segment's documents, weights or
 #: counts per section, :class:`_Column`) held in memory, whatever its *limit*: the rest
