@@ -246,8 +246,6 @@ def main(argv: list[str] | None = None) -> int:
     tmp = tempfile.TemporaryDirectory(prefix="indexmem-") if not args.dir else None
     folder = Path(args.dir or tmp.name)  # type: ignore[union-attr]
     index = Index(folder / "index")
-    # The worker's batches reach the indexer as files (search.indexer.IndexerProcess.send).
-    spool = str(folder)
     docs = Documents(args.seed)
     sampler = Sampler()
     sampler.start()
@@ -277,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
                 # As the crawl's indexer gets them: the worker's batches, pickled.
                 for lo in range(start, end, args.message):
                     part = [docs.make(d, True) for d in range(lo, min(lo + args.message, end))]
-                    message = str(Path(spool) / "batch")
+                    # As files, as IndexerProcess.send leaves them for the indexer.
+                    message = str(folder / "batch")
                     with open(message, "wb") as f:
                         pickle.dump(Batch(DocColumns.of_docs(part), []), f, pickle.HIGHEST_PROTOCOL)
                     del part
