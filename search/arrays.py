@@ -25,7 +25,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -354,34 +355,89 @@ class ArrayIndex:
         i, numbers, tfs, length = found
         return self.terms.ids_of(i, numbers), tfs.astype(np.float64), float(LENGTHS[length])
 
-    def heaviest_terms(
-        self, docnum: int, n: int, keep: Callable[[np.ndarray], np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """A document's *n* heaviest terms among those *keep* keeps (given their ids):
-        their ids and weighted term frequencies, weight descending, then term ascending.
+    def feedback_model(
+        self,
+        docnums: Sequence[int],
+        weights: Sequence[float],
+        frequent: float,
+        asked: np.ndarray,
+    ) -> TermModel:
+        """Relevance-model weights of the terms of documents *docnums*: each term's
+        ``Σ_d weight_d · tf(t, d) / |d|`` (Lavrenko & Croft's RM1 over the whole document
+        model: ``|d|`` is the sum of the document's weighted tfs, every term counted).
 
-        Ids are given (:meth:`search.termspace.TermSpace.ids_of`: a look-up in every
-        other segment) only to the heaviest of the document's terms, twice as many each
-        time those kept are too few: a feedback document of RM3 has hundreds of terms, of
-        which it gives ten."""
-        found = self._forward(docnum)
-        if found is None:
-            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
-        i, numbers, tfs, _ = found
-        tf = tfs.astype(np.float64)
-        order = np.argsort(-tf, kind="stable")
-        take = max(n, 1)
-        while True:
-            # The first take terms: what is left out comes after all of them.
-            chosen = _first_terms(numbers, tf, order, take)
-            gids = self.terms.ids_of(i, numbers[chosen])
+        Terms found in more than *frequent* documents of one segment are left out (then
+        they are in more than that overall), but for the query's own (ids *asked*): what
+        is left still holds terms above *frequent* overall, which the caller checks once
+        they have ids.  No id is given here: a term is its number in its segment, and the
+        same term of several segments is merged by its bytes."""
+        by_segment: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+        for docnum, weight in zip(docnums, weights, strict=True):
+            found = self._forward(docnum)
+            if found is None:
+                continue
+            i, numbers, tfs, _ = found
+            tf = tfs.astype(np.float64)
+            total = float(tf.sum())
+            if total <= 0:
+                continue
+            held = by_segment.setdefault(i, ([], []))
+            held[0].append(numbers)
+            held[1].append(tf * (weight / total))
+        keys, segments, numbers_of, values = [], [], [], []
+        for i, (numbers_held, values_held) in by_segment.items():
+            distinct, inverse = unique_inverse(np.concatenate(numbers_held).astype(np.int64))
+            value = np.bincount(inverse, weights=np.concatenate(values_held))
+            starts = self.leaves[i].arrays.starts
+            kept = starts[distinct + 1] - starts[distinct] <= frequent
+            own = self.terms.local(i)[asked]
+            for number in own[own >= 0].tolist():  # a few: faster than numpy's isin
+                kept |= distinct == number
+            distinct = distinct[kept]
+            keys.append(self.terms.segments[i].keys(distinct))
+            segments.append(np.full(len(distinct), i, dtype=np.int64))
+            numbers_of.append(distinct)
+            values.append(value[kept])
+        if not keys:
+            return TermModel.empty()
+        key = np.concatenate(keys)
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        first = np.ones(len(key), dtype=bool)
+        first[1:] = key[1:] != key[:-1]
+        heads = np.flatnonzero(first)
+        return TermModel(
+            np.concatenate(segments)[order][heads],
+            np.concatenate(numbers_of)[order][heads],
+            np.add.reduceat(np.concatenate(values)[order], heads) if len(heads) else key[:0],
+        )
+
+    def heaviest(
+        self, model: TermModel, n: int, keep: Callable[[np.ndarray], np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The *n* heaviest terms of *model* among those *keep* keeps (given their ids):
+        their ids and weights, weight descending, then term ascending.  Ids are given only
+        to the heaviest, twice as many each time those kept are too few."""
+        # The model's terms are in the order of their bytes: its positions break ties.
+        order = np.lexsort((np.arange(len(model.weight)), -model.weight))
+        gids_kept: list[np.ndarray] = []
+        weights_kept: list[np.ndarray] = []
+        at, step, found = 0, max(2 * n, 16), 0
+        while at < len(order) and found < n:
+            part = order[at : at + step]
+            at, step = at + step, step * 2
+            segment, number = model.segment[part], model.number[part]
+            gids = np.empty(len(part), dtype=np.int64)
+            for i in dict.fromkeys(segment.tolist()):
+                rows = np.flatnonzero(segment == i)
+                gids[rows] = self.terms.ids_of(i, number[rows])
             kept = keep(gids)
-            if kept.sum() >= n or len(chosen) == len(order):
-                break
-            take *= 2
-        gids, weights = gids[kept], tf[chosen][kept]
-        top = np.lexsort((self.text_rank(gids), -weights))[:n]
-        return gids[top], weights[top]
+            gids_kept.append(gids[kept])
+            weights_kept.append(model.weight[part][kept])
+            found += int(kept.sum())
+        if not gids_kept:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+        return np.concatenate(gids_kept)[:n], np.concatenate(weights_kept)[:n]
 
     def bm25(self, gids: np.ndarray, tf: np.ndarray, length: Any) -> np.ndarray:
         """BM25 weights (idf included) of terms *gids* with frequencies *tf* in documents
@@ -452,16 +508,28 @@ def sum_parts(
     return scores, matched
 
 
-def _first_terms(numbers: np.ndarray, tf: np.ndarray, order: np.ndarray, take: int) -> np.ndarray:
-    """Positions of the first *take* of a document's terms (*numbers* in their
-    segment, weights *tf*, *order* their positions by weight descending) by weight
-    descending, then term ascending: ties at the cut are broken by the terms' numbers
-    in their segment, which are the order of their bytes (a segment's terms are
-    sorted), without reading a term or giving it an id.  (Reading the tied terms'
-    bytes was most of RM3's cost: a page's terms of weight 1 tie by the hundred.)"""
-    if take >= len(order):
-        return order
-    chosen = order[tf[order] >= tf[order[take - 1]]]  # ties at the cut included
-    if len(chosen) > take:
-        chosen = chosen[np.lexsort((numbers[chosen], -tf[chosen]))[:take]]
-    return chosen
+def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)``, which loads ``numpy.ma`` on its first
+    call (15-30 ms of a new process's first expanded query)."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    first = np.ones(len(ordered), dtype=bool)
+    first[1:] = ordered[1:] != ordered[:-1]
+    inverse = np.empty(len(values), dtype=np.int64)
+    inverse[order] = np.cumsum(first) - 1
+    return ordered[first], inverse
+
+
+@dataclass(frozen=True, slots=True)
+class TermModel:
+    """Weights of terms not yet given ids (:meth:`ArrayIndex.feedback_model`): each term
+    as a segment that holds it and its number there, in the order of the terms' bytes."""
+
+    segment: np.ndarray
+    number: np.ndarray
+    weight: np.ndarray
+
+    @classmethod
+    def empty(cls) -> TermModel:
+        none = np.empty(0, dtype=np.int64)
+        return cls(none, none, np.empty(0, dtype=np.float64))

@@ -12,20 +12,8 @@ from collections.abc import Callable
 import numpy as np
 
 from search import ranking
-from search.arrays import ArrayIndex
+from search.arrays import ArrayIndex, unique_inverse
 from search.dfr import collection_freq
-
-
-def _unique(gids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(gids, return_inverse=True)``, which loads ``numpy.ma`` on its first
-    call (15-30 ms of a new process's first expanded query)."""
-    order = np.argsort(gids, kind="stable")
-    ordered = gids[order]
-    first = np.ones(len(ordered), dtype=bool)
-    first[1:] = ordered[1:] != ordered[:-1]
-    inverse = np.empty(len(gids), dtype=np.int64)
-    inverse[order] = np.cumsum(first) - 1
-    return ordered[first], inverse
 
 
 def _feedback_vectors(
@@ -38,20 +26,26 @@ def _feedback_vectors(
     gids = np.concatenate([p[0] for p in parts])
     tf = np.concatenate([p[1] for p in parts])
     length = np.repeat([p[2] for p in parts], [len(p[0]) for p in parts])
-    keep = _not_frequent(arrays, query, frequent)(gids)
+    keep = _not_frequent(arrays, _asked(arrays, query), frequent)(gids)
     return gids[keep], tf[keep], length[keep]
 
 
+def _asked(arrays: ArrayIndex, query: dict[str, float]) -> np.ndarray:
+    """The ids of the query's stems found in the index."""
+    gids = (arrays.ids.get(s) for s in query)
+    return np.array([g for g in gids if g is not None], dtype=np.int64)
+
+
 def _not_frequent(
-    arrays: ArrayIndex, query: dict[str, float], frequent: float
+    arrays: ArrayIndex, asked: np.ndarray, frequent: float
 ) -> Callable[[np.ndarray], np.ndarray]:
     """Which of term ids are kept as feedback terms: those in at most *frequent*
-    documents, and the query's own."""
-    asked = [arrays.ids[s] for s in query if s in arrays.ids]
+    documents, and the query's own (*asked*)."""
+    own = asked.tolist()
 
     def keep(gids: np.ndarray) -> np.ndarray:
         kept = arrays.df[gids] <= frequent
-        for gid in asked:  # a few: faster than numpy's isin, called for each document
+        for gid in own:  # a few: faster than numpy's isin
             kept |= gids == gid
         return kept
 
@@ -86,7 +80,7 @@ def rocchio(
     if not len(gids):
         return dict(query)
     weights = arrays.bm25(gids, tf, length) / len(docnums)
-    unique, inverse = _unique(gids)
+    unique, inverse = unique_inverse(gids)
     mean = np.bincount(inverse, weights=weights)
     seen = np.bincount(inverse)
     chosen = np.flatnonzero(seen >= min(ranking.FEEDBACK_MIN_SHARED, len(docnums)))
@@ -114,24 +108,14 @@ def rm3(
     left out (but for the query's own)."""
     if not docnums or not query or weight >= 1:
         return dict(query)
-    keep = _not_frequent(arrays, query, frequent)
-    model_gids, model = [], []
-    for docnum, score in zip(docnums, scores, strict=True):
-        gids, tf = arrays.heaviest_terms(docnum, terms, keep)
-        norm = tf.sum()
-        if norm > 0:
-            model_gids.append(gids)
-            model.append(tf / norm * score)
-    if not model_gids:
-        return dict(query)
-    unique, inverse = _unique(np.concatenate(model_gids))
-    p = np.bincount(inverse, weights=np.concatenate(model))
-    best = _heaviest(arrays, unique, p, terms)
-    total = float(p[best].sum())
+    asked = _asked(arrays, query)
+    model = arrays.feedback_model(docnums, scores, frequent, asked)
+    gids, p = arrays.heaviest(model, terms, _not_frequent(arrays, asked, frequent))
+    total = float(p.sum())
     if total <= 0:
         return dict(query)
     scale = (1 - weight) / weight * sum(query.values()) / total
-    return _add_terms(arrays, query, unique[best], p[best], scale)
+    return _add_terms(arrays, query, gids, p, scale)
 
 
 def bo1(
@@ -145,7 +129,7 @@ def bo1(
     gids, tf, _ = _feedback_vectors(arrays, docnums, query, frequent)
     if not len(gids):
         return dict(query)
-    unique, inverse = _unique(gids)
+    unique, inverse = unique_inverse(gids)
     tfx = np.bincount(inverse, weights=tf)
     seen = np.bincount(inverse)
     chosen = np.flatnonzero((seen >= min(ranking.FEEDBACK_MIN_SHARED, len(docnums))) & (tfx > 0))

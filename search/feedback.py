@@ -115,31 +115,37 @@ def rm3_terms(
     query: Mapping[str, float],
     terms: int = 10,
     weight: float = 0.5,
+    doc_lengths: Sequence[float] | None = None,
 ) -> dict[str, float]:
     """RM3: *query* interpolated with the relevance model of the feedback documents.
 
-    *doc_vectors* are the feedback documents' ``{stem: tf}``, *doc_scores* their scores in
-    the first ranking.  As Anserini's RM3 computes it (Lavrenko & Croft's RM1, then
-    interpolated — "RM3", Abdul-Jaleel et al., UMass at TREC 2004):
+    *doc_vectors* are the feedback documents' ``{stem: tf}`` (the stems that may be
+    feedback terms), *doc_scores* their scores in the first ranking, *doc_lengths* the sum
+    of each one's tfs over all its stems (by default, over its vector's).  Lavrenko &
+    Croft's relevance model (RM1, "Relevance-based language models", SIGIR 2001) over
+    each document's whole model, interpolated with the query ("RM3", Abdul-Jaleel et al.,
+    "UMass at TREC 2004"), as Anserini weighs the documents and interpolates:
 
-        P(t|d)  = tf(t, d) / Σ tf over d's *terms* heaviest stems (the others: 0)
+        P(t|d)  = tf(t, d) / |d|
         P(t|R)  ∝ Σ_d P(t|d) · score(d)          the *terms* heaviest, summing to 1
         q'(t)   = weight · qw(t) / Σ qw  +  (1 − weight) · P(t|R)
 
+    (Anserini first cuts each document to its *terms* heaviest stems, which on short
+    documents, most of whose stems occur once, is a choice among ties by spelling.)
     A score is linear in the query weights, so ``q'`` is returned scaled by
     ``Σ qw / weight``: the query's own words keep their weights, ``qw(t) + (1 − weight) /
     weight · Σ qw · P(t|R)`` (the same ranking, and the first scores can be reused).
     """
     if not doc_vectors or not query or terms <= 0 or weight >= 1:
         return dict(query)
+    if doc_lengths is None:
+        doc_lengths = [sum(vector.values()) for vector in doc_vectors]
     model: dict[str, float] = {}
-    for vector, score in zip(doc_vectors, doc_scores, strict=True):
-        top = _heaviest(vector, terms)
-        norm = sum(w for _, w in top)
-        if norm <= 0:
+    for vector, score, length in zip(doc_vectors, doc_scores, doc_lengths, strict=True):
+        if length <= 0:
             continue
-        for stem, w in top:
-            model[stem] = model.get(stem, 0.0) + w / norm * score
+        for stem, tf in vector.items():
+            model[stem] = model.get(stem, 0.0) + tf * (score / length)
     best = _heaviest(model, terms)
     total = sum(w for _, w in best)
     if total <= 0:

@@ -29,7 +29,7 @@ Query expansion (pseudo-relevance feedback) takes the ``fb_docs`` best documents
 first ranking as relevant and adds ``fb_terms`` of their stems to the query:
 
 - ``rm3`` (the default): RM3, Lavrenko & Croft's relevance model interpolated with the
-  query, as Anserini computes it (:func:`rm3_terms`);
+  query over whole documents, weighted and interpolated as Anserini does (:func:`rm3_terms`);
 - ``bo1``: Amati's Bo1, the divergence-from-randomness (Bose-Einstein) weight of each stem
   of the feedback documents against its frequency in the collection (:func:`bo1_terms`);
 - ``rocchio``: the mean BM25 weight of each stem over the feedback documents

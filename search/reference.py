@@ -114,10 +114,11 @@ class ReferenceSession:
         )
         frequent = share * self.n
         texts = self._forward.texts
-        vectors = []
+        vectors, totals = [], []
         for hit in feedback:
             length = self.s.doc_field_length(hit.docnum, WORDS_FIELD, 1)
             gids, tfs, _ = self._forward.vector(hit.docnum)
+            totals.append(float(tfs.sum()))
             vector: dict[str, float] = {}
             for gid, tf in zip(gids.tolist(), tfs.tolist(), strict=True):
                 stem = texts[gid]
@@ -133,7 +134,7 @@ class ReferenceSession:
             return ranking.bo1_terms(vectors, cf, self.n, weights, p.fb_terms)
         if rm3:
             scores = [h.score for h in feedback]
-            return ranking.rm3_terms(vectors, scores, weights, p.fb_terms, p.fb_weight)
+            return ranking.rm3_terms(vectors, scores, weights, p.fb_terms, p.fb_weight, totals)
         return ranking.feedback_terms(vectors, weights, p.fb_terms)
 
     def top(self, weights: dict[str, float], limit: int, wquery: WhooshQuery) -> list[Ranked]:

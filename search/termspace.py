@@ -87,6 +87,20 @@ class SegmentTerms:
                 hi = mid
         return lo
 
+    def keys(self, numbers: np.ndarray) -> np.ndarray:
+        """The bytes of terms *numbers* as one fixed-width array (``S<longest>``, padded
+        with NUL bytes, which no term holds): sorted and compared as the terms' bytes are,
+        without a Python object a term."""
+        numbers = np.asarray(numbers, dtype=np.int64)
+        first = self.starts[numbers]
+        sizes = self.starts[numbers + 1] - first
+        width = max(int(sizes.max(initial=0)), 1)
+        grid = np.zeros((len(numbers), width), dtype=np.uint8)
+        for j in range(width):
+            rows = np.flatnonzero(sizes > j)
+            grid[rows, j] = self.text[first[rows] + j]
+        return grid.view(f"S{width}").ravel()
+
     def _offsets(self) -> memoryview:
         """:attr:`starts` read item by item as Python ints (a numpy item is slower)."""
         if self._memory is None:

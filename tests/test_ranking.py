@@ -43,12 +43,26 @@ def test_rm3_terms_by_hand() -> None:
     query = {"a": 1.0, "b": 0.5}  # Σ qw = 1.5
     docs = [{"a": 2.0, "x": 4.0, "y": 1.0, "z": 1.0}, {"x": 1.0, "y": 1.0}]
     scores = [3.0, 1.0]
-    # Each document keeps its 2 heaviest terms (ties by stem): d1 {x 4, a 2} / 6, d2 {x, y} / 2
-    # P(t|R) ∝ Σ P(t|d) · score(d): x 4/6·3 + 1/2·1 = 2.5, a 2/6·3 = 1, y 1/2·1 = 0.5
-    # the 2 heaviest: x 2.5, a 1 (total 3.5); weight 0.5: scale = 1 × 1.5 / 3.5
+    # The whole document models: d1 / 8, d2 / 2.
+    # P(t|R) ∝ Σ P(t|d) · score(d): x 4/8·3 + 1/2·1 = 2, a 2/8·3 = 0.75,
+    # y 1/8·3 + 1/2·1 = 0.875, z 1/8·3 = 0.375
+    # the 2 heaviest: x 2, y 0.875 (total 2.875); weight 0.5: scale = 1 × 1.5 / 2.875
     expanded = rm3_terms(docs, scores, query, terms=2, weight=0.5)
-    scale = 1.5 / 3.5
-    assert expanded == pytest.approx({"a": 1.0 + scale * 1.0, "b": 0.5, "x": scale * 2.5})
+    scale = 1.5 / 2.875
+    assert expanded == pytest.approx({"a": 1.0, "b": 0.5, "x": scale * 2.0, "y": scale * 0.875})
+
+
+def test_rm3_terms_whole_document_lengths() -> None:
+    """A document's length counts the stems left out of its vector (frequent ones), and a
+    stem tied at the cut with many others is not chosen by its spelling alone: every
+    stem of a document counts, not only its heaviest few."""
+    query = {"a": 1.0}
+    # "m" occurs once in each of the two documents, each of the others once in one:
+    # cut to 2 stems per document first, "m" would lose to "b", "c" by spelling.
+    docs = [{"b": 1.0, "c": 1.0, "m": 1.0}, {"d": 1.0, "e": 1.0, "m": 1.0}]
+    expanded = rm3_terms(docs, [1.0, 1.0], query, terms=1, weight=0.5, doc_lengths=[6.0, 3.0])
+    # m: 1/6 + 1/3 = 0.5, the only term; weight 0.5: scale = 1 × 1 / 0.5
+    assert expanded == pytest.approx({"a": 1.0, "m": 1.0})
 
 
 def test_rm3_terms_weight_of_the_query() -> None:

@@ -17,6 +17,7 @@ from whoosh.writing import CLEAR
 
 from search import arrayfile, arrays, ranking
 from search.analysis import analyze_document
+from search.arrays import TermModel
 from search.index import (
     FORMAT_FILE,
     INDEX_NAME,
@@ -148,16 +149,28 @@ def test_expansion_equals_the_pure_python_feedback(index: Index, params: ranking
 
 
 @pytest.mark.parametrize("n", [1, 3, 10, 1000])
-def test_heaviest_terms_are_those_of_the_whole_vector(index: Index, n: int) -> None:
-    """A document's heaviest kept terms, from ids given to its heaviest terms only, are
-    those of its whole vector: weight descending, then term ascending; what *keep* drops
-    (half the terms, the frequent ones) is replaced by the next heaviest."""
+def test_feedback_model_is_that_of_the_whole_vectors(index: Index, n: int) -> None:
+    """The relevance model of documents of several segments, from their terms' numbers
+    merged by bytes and ids given to the heaviest only, is that of their whole vectors
+    by id: Σ weight · tf / |d|, heaviest first, then term ascending; what *keep* drops
+    (the frequent terms, or half of them) is replaced by the next heaviest."""
     fast, _ = _sessions(index)
     arrays = fast.arrays
-    dropped = 0
-    for keep_name in ("all", "rare", "odd"):
-        for docnum in range(0, arrays.n, 37):
+    rng = random.Random(11)
+    segments_seen, dropped = set(), 0
+    for trial in range(12):
+        docnums = rng.sample(range(arrays.n), 10)
+        weights = [rng.uniform(0.5, 3.0) for _ in docnums]
+        segments_seen.update(
+            int(np.searchsorted([leaf.base for leaf in arrays.leaves], d, "right")) - 1
+            for d in docnums
+        )
+        expected: dict[int, float] = {}
+        for docnum, weight in zip(docnums, weights, strict=True):
             gids, tf, _ = arrays.vector(docnum)
+            for gid, t in zip(gids.tolist(), tf.tolist(), strict=True):
+                expected[gid] = expected.get(gid, 0.0) + weight * t / tf.sum()
+        for keep_name in ("all", "rare", "odd"):
 
             def keep(g: np.ndarray, name: str = keep_name) -> np.ndarray:
                 if name == "rare":
@@ -166,15 +179,41 @@ def test_heaviest_terms_are_those_of_the_whole_vector(index: Index, n: int) -> N
                     return np.array([len(arrays.texts[x]) % 2 == 1 for x in g.tolist()], bool)
                 return np.ones(len(g), dtype=bool)
 
-            ok = keep(gids)
+            frequent = 20 if keep_name == "rare" else arrays.n
+            model = arrays.feedback_model(docnums, weights, frequent, np.empty(0, np.int64))
+            gids, got = arrays.heaviest(model, n, keep)
+            all_gids = np.array(sorted(expected), dtype=np.int64)
+            ok = keep(all_gids)
             dropped += int((~ok).sum())
-            expected = sorted(
-                zip((-tf[ok]).tolist(), [arrays.texts[g] for g in gids[ok].tolist()], strict=True)
-            )[:n]
-            got_gids, got_tf = arrays.heaviest_terms(docnum, n, keep)
-            got = list(zip((-got_tf).tolist(), [arrays.texts[g] for g in got_gids], strict=True))
-            assert got == expected, (docnum, keep_name)
-    assert dropped > 100
+            want = sorted((-expected[g], arrays.texts[g]) for g in all_gids[ok].tolist())[:n]
+            assert [arrays.texts[g] for g in gids.tolist()] == [t for _, t in want], trial
+            assert got == pytest.approx([-w for w, _ in want]), trial
+    assert len(segments_seen) > 1 and dropped > 100
+
+
+def test_feedback_model_keeps_the_query_words(index: Index) -> None:
+    """A query's own words stay in the model however frequent (the others above
+    *frequent* documents of a segment do not)."""
+    fast, _ = _sessions(index)
+    arrays = fast.arrays
+    docnums = list(range(0, arrays.n, 150))
+    common = max(
+        range(len(WORDS)),
+        key=lambda i: arrays.df[arrays.ids[WORDS[i]]] if WORDS[i] in arrays.ids else -1,
+    )
+    gid = arrays.ids[WORDS[common]]
+    without = arrays.feedback_model(docnums, [1.0] * len(docnums), 5, np.empty(0, np.int64))
+    with_own = arrays.feedback_model(docnums, [1.0] * len(docnums), 5, np.array([gid]))
+
+    def terms(model: TermModel) -> set[str]:
+        return {
+            arrays.terms.segments[i].decode(n)
+            for i, n in zip(model.segment.tolist(), model.number.tolist(), strict=True)
+        }
+
+    assert WORDS[common] not in terms(without)
+    assert WORDS[common] in terms(with_own)
+    assert terms(without) < terms(with_own)
 
 
 def test_no_expansion_method_adds_nothing(index: Index) -> None:
