@@ -149,14 +149,17 @@ def site_query(site: str) -> wq.Query:
     )
 
 
-def build_query(q: ParsedQuery, decay: float | None = None) -> WhooshQuery:
+def build_query(
+    q: ParsedQuery, decay: float | None = None, decay_words: int | None = None
+) -> WhooshQuery:
     """The Whoosh query of a parsed query (BM25F, query words weighted by qw(t), later
-    words by *decay*: :func:`search.ranking.query_weights`).
+    words by *decay* in queries of at most *decay_words* distinct words:
+    :func:`search.ranking.query_weights`).
 
     Phrase words and ``site:`` restrictions become a filter and exclusions a mask, so they
     select documents without changing scores.
     """
-    weights = ranking.query_weights(q.all_stems, decay)
+    weights = ranking.query_weights(q.all_stems, decay, decay_words)
     scored = weighted_query(weights, q.require_all)
     sites = [site_query(s) for s in q.sites]
     required: list[wq.Query] = [term_query(s) for phrase in q.phrases for s in phrase]

@@ -23,7 +23,9 @@ and the body is not counted as two independent pieces of evidence.
 ``qtf`` is how many times the word occurs in the query (BM25's query-term frequency: a
 word said twice matters more), ``i_t`` the 0-based position of its first occurrence: with
 a *decay* above 0, earlier words weigh more ("earlier words weigh more", the design
-documents' rule), from 1 down to ``1 / (1 + decay · POSITION_CAP)`` at the fifth word.
+documents' rule), from 1 down to ``1 / (1 + decay · POSITION_CAP)`` at the fifth word, in
+keyword queries (of at most *decay_words* distinct words; a description or a question
+weighs its words alike, as the published rankings do).
 
 Query expansion (pseudo-relevance feedback) takes the ``fb_docs`` best documents of the
 first ranking as relevant and adds ``fb_terms`` of their stems to the query:
@@ -135,10 +137,11 @@ class Params:
     (Robertson's, and Whoosh's; b 0.75 for every section of per-field BM25F), RM3 as
     Anserini runs it (10 documents, 10 terms, original query weight 0.5).  k1 1.2 rather
     than Anserini's 0.9: a page's tf is weighted (a title word counts 4), so it saturates
-    later than a plain count.  *decay* 0.25: on CISI's
-    natural-language questions anything from 0 to 0.3 measures the same, above it costs
-    (benchmarks/README.md); within that range the design documents' rule decides, and
-    0.25 keeps it visible on short keyword queries (the first word typed is the topic).
+    later than a plain count.  *decay* 0.25 on queries of at most 3 distinct words: on
+    CISI's natural-language questions (four words or more) anything from 0 to 0.4 measures
+    the same, above it costs (benchmarks/README.md), and in a question the first words are
+    as often generic as the topic, so those weigh their words alike; on a keyword query the
+    first word typed is usually the topic, and the design documents' rule stays there.
     *linkrank* 0.5 is what cross-validation on the navigational queries of the PostgreSQL
     documentation chooses, confirmed on those of the Python documentation
     (benchmarks/README.md).
@@ -178,6 +181,9 @@ class Params:
     #: Most words apart two query words may stand to count as a pair (0: any distance,
     #: Büttcher, Clarke & Lushman's rule; the 1 / distance² weight fades them anyway).
     proximity_window: int = 0
+    #: The position decay applies to queries of at most this many distinct words (keyword queries,
+    #: those :data:`FEEDBACK_MIN_WORDS` does not expand); 0: to every query.
+    decay_words: int = FEEDBACK_MIN_WORDS - 1
 
     def __post_init__(self) -> None:
         if self.k1 < 0:
@@ -195,6 +201,8 @@ class Params:
             raise ValueError(f"fuse must be none or a model other than {self.model}")
         if self.decay < 0:
             raise ValueError("decay must be >= 0")
+        if self.decay_words < 0:
+            raise ValueError("decay_words must be >= 0 (0: every query)")
         if self.expansion not in EXPANSIONS:
             raise ValueError(f"expansion must be one of {', '.join(EXPANSIONS)}")
         if self.fb_docs < 1 or self.fb_terms < 1:
@@ -245,6 +253,7 @@ NUMERIC = tuple(
 K1 = DEFAULT.k1
 B = DEFAULT.b
 POSITION_DECAY = DEFAULT.decay
+DECAY_WORDS = DEFAULT.decay_words
 
 
 def position_weight(position: int, decay: float | None = None, cap: int | None = None) -> float:
@@ -296,14 +305,21 @@ def expands(words: int, doc_count: int) -> bool:
     return words >= FEEDBACK_MIN_WORDS and doc_count >= FEEDBACK_MIN_DOCS
 
 
-def query_weights(stems: Sequence[str], decay: float | None = None) -> dict[str, float]:
-    """qw(t) = qtf · pw(position of the first occurrence), for the analyzed query words."""
+def query_weights(
+    stems: Sequence[str], decay: float | None = None, decay_words: int | None = None
+) -> dict[str, float]:
+    """qw(t) = qtf · pw(position of the first occurrence), for the analyzed query words;
+    a query of more than *decay_words* distinct words (0: no limit) is not decayed."""
+    decay = POSITION_DECAY if decay is None else decay
+    decay_words = DECAY_WORDS if decay_words is None else decay_words
     weights: dict[str, float] = {}
     positions: dict[str, int] = {}
     for stem in stems:
         if stem not in positions:
             positions[stem] = len(positions)
         weights[stem] = weights.get(stem, 0.0) + 1.0
+    if decay_words and len(positions) > decay_words:
+        decay = 0.0
     return {s: n * position_weight(positions[s], decay) for s, n in weights.items()}
 
 

@@ -90,7 +90,7 @@ class ReferenceSession:
         expand: bool = True,
         wquery: WhooshQuery | None = None,
     ) -> list[Ranked]:
-        wquery = wquery or build_query(q, self.params.decay)
+        wquery = wquery or build_query(q, self.params.decay, self.params.decay_words)
         weights = wquery.weights
         expand = expand and not q.require_all and self.expands(weights)
         if q.require_all:

@@ -133,7 +133,7 @@ class Searcher:
     ) -> ResultPage:
         check_window(page, per_page)
         started = time.perf_counter()
-        wquery = build_query(q, self.params.decay)
+        wquery = build_query(q, self.params.decay, self.params.decay_words)
         offset = (page - 1) * per_page
         query_stems = set(q.stems)
         words_of: dict[int, list[tuple[int, int, str]]] = {}

@@ -95,7 +95,7 @@ class SearchSession:
 
     def query(self, q: ParsedQuery) -> WhooshQuery:
         """*q* for this session (its query weights with the session's *decay*)."""
-        return build_query(q, self.params.decay)
+        return build_query(q, self.params.decay, self.params.decay_words)
 
     def rank(
         self,

@@ -70,6 +70,17 @@ def test_earlier_words_weigh_more(crawled: CrawlResult) -> None:
     assert second.index("lion.html") < second.index("giraffe.html")
 
 
+def test_longer_queries_weigh_their_words_alike(crawled: CrawlResult) -> None:
+    # Four distinct words are a description, not keywords: the order they are typed in does
+    # not change the ranking (README "Ranking", --decay-words); with --decay-words 0 it does.
+    def ranked(*args: str) -> list[tuple[str, float]]:
+        return [(h["url"], round(h["score"], 9)) for h in hits(crawled, *args)]
+
+    forward, backward = "giraffe lion zebra leaves", "leaves zebra lion giraffe"
+    assert ranked(forward) == ranked(backward)
+    assert ranked(forward, "--decay-words", "0") != ranked(backward, "--decay-words", "0")
+
+
 def test_phrase_exclusion_site(crawled: CrawlResult) -> None:
     assert names(hits(crawled, '"black and white stripes"')) == ["zebra.html"]
     assert "zebra.html" not in names(hits(crawled, "stripes -grass"))

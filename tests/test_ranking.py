@@ -98,6 +98,18 @@ def test_bo1_terms_by_hand() -> None:
     assert bo1_terms([], cf, 10, query) == query
 
 
+def test_query_weights_decay_keyword_queries_only() -> None:
+    # Three distinct words decay (the default limit); a fourth makes every word weigh alike,
+    # repeats still counted; decay_words 0 decays every query.
+    assert query_weights(["a", "b", "c"]) == pytest.approx({"a": 1.0, "b": 0.8, "c": 1 / 1.5})
+    four = ["a", "b", "c", "a", "d"]
+    assert query_weights(four) == {"a": 2.0, "b": 1.0, "c": 1.0, "d": 1.0}
+    assert query_weights(four, 0.25, 4) == pytest.approx(
+        {"a": 2.0, "b": 0.8, "c": 1 / 1.5, "d": 1 / 1.75}
+    )
+    assert query_weights(four, 0.25, 0) == query_weights(four, 0.25, 4)
+
+
 def test_query_weights_without_decay_count_only_repeats() -> None:
     assert query_weights(["vacuum", "full", "vacuum", "lock"], decay=0.0) == {
         "vacuum": 2.0,

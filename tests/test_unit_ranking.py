@@ -11,10 +11,12 @@ from search.ranking import DEFAULT, K1, Params, bm25, idf, position_weight
 
 def test_defaults_are_the_published_ones() -> None:
     # BM25's k1 1.2, b 0.75 (Robertson's, Whoosh's); RM3 as Anserini runs it (fbDocs 10,
-    # fbTerms 10, originalQueryWeight 0.5); decay 0.25 (CISI measures 0 to 0.3 alike; the
-    # design documents' rule decides within that range); the link-graph prior at 0.5 (the
+    # fbTerms 10, originalQueryWeight 0.5); decay 0.25 on keyword queries of up to 3
+    # distinct words (CISI's questions measure decays 0 to 0.4 alike; the design documents'
+    # rule stays where the first word is the topic); the link-graph prior at 0.5 (the
     # navigational test's cross-validated weight).
     assert Params(1.2, 0.75, 0.25, "rm3", 10, 10, 0.5, 0.5) == DEFAULT
+    assert DEFAULT.decay_words == 3
     # BM25F in Robertson & Zaragoza's per-field form, every section's b the same 0.75.
     assert DEFAULT.bm25f == "per-field"
     assert DEFAULT.section_b() == (0.75,) * 6
@@ -36,6 +38,7 @@ def test_section_b_of_each_section_or_b() -> None:
         {"k1": -1},
         {"b": 1.5},
         {"decay": -0.1},
+        {"decay_words": -1},
         {"expansion": "x"},
         {"fb_docs": 0},
         {"fb_weight": 0},

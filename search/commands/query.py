@@ -87,6 +87,14 @@ def add_ranking_options(p: argparse.ArgumentParser) -> None:
         f"(default: {DEFAULT.decay})",
     )
     p.add_argument(
+        "--decay-words",
+        type=int,
+        default=DEFAULT.decay_words,
+        metavar="N",
+        help="the decay applies to queries of at most N distinct words; 0: to every query "
+        f"(default: {DEFAULT.decay_words})",
+    )
+    p.add_argument(
         "--expansion",
         choices=EXPANSIONS,
         default=DEFAULT.expansion,
@@ -172,6 +180,7 @@ def ranking_params(args: argparse.Namespace) -> Any:
             fuse=args.fuse,
             **{name: getattr(args, name) for name in SECTION_B.values()},
             decay=args.decay,
+            decay_words=args.decay_words,
             expansion=args.expansion,
             fb_docs=args.fb_docs,
             fb_terms=args.fb_terms,

@@ -84,7 +84,9 @@ TOPIC_DECAY = 0.25
 
 def topic_vector(topic: str, language: str | None = None) -> dict[str, float]:
     """The topic's stems with their query weights (earlier words weigh more)."""
-    return query_weights([t.stem for t in get_analyzer(language).tokens(topic)], TOPIC_DECAY)
+    return query_weights(
+        [t.stem for t in get_analyzer(language).tokens(topic)], TOPIC_DECAY, decay_words=0
+    )
 
 
 def cosine(a: Mapping[str, float], b: Mapping[str, float]) -> float:
