@@ -229,12 +229,33 @@ class ArrayIndex:
         return np.log(1.0 + (self.n - df + 0.5) / (df + 0.5))
 
     def accumulate(
-        self, weights: dict[str, float], require_all: bool = False, start: np.ndarray | None = None
+        self,
+        weights: dict[str, float],
+        require_all: bool = False,
+        start: np.ndarray | None = None,
+        memo: Memo | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Each document's score for the weighted query (0: no match), added to a copy of
         *start* if given, and with *require_all* how many of the query's terms each
-        document holds."""
+        document holds.
+
+        With *memo*, each term's scored postings are kept in it (views of this call's
+        arrays, with the weight they were scored at), and a term already in it is not read
+        again: its parts are scaled to the new weight (a term's part is linear in its
+        query weight).  Query expansion's second pass re-weighs the query's own terms,
+        which are most of the postings it reads."""
         known = [(g, qw) for s, qw in weights.items() if (g := self.terms.get(s)) is not None]
+        reused_docs: list[np.ndarray] = []
+        reused_parts: list[np.ndarray] = []
+        if memo:
+            unread = []
+            for g, qw in known:
+                for docs, part, was in memo.get(g, ()):
+                    reused_docs.append(docs)
+                    reused_parts.append(part * (qw / was))
+                if g not in memo:
+                    unread.append((g, qw))
+            known = unread
         gids = np.array([g for g, _ in known], dtype=np.int64)
         # qw · idf · (k1 + 1) of each term: the part of its score that is the same in
         # every document.
@@ -259,9 +280,19 @@ class ArrayIndex:
                 ).astype(np.float64)
                 tf = np.einsum("ij,ij->i", sec, leaf.secnorm[docs])
                 part = np.repeat(factors[present], sizes) * tf / np.maximum(tf + self.k1, 1e-300)
-            all_docs.append(docs + leaf.base if leaf.base else docs)
+            docs = docs + leaf.base if leaf.base else docs
+            all_docs.append(docs)
             all_parts.append(part)
-        return sum_parts(self, all_docs, all_parts, start, require_all)
+            if memo is not None:
+                at = 0
+                for j, size in zip(present.tolist(), sizes.tolist(), strict=True):
+                    g, qw = known[j]
+                    if qw:
+                        memo.setdefault(g, []).append(
+                            (docs[at : at + size], part[at : at + size], qw)
+                        )
+                    at += size
+        return sum_parts(self, reused_docs + all_docs, reused_parts + all_parts, start, require_all)
 
     def field_tf(self, docnum: int, gid: int) -> tuple[float, np.ndarray]:
         """Per-field BM25F's ``tf~`` of term *gid* in document *docnum* (0 when it does
@@ -470,6 +501,11 @@ class ArrayIndex:
                 norm = leaf.secnorm[local, 0]
                 out[at] = self.k1 / np.where(norm > 0, norm, 1.0)
         return out
+
+
+#: Scored postings of terms, kept between the passes of one query
+#: (:meth:`ArrayIndex.accumulate`): term id -> (documents, parts, query weight) a segment.
+Memo = dict[int, list[tuple[np.ndarray, np.ndarray, float]]]
 
 
 def leaf_postings(

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from search import dfr, expansion, proximity, ranking
-from search.arrays import ArrayIndex
+from search.arrays import ArrayIndex, Memo
 from search.index import REINDEX, IndexOutdated
 from search.indexquery import WhooshQuery, build_query, matching_docs, stored
 from search.query import ParsedQuery
@@ -144,7 +144,9 @@ class SearchSession:
         """Every document's score for *q* under weighting *model*, after the expansion of
         the session's method from that model's own first ranking."""
         weights = wquery.weights
-        scores = self._scores(weights, wquery, q.require_all, model=model)
+        # The first pass's scored postings, which the second re-weighs (bm25 only).
+        memo: Memo | None = {} if expand and model == "bm25" else None
+        scores = self._scores(weights, wquery, q.require_all, model=model, memo=memo)
         if expand:
             feedback = self.arrays.best(scores, self.params.fb_docs)
             if feedback:
@@ -157,7 +159,7 @@ class SearchSession:
                     if w != weights.get(s, 0.0)
                 }
                 if added:
-                    scores = self._scores(added, wquery, start=scores, model=model)
+                    scores = self._scores(added, wquery, start=scores, model=model, memo=memo)
         return scores
 
     def _with_prior(self, scores: np.ndarray, limit: int) -> np.ndarray:
@@ -235,10 +237,12 @@ class SearchSession:
         require_all: bool = False,
         start: np.ndarray | None = None,
         model: str | None = None,
+        memo: Memo | None = None,
     ) -> np.ndarray:
         """Every document's score under weighting *model* (the session's by default; 0:
         not a hit), added to *start* if given, filter and mask applied.  The scores of the
-        query as typed are kept for :meth:`count`."""
+        query as typed are kept for :meth:`count`; *memo* keeps the scored postings between
+        a query's passes (:meth:`ArrayIndex.accumulate`)."""
         model = model or self.params.model
         key = (tuple(weights.items()), require_all, model)
         first = self._first
@@ -248,7 +252,7 @@ class SearchSession:
         if model == "dph":
             scores, matched = dfr.accumulate(arrays, weights, require_all, start)
         else:
-            scores, matched = arrays.accumulate(weights, require_all, start)
+            scores, matched = arrays.accumulate(weights, require_all, start, memo)
         if matched is not None:
             present = sum(1 for s in weights if s in arrays.ids)
             if present < len(weights):

@@ -95,11 +95,15 @@ class SegmentTerms:
         first = self.starts[numbers]
         sizes = self.starts[numbers + 1] - first
         width = max(int(sizes.max(initial=0)), 1)
-        grid = np.zeros((len(numbers), width), dtype=np.uint8)
-        for j in range(width):
-            rows = np.flatnonzero(sizes > j)
-            grid[rows, j] = self.text[first[rows] + j]
-        return grid.view(f"S{width}").ravel()
+        # Every byte of the terms copied at once: the k-th byte read (of them all, in
+        # order) goes from the text to its term's row, the term's start in both moved.
+        before = np.cumsum(sizes) - sizes  # bytes of the terms before each one
+        k = np.arange(int(sizes.sum()))
+        grid = np.zeros(len(numbers) * width, dtype=np.uint8)
+        grid[k + np.repeat(np.arange(len(numbers)) * width - before, sizes)] = self.text[
+            k + np.repeat(first - before, sizes)
+        ]
+        return grid.view(f"S{width}")
 
     def _offsets(self) -> memoryview:
         """:attr:`starts` read item by item as Python ints (a numpy item is slower)."""

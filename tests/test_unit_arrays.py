@@ -8,6 +8,7 @@ matchers), the reference implementation of the formula.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from whoosh.writing import CLEAR
 
 from search import arrayfile, arrays, ranking
 from search.analysis import analyze_document
-from search.arrays import TermModel
+from search.arrays import TermModel, leaf_postings
 from search.index import (
     FORMAT_FILE,
     INDEX_NAME,
@@ -214,6 +215,33 @@ def test_feedback_model_keeps_the_query_words(index: Index) -> None:
     assert WORDS[common] not in terms(without)
     assert WORDS[common] in terms(with_own)
     assert terms(without) < terms(with_own)
+
+
+def test_a_memo_reweighs_the_first_pass_without_reading_it_again(index: Index) -> None:
+    """The second pass of an expanded query, given the first pass's memo, scores as one
+    pass of the summed weights does; the terms in the memo are not read again."""
+    fast, _ = _sessions(index)
+    arrays = fast.arrays
+    for text in _queries(15, 5):
+        first = ranking.query_weights(parse_query(text).all_stems)
+        memo: dict = {}
+        scores, _ = arrays.accumulate(first, memo=memo)
+        assert {arrays.terms.get(s) for s in first} - {None} == set(memo)
+        extra = [w for w in WORDS[:60] if w not in first][:3]
+        added = {s: -0.4 * w for s, w in list(first.items())[:2]} | dict.fromkeys(extra, 0.3)
+        combined = {s: first.get(s, 0.0) + added.get(s, 0.0) for s in first | added}
+        once, _ = arrays.accumulate(combined)
+        read: list[int] = []
+
+        def spy(a: object, gids: np.ndarray, read: list[int] = read) -> Iterator[tuple]:
+            read.extend(gids.tolist())
+            return leaf_postings(a, gids)
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr("search.arrays.leaf_postings", spy)
+            twice, _ = arrays.accumulate(added, start=scores, memo=memo)
+        assert twice == pytest.approx(once, rel=1e-12, abs=1e-12), text
+        assert read and not set(read) & {arrays.terms.get(s) for s in first}, text
 
 
 def test_no_expansion_method_adds_nothing(index: Index) -> None:

@@ -75,6 +75,23 @@ def test_segment_finds_every_term_and_no_other() -> None:
     assert empty.find(b"a") == -1 and empty.find_many([b"a"]).tolist() == [-1]
 
 
+def test_keys_are_the_terms_bytes_fixed_width() -> None:
+    # Any subset, in any order, repeats included: each key is its term's bytes (NUL-padded
+    # to the longest chosen), so keys sort and compare as the terms do.
+    seg = _segment(TERMS)
+    raws = sorted(t.encode() for t in TERMS)
+    rng = random.Random(3)
+    for _ in range(20):
+        numbers = [rng.randrange(len(raws)) for _ in range(rng.randint(1, 12))]
+        keys = seg.keys(np.array(numbers))
+        assert keys.dtype.itemsize == max(len(raws[n]) for n in numbers)
+        assert keys.tolist() == [raws[n] for n in numbers]
+        assert np.argsort(keys, kind="stable").tolist() == sorted(
+            range(len(numbers)), key=lambda i: raws[numbers[i]]
+        )
+    assert seg.keys(np.array([], dtype=np.int64)).tolist() == []
+
+
 def test_ids_are_given_on_look_up_only() -> None:
     first, second = sorted(TERMS[::2]), sorted([*TERMS[1::3], "extra"])
     # Each term's postings: term i of a segment has i + 1 of them.
