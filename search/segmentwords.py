@@ -17,6 +17,7 @@ import numpy as np
 
 from search.arrayfile import EXT, N_SECTIONS, SECTION_DTYPE
 from search.arrayreader import HEAD, header_size, locate
+from search.termspace import fixed_width_rows
 
 
 @dataclass(slots=True)
@@ -131,13 +132,7 @@ def fixed_width(text: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, dict[
     apart = {int(i): text[starts[i] : starts[i + 1]].tobytes() for i in long.tolist()}
     short = lengths <= WIDE
     width = max(1, int(lengths[short].max())) if short.any() else 1
-    out = np.zeros((n, width), dtype=np.uint8)
-    # One length at a time: a gather of rows x length bytes.
-    for length in np.unique(lengths[short]).tolist():
-        if length:
-            rows = np.flatnonzero(lengths == length)
-            out[rows, :length] = text[starts[rows, None] + np.arange(length)]
-    return out.view(f"S{width}").reshape(n), apart
+    return fixed_width_rows(text, starts[:n], np.where(short, lengths, 0), width), apart
 
 
 def fixed_width_of(terms: list[bytes]) -> tuple[np.ndarray, dict[int, bytes]]:

@@ -28,6 +28,33 @@ from whoosh.codec.base import Automata
 PREFIX = 16
 
 
+#: Terms :func:`fixed_width_rows` copies at a time (its temporaries: ~24 bytes a byte of
+#: them).
+FIXED_WIDTH_CHUNK = 1 << 14
+
+
+def fixed_width_rows(
+    text: np.ndarray, first: np.ndarray, sizes: np.ndarray, width: int
+) -> np.ndarray:
+    """Byte strings of *text* (``uint8``) as one ``S<width>`` array: item *i* is the
+    *sizes[i]* bytes from *first[i]* on (at most *width*), padded with NUL bytes, which no
+    term holds, so that the items sort and compare as the bytes do.
+
+    Every byte of a chunk of terms is copied at once: the k-th byte of the chunk goes from
+    the text to its term's row, each term's start moved in both.  By chunks, so that the
+    temporaries stay small whatever the number of terms (a merge's whole vocabulary)."""
+    first = np.asarray(first, dtype=np.int64)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    out = np.zeros(len(first) * width, dtype=np.uint8)
+    for lo in range(0, len(first), FIXED_WIDTH_CHUNK):
+        starts, counts = first[lo : lo + FIXED_WIDTH_CHUNK], sizes[lo : lo + FIXED_WIDTH_CHUNK]
+        before = np.cumsum(counts) - counts  # bytes of the chunk's terms before each one
+        k = np.arange(int(counts.sum()))
+        rows = (np.arange(len(starts)) + lo) * width - before
+        out[k + np.repeat(rows, counts)] = text[k + np.repeat(starts - before, counts)]
+    return out.view(f"S{width}")
+
+
 def _raw(stem: str) -> bytes:
     # A stem that cannot be UTF-8 (a lone surrogate) is in no index: its bytes find nothing.
     return stem.encode("utf-8", "surrogatepass")
@@ -94,16 +121,7 @@ class SegmentTerms:
         numbers = np.asarray(numbers, dtype=np.int64)
         first = self.starts[numbers]
         sizes = self.starts[numbers + 1] - first
-        width = max(int(sizes.max(initial=0)), 1)
-        # Every byte of the terms copied at once: the k-th byte read (of them all, in
-        # order) goes from the text to its term's row, the term's start in both moved.
-        before = np.cumsum(sizes) - sizes  # bytes of the terms before each one
-        k = np.arange(int(sizes.sum()))
-        grid = np.zeros(len(numbers) * width, dtype=np.uint8)
-        grid[k + np.repeat(np.arange(len(numbers)) * width - before, sizes)] = self.text[
-            k + np.repeat(first - before, sizes)
-        ]
-        return grid.view(f"S{width}")
+        return fixed_width_rows(self.text, first, sizes, max(int(sizes.max(initial=0)), 1))
 
     def _offsets(self) -> memoryview:
         """:attr:`starts` read item by item as Python ints (a numpy item is slower)."""
@@ -125,14 +143,12 @@ class SegmentTerms:
         if self._prefixes is None:
             with self._lock:
                 if self._prefixes is None:
-                    n = len(self)
-                    st = self.starts[:n]
-                    width = np.minimum(np.diff(self.starts), PREFIX)
-                    grid = np.zeros((n, PREFIX), dtype=np.uint8)
-                    for j in range(PREFIX):
-                        rows = np.flatnonzero(width > j)
-                        grid[rows, j] = self.text[st[rows] + j]
-                    self._prefixes = grid.view(f"S{PREFIX}").ravel()
+                    self._prefixes = fixed_width_rows(
+                        self.text,
+                        self.starts[: len(self)],
+                        np.minimum(np.diff(self.starts), PREFIX),
+                        PREFIX,
+                    )
         return self._prefixes
 
     def find_many(self, terms: Sequence[bytes]) -> np.ndarray:
