@@ -21,7 +21,7 @@ import re
 import sys
 from array import array
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import islice
@@ -292,6 +292,8 @@ def pack_records(words: Mapping[str, WordRecord] | None) -> PackedRecords | None
     more than storing the page)."""
     if words is None:
         return None
+    if isinstance(words, PackedWords):
+        return words.packed()
     records = words.values()
     return (
         tuple(r.stem for r in records),
@@ -301,8 +303,9 @@ def pack_records(words: Mapping[str, WordRecord] | None) -> PackedRecords | None
     )
 
 
-def unpack_records(packed: PackedRecords | None) -> dict[str, WordRecord] | None:
-    """The records :func:`pack_records` packed, keyed by stem in their order."""
+def unpack_records(packed: PackedRecords | None) -> PackedWords | None:
+    """The records :func:`pack_records` packed, keyed by stem in their order, as
+    :class:`PackedWords` (their columns, a record made only when one is asked for)."""
     if packed is None:
         return None
     stems, surfaces, counts_bytes, weights_bytes = packed
@@ -310,11 +313,75 @@ def unpack_records(packed: PackedRecords | None) -> dict[str, WordRecord] | None
     counts.frombytes(counts_bytes)
     weights = array("d")
     weights.frombytes(weights_bytes)
-    n = len(SECTIONS)
-    return {
-        stem: WordRecord(stem, surface, counts[i * n : i * n + n].tolist(), weights[i])
-        for i, (stem, surface) in enumerate(zip(stems, surfaces, strict=True))
-    }
+    return PackedWords(stems, surfaces, counts, weights)
+
+
+class PackedWords(Mapping[str, WordRecord]):
+    """A document's word records (stem -> :class:`WordRecord`, in their order) kept in the
+    columns they travel in between processes (:func:`pack_records`): the stems, their
+    surface forms, every stem's counts per section in one array of ints
+    (:data:`SECTIONS` order, ``len(SECTIONS)`` a stem) and their weights in one of doubles.
+
+    The worker reads the columns as they are (:attr:`stems`, :meth:`count_columns`: the
+    store's posting rows, the index's columns); a record is made only when one is asked
+    for by stem, and each time anew (a copy: changing it changes nothing here).  Made
+    into ~385 record objects a page, the columns cost the worker more than storing their
+    postings."""
+
+    __slots__ = ("_positions", "counts", "stems", "surfaces", "weights")
+
+    def __init__(
+        self,
+        stems: Sequence[str],
+        surfaces: Sequence[str],
+        counts: array[int],
+        weights: array[float],
+    ) -> None:
+        if not (len(stems) == len(surfaces) == len(weights) == len(counts) // len(SECTIONS)):
+            raise ValueError("the columns of packed word records differ in length")
+        self.stems = stems
+        self.surfaces = surfaces
+        self.counts = counts
+        self.weights = weights
+        self._positions: dict[str, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.stems)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.stems)
+
+    def __contains__(self, stem: object) -> bool:
+        return stem in self._index()
+
+    def __getitem__(self, stem: str) -> WordRecord:
+        i = self._index()[stem]
+        n = len(SECTIONS)
+        return WordRecord(
+            stem, self.surfaces[i], self.counts[i * n : i * n + n].tolist(), self.weights[i]
+        )
+
+    def _index(self) -> dict[str, int]:
+        if self._positions is None:
+            self._positions = {stem: i for i, stem in enumerate(self.stems)}
+        return self._positions
+
+    def count_columns(self) -> list[array[int]]:
+        """The stems' counts, one array a section (:data:`SECTIONS` order)."""
+        n = len(SECTIONS)
+        return [self.counts[k::n] for k in range(n)]
+
+    def packed(self) -> PackedRecords:
+        """The columns as :func:`pack_records` gives them."""
+        return (
+            tuple(self.stems),
+            tuple(self.surfaces),
+            self.counts.tobytes(),
+            self.weights.tobytes(),
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (unpack_records, (self.packed(),))
 
 
 _URL_NOISE = frozenset(
@@ -330,13 +397,14 @@ def url_words(url: str) -> str:
 def page_sections(
     url: str,
     title: str | None = None,
-    text: str | None = None,
+    text: str | Sequence[str] | None = None,
     description: str | None = None,
     keywords: str | None = None,
-    boilerplate: str | None = None,
-) -> dict[str, str]:
+    boilerplate: str | Sequence[str] | None = None,
+) -> dict[str, str | Sequence[str]]:
     """The texts of a page's :data:`SECTIONS`, as :func:`analyze_document` reads them
-    (*text*: the main content, or the whole text of a page without a boilerplate split)."""
+    (*text*: the main content, or the whole text of a page without a boilerplate split;
+    *text* and *boilerplate* may be given as their words, already read by the analyzer)."""
     return {
         "body": text or "",
         "title": title or "",
@@ -356,18 +424,27 @@ def remainder(whole: str, part: str, language: str | None = None) -> str:
     reflows tables and lists), so the two are compared as bags of words, not as strings.
     """
     analyzer = get_analyzer(language)
-    budget = Counter(analyzer.words(part))
+    return " ".join(remainder_words(analyzer.words(whole), analyzer.words(part)))
+
+
+def remainder_words(whole: Iterable[str], part: Iterable[str]) -> list[str]:
+    """:func:`remainder` on words already read by the analyzer: the words of *whole* left
+    once each word of *part* has cancelled one occurrence of itself, in their order."""
+    budget = Counter(part)
+    get = budget.get
     left: list[str] = []
-    for word in analyzer.words(whole):
-        if budget[word] > 0:
-            budget[word] -= 1
+    keep = left.append
+    for word in whole:
+        n = get(word)
+        if n:
+            budget[word] = n - 1
         else:
-            left.append(word)
-    return " ".join(left)
+            keep(word)
+    return left
 
 
 def analyze_document(
-    sections: Mapping[str, str],
+    sections: Mapping[str, str | Sequence[str]],
     weights: Mapping[str, float] | None = None,
     language: str | None = None,
     max_words: int | None = None,
@@ -375,7 +452,8 @@ def analyze_document(
     """Count and weigh every stem of a document.
 
     *sections* maps section names of :data:`SECTIONS` to their text (``url`` is the URL
-    itself).  The weight of a stem is Σ (count in section × weight of section).
+    itself), or to its words as :meth:`Analyzer.words` reads them (a text the caller has
+    read already).  The weight of a stem is Σ (count in section × weight of section).
     *max_words* caps the words read from the body, and from the boilerplate.
     """
     weights = {**DEFAULT_WEIGHTS, **(weights or {})}
@@ -383,16 +461,9 @@ def analyze_document(
     stop = analyzer.stop_words
     stem_of = analyzer.stem
     records: dict[str, WordRecord] = {}
-    for index, section in enumerate(SECTIONS):
-        text = sections.get(section) or ""
-        if not text:
-            continue
-        if section == "url":
-            text = url_words(text)
-        limit = max_words if section in ("body", "boilerplate") else None
-        w = float(weights[section])
+    for index, w, words in _section_words(sections, weights, analyzer, max_words):
         # Count words first (at C speed), then stem each distinct word once.
-        for word, n in Counter(analyzer.words(text, limit)).items():
+        for word, n in Counter(words).items():
             if word in stop or len(word) > MAX_TOKEN_LENGTH:
                 continue
             stem = stem_of(word)
@@ -402,3 +473,60 @@ def analyze_document(
             record.counts[index] += n
             record.weight += w * n
     return records
+
+
+def analyze_packed(
+    sections: Mapping[str, str | Sequence[str]],
+    weights: Mapping[str, float] | None = None,
+    language: str | None = None,
+    max_words: int | None = None,
+) -> PackedWords:
+    """:func:`analyze_document`'s records, made as the columns they travel in
+    (:class:`PackedWords`) rather than as a record object a stem: the same stems in the
+    same order, the same counts and the same weights, double for double (each weight
+    summed in the same order).  What a crawl's analysis hands to its store."""
+    weights = {**DEFAULT_WEIGHTS, **(weights or {})}
+    analyzer = get_analyzer(language)
+    stop = analyzer.stop_words
+    stem_of = analyzer.stem
+    n_sections = len(SECTIONS)
+    empty = [0] * n_sections
+    positions: dict[str, int] = {}
+    surfaces: list[str] = []
+    counts: list[int] = []
+    sums: list[float] = []
+    for index, w, words in _section_words(sections, weights, analyzer, max_words):
+        for word, n in Counter(words).items():
+            if word in stop or len(word) > MAX_TOKEN_LENGTH:
+                continue
+            stem = stem_of(word)
+            i = positions.get(stem)
+            if i is None:
+                i = positions[stem] = len(surfaces)
+                surfaces.append(word)
+                counts += empty
+                sums.append(0.0)
+            counts[i * n_sections + index] += n
+            sums[i] += w * n
+    return PackedWords(tuple(positions), tuple(surfaces), array("i", counts), array("d", sums))
+
+
+def _section_words(
+    sections: Mapping[str, str | Sequence[str]],
+    weights: Mapping[str, float],
+    analyzer: Analyzer,
+    max_words: int | None,
+) -> Iterator[tuple[int, float, Sequence[str]]]:
+    """Each non-empty section of *sections*: its number, weight and words (at most
+    *max_words* of the body and of the boilerplate)."""
+    for index, section in enumerate(SECTIONS):
+        text = sections.get(section) or ""
+        if not text:
+            continue
+        limit = max_words if section in ("body", "boilerplate") else None
+        words: Sequence[str]
+        if isinstance(text, str):
+            words = analyzer.words(url_words(text) if section == "url" else text, limit)
+        else:
+            words = text[:limit] if limit is not None else text
+        yield index, float(weights[section]), words

@@ -2,8 +2,8 @@
 
 A page's analysis is its main-content split (:func:`search.content.split_content`, the
 extractor's ~60 ms a large page) and the word analysis of its sections
-(:func:`search.analysis.analyze_document`): about half of what a page costs after its
-download.  With ``processes`` ≥ 1 (``ANALYZE_PROCESSES``) it runs in that many analysis
+(:func:`search.analysis.analyze_packed`, the records made as the columns they travel and
+are stored in): about half of what a page costs after its download.  With ``processes`` ≥ 1 (``ANALYZE_PROCESSES``) it runs in that many analysis
 processes, a stage of the pipeline of its own::
 
     crawler --batch N--> analysis process --spool file N--> worker --> indexer
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from search.analysis import analyze_document, page_sections
+from search.analysis import SECTIONS, PackedWords, analyze_packed, page_sections
 from search.content import release_caches, split_content
 from search.process import freeze_startup, release_memory
 from search.rows import DocumentRow
@@ -89,7 +89,8 @@ def analyze_row(row: DocumentRow, analyze: bool, max_words: int | None, inc: Cou
         row.html = None
         inc["analyze/skipped_noindex"] += 1
         return
-    boilerplate = None
+    body: str | list[str] | None = None
+    boilerplate: list[str] | None = None
     if row.html is not None and analyze:
         # Main content and boilerplate (search.content); a topic crawl's analysis of
         # the whole page, made on the reactor for its gate, is made again on the split.
@@ -97,7 +98,8 @@ def analyze_row(row: DocumentRow, analyze: bool, max_words: int | None, inc: Cou
             row.html, values.get("text") or "", values.get("charset"), values.get("language")
         )
         if content is not None:
-            values["text"], boilerplate = content.main, content.boilerplate
+            values["text"] = content.main
+            body, boilerplate = content.main_words, content.boilerplate_words
             row.words = None
             inc["analyze/main_content"] += 1
     row.html = None
@@ -107,13 +109,19 @@ def analyze_row(row: DocumentRow, analyze: bool, max_words: int | None, inc: Cou
         sections = page_sections(
             row.url,
             values.get("title"),
-            values.get("text"),
+            values.get("text") if body is None else body,
             values.get("description"),
             values.get("keywords"),
             boilerplate,
         )
-        row.words = analyze_document(sections, row.weights, values.get("language"), max_words)
-    values["word_count"] = sum(r.counts[0] for r in row.words.values())
+        row.words = analyze_packed(sections, row.weights, values.get("language"), max_words)
+    words = row.words
+    assert words is not None
+    values["word_count"] = (
+        sum(words.counts[0 :: len(SECTIONS)])
+        if isinstance(words, PackedWords)
+        else sum(r.counts[0] for r in words.values())
+    )
     inc["analyze/pages"] += 1
     inc["analyze/words"] += values["word_count"]
 

@@ -5,7 +5,7 @@ The extractor is trafilatura (its own rules and link-density tests, without its 
 extractors: ``fast``), run where the page is analyzed, in the crawl's worker process
 (:mod:`search.worker`), never on the crawler's reactor thread.  Its text becomes the page's
 body (what is stored, what snippets and phrase checks read); the rest of the page's text,
-as words (:func:`search.analysis.remainder`), becomes the ``boilerplate`` section, which is
+as words (:func:`search.analysis.remainder_words`), becomes the ``boilerplate`` section, which is
 indexed at the server's ``boilerplateweight`` rather than dropped: a page still matches on
 the words of its menus, only far below the pages that are about them.
 """
@@ -16,8 +16,10 @@ import logging
 import re
 import sys
 from dataclasses import dataclass
+from functools import cache
+from typing import Any
 
-from search.analysis import remainder
+from search.analysis import get_analyzer, remainder_words
 
 logger = logging.getLogger(__name__)
 
@@ -38,10 +40,18 @@ _EXTRACTOR_CACHES = ("trim", "line_processing")
 
 @dataclass(frozen=True, slots=True)
 class Content:
-    """A page's text split in two: *main* (the body) and *boilerplate* (the other words)."""
+    """A page's text split in two: *main* (the body, as text) and the other words (the
+    boilerplate), with the words of each as the analyzer reads them (the page's analysis
+    counts them without reading the texts again)."""
 
     main: str
-    boilerplate: str
+    main_words: list[str]
+    boilerplate_words: list[str]
+
+    @property
+    def boilerplate(self) -> str:
+        """The boilerplate as text: its words, in their order on the page."""
+        return " ".join(self.boilerplate_words)
 
 
 def main_text(html: bytes, encoding: str | None = None) -> str | None:
@@ -55,15 +65,24 @@ def main_text(html: bytes, encoding: str | None = None) -> str | None:
 
     markup = html.decode(encoding or "utf-8", "replace")
     try:
-        text = trafilatura.extract(
-            markup, fast=True, include_comments=False, include_tables=True, deduplicate=False
-        )
+        text = trafilatura.extract(markup, options=_options())
     except Exception:  # hostile markup: the whole text stays the body
         logger.debug("No main content extracted", exc_info=True)
         return None
     if not text:
         return None
     return _WS_RE.sub(" ", _MARKS_RE.sub("", text)).strip() or None
+
+
+@cache
+def _options() -> Any:
+    """The extractor's options, made once: ``fast`` (its own rules, no fallback
+    extractors), tables kept, comments and its deduplication off.  Made per call from
+    keywords, they cost ~5 % of its time (its configuration read again each time); it
+    copies them where it changes them, so one object serves every page."""
+    from trafilatura.settings import Extractor
+
+    return Extractor(fast=True, comments=False, tables=True, dedup=False)
 
 
 def split_content(
@@ -75,7 +94,9 @@ def split_content(
     main = main_text(html, encoding)
     if main is None:
         return None
-    return Content(main, remainder(text, main, language))
+    analyzer = get_analyzer(language)
+    main_words = analyzer.words(main)
+    return Content(main, main_words, remainder_words(analyzer.words(text), main_words))
 
 
 def release_caches() -> None:

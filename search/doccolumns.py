@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from search.analysis import DEFAULT_WEIGHTS, SECTIONS, WordRecord
+from search.analysis import DEFAULT_WEIGHTS, SECTIONS, PackedWords, WordRecord
 
 if TYPE_CHECKING:
     from search.index import IndexDoc
@@ -82,12 +82,22 @@ class DocColumns:
     @classmethod
     def of_records(
         cls,
-        docs: Iterable[tuple[int, str, str, Iterable[WordRecord], Mapping[str, float] | None]],
+        docs: Iterable[
+            tuple[
+                int,
+                str,
+                str,
+                Mapping[str, WordRecord] | Iterable[WordRecord],
+                Mapping[str, float] | None,
+            ]
+        ],
         max_terms: int | None = None,
     ) -> DocColumns:
         """The documents *docs*, each given as its id, URL, host, analyzer records (whose
-        weights are already merged) and its server's section weights (None: the
-        defaults), at most *max_terms* stems a document (:func:`capped`)."""
+        weights are already merged; by stem, or as they are) and its server's section
+        weights (None: the defaults), at most *max_terms* stems a document
+        (:func:`capped`).  Records in columns (:class:`search.analysis.PackedWords`) are
+        copied as columns, without a record object each."""
         docids: list[int] = []
         urls: list[str] = []
         hosts: list[str] = []
@@ -97,15 +107,24 @@ class DocColumns:
         counts = array("q")
         by_section: list[list[float]] = []
         for docid, url, host, records, section_weights in docs:
-            recs = capped(records, max_terms)
             docids.append(docid)
             urls.append(url)
             hosts.append(host)
+            by_section.append(section_vector(section_weights))
+            if isinstance(records, PackedWords) and (
+                max_terms is None or len(records) <= max_terms
+            ):
+                # The columns as they came from the analysis, copied whole.
+                sizes.append(len(records))
+                stems.extend(records.stems)
+                weights.extend(records.weights)
+                counts.frombytes(np.asarray(records.counts, dtype=np.int64).tobytes())
+                continue
+            recs = capped(records.values() if isinstance(records, Mapping) else records, max_terms)
             sizes.append(len(recs))
             stems.extend(r.stem for r in recs)
             weights.extend(r.weight for r in recs)
             counts.extend(chain.from_iterable(r.counts for r in recs))
-            by_section.append(section_vector(section_weights))
         count_a = np.array(counts, dtype=np.int64)
         small = not len(count_a) or (count_a.min() >= 0 and count_a.max() <= 0xFFFF)
         return cls(

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from search.analysis import PackedRecords, WordRecord, pack_records, unpack_records
+from search.analysis import PackedRecords, PackedWords, WordRecord, pack_records, unpack_records
 from search.servers import DEFAULTS
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ class DocumentRow:
     url: str
     server: str | None
     values: dict[str, Any]
-    words: dict[str, WordRecord] | None = None
+    words: dict[str, WordRecord] | PackedWords | None = None
     links: list[tuple[str, str, bool]] = field(default_factory=list)
     period: int = DEFAULTS["period"]
     weights: dict[str, float] = field(default_factory=dict)

@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
+from itertools import repeat
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, bindparam, delete, insert, select, update
@@ -22,7 +23,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from search import faults
-from search.analysis import SECTIONS
+from search.analysis import SECTIONS, PackedWords
 from search.db import DEADLOCK_ATTEMPTS, chunks, deadlocked
 from search.duplicates import DuplicateMarker
 from search.models import Crawl, CrawlError, Document, Link, Posting, Server, Word
@@ -351,8 +352,21 @@ class DocumentStore:
         word_ids = self.word_ids
         for row in rows:
             did = ids[row.url]
-            if row.words:
-                for stem, rec in row.words.items():
+            words = row.words
+            if isinstance(words, PackedWords):
+                # Rows made from the columns as they came (no record objects).
+                postings.extend(
+                    zip(
+                        repeat(did, len(words)),
+                        map(word_ids.__getitem__, words.stems),
+                        (s[:128] for s in words.surfaces),
+                        *words.count_columns(),
+                        words.weights,
+                        strict=True,
+                    )
+                )
+            elif words:
+                for stem, rec in words.items():
                     postings.append(
                         (did, word_ids[stem], rec.surface[:128], *rec.counts, rec.weight)
                     )

@@ -242,7 +242,7 @@ def index_batch(result: BatchResult, max_terms: int | None) -> tuple[DocColumns,
         if doc.clone_of is not None or row.words is None:
             deletes.append(doc.id)
             continue
-        pages.append((doc.id, row.url, netloc(row.url), row.words.values(), row.weights))
+        pages.append((doc.id, row.url, netloc(row.url), row.words, row.weights))
     columns = DocColumns.of_records(pages, max_terms)
     for doc in result.documents:
         doc.row.words = None

@@ -458,3 +458,28 @@ def test_stems_are_snowballs_whichever_stemmer_runs(language: str) -> None:
         "connections", "ugly", "early", "happily", "über", "relational", "agreed",
     ]  # fmt: skip
     assert [analyzer.stem(w) for w in words] == [reference.stemWord(w) for w in words]
+
+
+def test_the_crawls_analysis_in_columns_is_the_records_analysis() -> None:
+    """analyze_packed (what a crawl's analysis hands on) gives analyze_document's records:
+    the same stems in the same order, counts, surfaces and weights (compared exactly)."""
+    from search.analysis import PackedWords, analyze_packed, page_sections
+
+    sections = page_sections(
+        "http://x.example/docs/vacuum-full.html",
+        "Vacuum Full: reclaiming storage",
+        "Vacuuming reclaims storage occupied by dead tuples; été 日本語の文章 vacuum",
+        "How vacuum works",
+        "vacuum, storage, maintenance",
+        ["home", "docs", "vacuum", "next"],
+    )
+    for weights, language, limit in (
+        (None, None, None),
+        ({"title": 3.3, "boilerplate": 0.1}, "en", 4),
+        (None, "zh", None),
+    ):
+        records = analyze_document(sections, weights, language, limit)
+        packed = analyze_packed(sections, weights, language, limit)
+        assert isinstance(packed, PackedWords)
+        assert list(packed) == list(records) and len(records) > 8
+        assert [packed[s] for s in packed] == list(records.values())

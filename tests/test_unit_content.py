@@ -162,6 +162,31 @@ def test_remainder_cancels_each_word_once() -> None:
     assert remainder("Nothing left", "nothing left at all") == ""
 
 
+def test_the_split_hands_the_analysis_its_words() -> None:
+    """The split gives the words it read (the main text's and the boilerplate's), and the
+    page's analysis counts them as it would count the texts: the same records, read once."""
+    html = page_html("zebras").encode()
+    whole = extract_html(BASE + "zebras.html", html, "utf-8").text
+    content = split_content(html, whole, "utf-8", "en")
+    assert content is not None
+    analyzer = get_analyzer("en")
+    assert content.main_words == analyzer.words(content.main)
+    assert content.boilerplate_words == remainder(whole, content.main, "en").split()
+    for limit in (None, 7):
+        from_texts = analyze_document(
+            page_sections(BASE, "Zebras", content.main, boilerplate=content.boilerplate),
+            max_words=limit,
+        )
+        from_words = analyze_document(
+            page_sections(
+                BASE, "Zebras", content.main_words, boilerplate=content.boilerplate_words
+            ),
+            max_words=limit,
+        )
+        assert from_words == from_texts
+        assert len(from_words) > (5 if limit else 20)
+
+
 def test_no_split_without_main_content() -> None:
     assert main_text(b"") is None
     assert main_text(b"<html><body></body></html>") is None

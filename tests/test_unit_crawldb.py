@@ -3,6 +3,7 @@ store's retries while the database is unreachable."""
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,9 +14,9 @@ from sqlalchemy import update
 from sqlalchemy.exc import OperationalError
 
 from search import db
-from search.analysis import analyze_document
+from search.analysis import PackedWords, analyze_document
 from search.crawldb import CrawlDB
-from search.models import Document
+from search.models import Document, Posting
 from search.rows import DocumentRow
 from search.store import DocumentStore
 
@@ -168,6 +169,33 @@ def test_documents_and_section_counts(engine: Any, store: DocumentStore) -> None
     assert counts[docid]["vacuum"]["body"] == 2
     assert counts[docid]["vacuum"]["title"] == 0
     assert "nothing" not in counts[docid]
+
+
+def test_rows_from_another_process_store_the_same_postings(engine: Any) -> None:
+    """A row pickled from another process (the analysis's) carries its records in columns
+    (PackedWords); the store writes its postings from the columns: the same rows as from
+    the records themselves."""
+    text = "Vacuum reclaims storage; vacuuming often keeps tables small. " + "x" * 140
+    store = DocumentStore(engine)
+    # Two URLs of the same words, so that the two pages have the same stems.
+    direct = page("http://a.example/same", text)
+    sent = pickle.loads(pickle.dumps(page("http://a.example/same/", text)))
+    assert isinstance(sent.words, PackedWords)
+    store.write_batch([direct, sent])
+    ids = ids_by_url(engine)
+    columns = ", ".join(c.name for c in Posting.__table__.columns if c.name != "document_id")
+    with engine.connect() as conn:
+        stored = {
+            url: sorted(
+                tuple(r)
+                for r in conn.exec_driver_sql(
+                    f"SELECT {columns} FROM postings WHERE document_id = {ids[url]}"
+                )
+            )
+            for url in ("http://a.example/same", "http://a.example/same/")
+        }
+    assert len(stored["http://a.example/same"]) == len(direct.words) == 8
+    assert stored["http://a.example/same/"] == stored["http://a.example/same"]
 
 
 def test_store_retries_while_the_database_is_unreachable(

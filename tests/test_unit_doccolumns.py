@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from search.analysis import SECTIONS, WordRecord
+from search.analysis import SECTIONS, PackedWords, WordRecord, pack_records, unpack_records
 from search.doccolumns import DocColumns
 from search.index import Index, IndexDoc
 from tests.test_unit_rebuild import random_docs, segment_files
@@ -69,6 +69,21 @@ def test_columns_of_records_hold_what_index_documents_hold() -> None:
         assert [(d.docid, d.weights, d.sections) for d in columns.docs()] == [
             (d.docid, d.weights, d.sections) for d in docs
         ]
+
+
+def test_records_in_columns_make_the_same_columns() -> None:
+    """A row's records as they come from another process (PackedWords, read as columns)
+    give the index the same columns as the records themselves, cut at *max_terms* or not."""
+    for max_terms in (None, 20):
+        given = pages()
+        packed = [
+            (d, u, h, unpack_records(pack_records({r.stem: r for r in recs})), w)
+            for d, u, h, recs, w in given
+        ]
+        assert all(isinstance(p[3], PackedWords) for p in packed if p[3] is not None)
+        assert_same(
+            DocColumns.of_records(packed, max_terms), DocColumns.of_records(given, max_terms)
+        )
 
 
 def test_columns_pickle_as_arrays_and_smaller_than_index_documents() -> None:
