@@ -42,10 +42,11 @@ _POSTING_COLUMNS = (
 _T = TypeVar("_T")
 
 #: Bytes of the store's cache of stem ids (``STORE_WORD_CACHE``): ~130 a stem of 8
-#: letters, so 8 MB hold ~60,000 stems (a language's common words; a stem past them is
-#: read again from the database after the cache starts again).  (16 MB before
-#: 2026-12-04: the analysis processes' memory took its place.)
-WORD_CACHE_BYTES = 8 * 1024 * 1024
+#: letters, so 4 MB hold ~30,000 stems (the common words that make most of a page's
+#: stems; a stem past them is read again from the database after the cache starts
+#: again, a few milliseconds a batch).  (16 MB before 2026-12-04, 8 MB before 2026-12-05:
+#: the analysis process's memory took its place.)
+WORD_CACHE_BYTES = 4 * 1024 * 1024
 #: What a cached stem id costs beside the stem's letters: the str, the int, a dict slot.
 _WORD_ENTRY_BYTES = 122
 

@@ -54,16 +54,17 @@ def _server_defaults(settings: Any, name: str) -> dict[str, Any]:
 
 def analysis_processes_default() -> int:
     """``ANALYZE_PROCESSES`` by default: two fewer than the cores this process may run on
-    (the crawler's and the worker's), at most 4; 0 on 2 cores or fewer.  Measured on 2
-    cores (benchmarks/README.md, "analysis as a stage of its own"): one analysis process
-    made the crawl 10 % faster at 10,000 pages and 19 % at 100,000, and the tree ~65-75 MB
-    larger, its steady state past the 500 MB that a 100,000-page crawl must stay under
-    there; so on 2 cores the worker analyzes.  Not measured on more cores."""
+    (the crawler's and the worker's), at least 1 and at most 4; 0 on one core.  Measured
+    on 2 cores at 100,000 pages (benchmarks/README.md, "One analysis process on two
+    cores"): with the analysis process the crawl kept pace with a plain CrawlSpider
+    (0.996 of its pages a second, against 0.78-0.87 with the worker analyzing) and the
+    tree peaked at 488 MB, under the 500 MB such a crawl must stay under.  Not measured
+    on more cores."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
-    return max(0, min(4, cores - 2))
+    return 0 if cores < 2 else max(1, min(4, cores - 2))
 
 
 def _setting(default: Any, parse: Parser) -> Any:
@@ -184,7 +185,7 @@ class CrawlSettings:
     #: Retries of a batch while the database is unreachable (back-off up to 30 s).
     store_retry_times: int = _setting(10, whole(0))
     #: Bytes of the worker's cache of stem ids (the words table); then it starts again.
-    store_word_cache: int = _setting(8 * 1024 * 1024, size)
+    store_word_cache: int = _setting(4 * 1024 * 1024, size)
     #: Recompute the link-graph prior (PageRank over the stored links) when the crawl ends.
     linkrank_enabled: bool = _setting(True, flag)
     #: Feed the Whoosh index (needs store_enabled: the index is fed from stored documents).

@@ -43,14 +43,14 @@ def test_defaults_are_the_fields_defaults() -> None:
         assert not hasattr(project, f.name.upper()), f.name.upper()
 
 
-def test_analysis_processes_default_to_one_fewer_than_the_cores_at_most_four(
+def test_analysis_processes_default_to_two_fewer_than_the_cores_at_least_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import os
 
     from spidersite.crawlsettings import analysis_processes_default
 
-    for cores, expected in ((1, 0), (2, 0), (3, 1), (4, 2), (6, 4), (16, 4)):
+    for cores, expected in ((1, 0), (2, 1), (3, 1), (4, 2), (6, 4), (16, 4)):
         monkeypatch.setattr(os, "sched_getaffinity", lambda pid, n=cores: set(range(n)))
         assert analysis_processes_default() == expected
     assert CrawlSettings.from_settings(Settings({"ANALYZE_PROCESSES": "1"})).analyze_processes == 1
