@@ -3,8 +3,9 @@
 A page's analysis is its main-content split (:func:`search.content.split_content`, the
 extractor's ~60 ms a large page) and the word analysis of its sections
 (:func:`search.analysis.analyze_packed`, the records made as the columns they travel and
-are stored in): about half of what a page costs after its download.  With ``processes`` ≥ 1 (``ANALYZE_PROCESSES``) it runs in that many analysis
-processes, a stage of the pipeline of its own::
+are stored in): about half of what a page costs after its download.  With ``processes``
+≥ 1 (``ANALYZE_PROCESSES``) it runs in that many analysis processes, a stage of the
+pipeline of its own::
 
     crawler --batch N--> analysis process --spool file N--> worker --> indexer
         \\------------------- write N (the batch's other rows) ---^
