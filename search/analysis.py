@@ -361,6 +361,17 @@ class PackedWords(Mapping[str, WordRecord]):
             stem, self.surfaces[i], self.counts[i * n : i * n + n].tolist(), self.weights[i]
         )
 
+    def records(self) -> dict[str, WordRecord]:
+        """Every record, made as objects, by stem in their order."""
+        n = len(SECTIONS)
+        counts = self.counts
+        return {
+            stem: WordRecord(stem, surface, counts[i * n : i * n + n].tolist(), weight)
+            for i, (stem, surface, weight) in enumerate(
+                zip(self.stems, self.surfaces, self.weights, strict=True)
+            )
+        }
+
     def _index(self) -> dict[str, int]:
         if self._positions is None:
             self._positions = {stem: i for i, stem in enumerate(self.stems)}
@@ -454,25 +465,10 @@ def analyze_document(
     *sections* maps section names of :data:`SECTIONS` to their text (``url`` is the URL
     itself), or to its words as :meth:`Analyzer.words` reads them (a text the caller has
     read already).  The weight of a stem is Σ (count in section × weight of section).
-    *max_words* caps the words read from the body, and from the boilerplate.
+    *max_words* caps the words read from the body, and from the boilerplate.  (The
+    records of :func:`analyze_packed`, made into objects.)
     """
-    weights = {**DEFAULT_WEIGHTS, **(weights or {})}
-    analyzer = get_analyzer(language)
-    stop = analyzer.stop_words
-    stem_of = analyzer.stem
-    records: dict[str, WordRecord] = {}
-    for index, w, words in _section_words(sections, weights, analyzer, max_words):
-        # Count words first (at C speed), then stem each distinct word once.
-        for word, n in Counter(words).items():
-            if word in stop or len(word) > MAX_TOKEN_LENGTH:
-                continue
-            stem = stem_of(word)
-            record = records.get(stem)
-            if record is None:
-                record = records[stem] = WordRecord(stem, word)
-            record.counts[index] += n
-            record.weight += w * n
-    return records
+    return analyze_packed(sections, weights, language, max_words).records()
 
 
 def analyze_packed(
@@ -482,9 +478,8 @@ def analyze_packed(
     max_words: int | None = None,
 ) -> PackedWords:
     """:func:`analyze_document`'s records, made as the columns they travel in
-    (:class:`PackedWords`) rather than as a record object a stem: the same stems in the
-    same order, the same counts and the same weights, double for double (each weight
-    summed in the same order).  What a crawl's analysis hands to its store."""
+    (:class:`PackedWords`) rather than as a record object a stem (stems in the order they
+    are first read, section by section).  What a crawl's analysis hands to its store."""
     weights = {**DEFAULT_WEIGHTS, **(weights or {})}
     analyzer = get_analyzer(language)
     stop = analyzer.stop_words
@@ -496,6 +491,7 @@ def analyze_packed(
     counts: list[int] = []
     sums: list[float] = []
     for index, w, words in _section_words(sections, weights, analyzer, max_words):
+        # Count words first (at C speed), then stem each distinct word once.
         for word, n in Counter(words).items():
             if word in stop or len(word) > MAX_TOKEN_LENGTH:
                 continue
