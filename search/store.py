@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from itertools import repeat
 from typing import Any, TypeVar
@@ -42,11 +42,12 @@ _POSTING_COLUMNS = (
 _T = TypeVar("_T")
 
 #: Bytes of the store's cache of stem ids (``STORE_WORD_CACHE``): ~130 a stem of 8
-#: letters, so 4 MB hold ~30,000 stems (the common words that make most of a page's
-#: stems; a stem past them is read again from the database after the cache starts
-#: again, a few milliseconds a batch).  (16 MB before 2026-12-04, 8 MB before 2026-12-05:
-#: the analysis process's memory took its place.)
-WORD_CACHE_BYTES = 4 * 1024 * 1024
+#: letters, so 8 MB hold ~60,000 stems (a language's common words; a stem past them is
+#: read again from the database after the cache starts again).  (16 MB before
+#: 2026-12-04: the analysis processes' memory took its place.  4 MB, tried 2026-12-05,
+#: cost the worker 4 % more CPU a page on 5,000 pages of the synthetic site: the stems
+#: of a batch read again after each new start.)
+WORD_CACHE_BYTES = 8 * 1024 * 1024
 #: What a cached stem id costs beside the stem's letters: the str, the int, a dict slot.
 _WORD_ENTRY_BYTES = 122
 
@@ -348,36 +349,17 @@ class DocumentStore:
                 stems.update(row.words)
         self._word_ids(conn, stems)
 
-        postings: list[tuple[Any, ...]] = []
+        # The posting rows go to the database as they are made, a page at a time: a batch's
+        # ~40,000 rows never wait in a list (~7 MB for 100 pages).
+        self._bulk_insert(conn, "postings", _POSTING_COLUMNS, self._postings(rows, ids))
         links: list[tuple[Any, ...]] = []
-        word_ids = self.word_ids
         for row in rows:
             did = ids[row.url]
-            words = row.words
-            if isinstance(words, PackedWords):
-                # Rows made from the columns as they came (no record objects).
-                postings.extend(
-                    zip(
-                        repeat(did, len(words)),
-                        map(word_ids.__getitem__, words.stems),
-                        (s[:128] for s in words.surfaces),
-                        *words.count_columns(),
-                        words.weights,
-                        strict=True,
-                    )
-                )
-            elif words:
-                for stem, rec in words.items():
-                    postings.append(
-                        (did, word_ids[stem], rec.surface[:128], *rec.counts, rec.weight)
-                    )
             seen: set[str] = set()
             for to_url, anchor, nofollow in row.links:
                 if to_url not in seen:
                     seen.add(to_url)
                     links.append((did, to_url, anchor or None, nofollow))
-        if postings:
-            self._bulk_insert(conn, "postings", _POSTING_COLUMNS, postings)
         if links:
             self._bulk_insert(conn, "links", ("from_id", "to_url", "anchor", "nofollow"), links)
         clones = self.duplicates.mark_clones(conn, rows, ids)
@@ -387,21 +369,44 @@ class DocumentStore:
             for r in rows
         ]
 
+    def _postings(self, rows: list[DocumentRow], ids: dict[str, int]) -> Iterator[tuple[Any, ...]]:
+        """The posting rows of *rows* (stored as *ids*), page after page."""
+        word_ids = self.word_ids
+        for row in rows:
+            did = ids[row.url]
+            words = row.words
+            if isinstance(words, PackedWords):
+                # Rows made from the columns as they came (no record objects).
+                yield from zip(
+                    repeat(did, len(words)),
+                    map(word_ids.__getitem__, words.stems),
+                    (s[:128] for s in words.surfaces),
+                    *words.count_columns(),
+                    words.weights,
+                    strict=True,
+                )
+            elif words:
+                for stem, rec in words.items():
+                    yield (did, word_ids[stem], rec.surface[:128], *rec.counts, rec.weight)
+
     def _bulk_insert(
-        self, conn: Any, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]
+        self, conn: Any, table: str, columns: Sequence[str], rows: Iterable[tuple[Any, ...]]
     ) -> None:
-        """Insert many rows with the least overhead: COPY on PostgreSQL, a plain
-        executemany of tuples on SQLite (the ORM's per-row work is most of the cost)."""
+        """Insert many rows, read from *rows* as they come, with the least overhead: COPY
+        on PostgreSQL, the driver's executemany of tuples on SQLite (the ORM's per-row work
+        is most of the cost), both in the transaction of *conn*."""
         names = ", ".join(columns)
-        if self.dialect == "postgresql":
-            cursor = conn.connection.driver_connection.cursor()
-            with cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
+        cursor = conn.connection.driver_connection.cursor()
+        try:
+            if self.dialect == "postgresql":
+                with cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                    for row in rows:
+                        copy.write_row(row)
+            else:
+                marks = ", ".join("?" for _ in columns)
+                cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
+        finally:
             cursor.close()
-        else:
-            marks = ", ".join("?" for _ in columns)
-            conn.exec_driver_sql(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
 
     def mark_indexed(self, doc_ids: Sequence[int]) -> None:
         self._retrying(lambda: self._mark_indexed(doc_ids))

@@ -64,7 +64,7 @@ class WorkerConfig:
     max_words: int | None = 50_000
     retry_times: int = 10
     #: Bytes of the store's cache of stem ids (``STORE_WORD_CACHE``).
-    word_cache_bytes: int = 4 * 1024 * 1024
+    word_cache_bytes: int = 8 * 1024 * 1024
     index: IndexConfig | None = None
     #: Recompute the link-graph prior (:mod:`search.linkrank`) when the crawl ends.
     linkrank: bool = True

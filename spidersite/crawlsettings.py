@@ -185,7 +185,7 @@ class CrawlSettings:
     #: Retries of a batch while the database is unreachable (back-off up to 30 s).
     store_retry_times: int = _setting(10, whole(0))
     #: Bytes of the worker's cache of stem ids (the words table); then it starts again.
-    store_word_cache: int = _setting(4 * 1024 * 1024, size)
+    store_word_cache: int = _setting(8 * 1024 * 1024, size)
     #: Recompute the link-graph prior (PageRank over the stored links) when the crawl ends.
     linkrank_enabled: bool = _setting(True, flag)
     #: Feed the Whoosh index (needs store_enabled: the index is fed from stored documents).
