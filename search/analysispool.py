@@ -90,7 +90,7 @@ def analyze_row(row: DocumentRow, analyze: bool, max_words: int | None, inc: Cou
         row.html = None
         inc["analyze/skipped_noindex"] += 1
         return
-    body: str | list[str] | None = None
+    body: list[str] | None = None
     boilerplate: list[str] | None = None
     if row.html is not None and analyze:
         # Main content and boilerplate (search.content); a topic crawl's analysis of

@@ -2,12 +2,13 @@
 sidebars, footer).
 
 The extractor is trafilatura (its own rules and link-density tests, without its fallback
-extractors: ``fast``), run where the page is analyzed, in the crawl's worker process
-(:mod:`search.worker`), never on the crawler's reactor thread.  Its text becomes the page's
-body (what is stored, what snippets and phrase checks read); the rest of the page's text,
-as words (:func:`search.analysis.remainder_words`), becomes the ``boilerplate`` section, which is
-indexed at the server's ``boilerplateweight`` rather than dropped: a page still matches on
-the words of its menus, only far below the pages that are about them.
+extractors: ``fast``), run where the page is analyzed, in an analysis process or the
+crawl's worker (:mod:`search.analysispool`), never on the crawler's reactor thread.  Its
+text becomes the page's body (what is stored, what snippets and phrase checks read); the
+rest of the page's text, as words (:func:`search.analysis.remainder_words`), becomes the
+``boilerplate`` section, which is indexed at the server's ``boilerplateweight`` rather
+than dropped: a page still matches on the words of its menus, only far below the pages
+that are about them.
 """
 
 from __future__ import annotations
