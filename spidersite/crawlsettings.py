@@ -57,9 +57,9 @@ def analysis_processes_default() -> int:
     (the crawler's and the worker's), at least 1 and at most 4; 0 on one core.  Measured
     on 2 cores at 100,000 pages (benchmarks/README.md, "One analysis process on two
     cores"): with the analysis process the crawl kept pace with a plain CrawlSpider
-    (0.996 of its pages a second, against 0.78-0.87 with the worker analyzing) and the
-    tree peaked at 488 MB, under the 500 MB such a crawl must stay under.  Not measured
-    on more cores."""
+    (0.93-1.07 of its pages a second in four runs, against 0.78-0.87 with the worker
+    analyzing) and the tree peaked at 486-492 MB, under the 500 MB such a crawl must stay
+    under.  Not measured on more cores."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
