@@ -354,22 +354,20 @@ class PackedWords(Mapping[str, WordRecord]):
         return stem in self._index()
 
     def __getitem__(self, stem: str) -> WordRecord:
-        i = self._index()[stem]
-        n = len(SECTIONS)
-        return WordRecord(
-            stem, self.surfaces[i], self.counts[i * n : i * n + n].tolist(), self.weights[i]
-        )
+        return self._record(self._index()[stem])
 
     def records(self) -> dict[str, WordRecord]:
         """Every record, made as objects, by stem in their order."""
+        return {stem: self._record(i) for i, stem in enumerate(self.stems)}
+
+    def _record(self, i: int) -> WordRecord:
         n = len(SECTIONS)
-        counts = self.counts
-        return {
-            stem: WordRecord(stem, surface, counts[i * n : i * n + n].tolist(), weight)
-            for i, (stem, surface, weight) in enumerate(
-                zip(self.stems, self.surfaces, self.weights, strict=True)
-            )
-        }
+        return WordRecord(
+            self.stems[i],
+            self.surfaces[i],
+            self.counts[i * n : i * n + n].tolist(),
+            self.weights[i],
+        )
 
     def _index(self) -> dict[str, int]:
         if self._positions is None:
@@ -425,21 +423,15 @@ def page_sections(
     }
 
 
-def remainder(whole: str, part: str, language: str | None = None) -> str:
+def remainder_words(whole: Iterable[str], part: Iterable[str]) -> list[str]:
     """The words of *whole* that *part* does not account for, in their order in *whole*:
-    each word of *part* cancels one occurrence of the same word (lowercased) in *whole*.
+    each word of *part* cancels one occurrence of the same word in *whole* (both read by
+    the analyzer, :meth:`Analyzer.words`).
 
     With *whole* a page's text and *part* its main content, this is the page's boilerplate,
     as words: an extractor's main text is not a contiguous piece of the page's text (it
     reflows tables and lists), so the two are compared as bags of words, not as strings.
     """
-    analyzer = get_analyzer(language)
-    return " ".join(remainder_words(analyzer.words(whole), analyzer.words(part)))
-
-
-def remainder_words(whole: Iterable[str], part: Iterable[str]) -> list[str]:
-    """:func:`remainder` on words already read by the analyzer: the words of *whole* left
-    once each word of *part* has cancelled one occurrence of itself, in their order."""
     budget = Counter(part)
     get = budget.get
     left: list[str] = []

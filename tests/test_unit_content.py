@@ -16,7 +16,7 @@ from search.analysis import (
     analyze_document,
     get_analyzer,
     page_sections,
-    remainder,
+    remainder_words,
 )
 from search.analysispool import analyze_rows
 from search.content import MAX_HTML_BYTES, main_text, split_content
@@ -156,10 +156,11 @@ def test_the_main_content_is_the_article_and_the_rest_is_boilerplate() -> None:
 
 def test_remainder_cancels_each_word_once() -> None:
     # As bags of words: the first occurrences are the ones cancelled, order kept.
-    assert remainder("Home Zebras home zebra stripes Home", "zebra stripes home") == (
-        "zebras home home"
-    )
-    assert remainder("Nothing left", "nothing left at all") == ""
+    words = get_analyzer("en").words
+    assert remainder_words(
+        words("Home Zebras home zebra stripes Home"), words("zebra stripes home")
+    ) == ["zebras", "home", "home"]
+    assert remainder_words(words("Nothing left"), words("nothing left at all")) == []
 
 
 def test_the_split_hands_the_analysis_its_words() -> None:
@@ -171,7 +172,9 @@ def test_the_split_hands_the_analysis_its_words() -> None:
     assert content is not None
     analyzer = get_analyzer("en")
     assert content.main_words == analyzer.words(content.main)
-    assert content.boilerplate_words == remainder(whole, content.main, "en").split()
+    assert content.boilerplate_words == remainder_words(
+        analyzer.words(whole), analyzer.words(content.main)
+    )
     for limit in (None, 7):
         from_texts = analyze_document(
             page_sections(BASE, "Zebras", content.main, boilerplate=content.boilerplate),
