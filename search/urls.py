@@ -9,7 +9,9 @@ server (the design documents' CServer) everywhere.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -60,6 +62,23 @@ def has_scheme(url: Any, schemes: Iterable[str] = URL_SCHEMES) -> bool:
 MAX_URL_LENGTH = 2083
 
 
+#: A control character (C0 or DEL) anywhere in a URL.
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+#: A space of any kind (what ``str.isspace`` calls one) anywhere in a URL.
+_SPACE = re.compile(r"\s")
+
+
+@lru_cache(maxsize=1024)
+def _valid_host(host: str) -> bool:
+    """Whether *host* (not an IPv6 literal) can be written in IDNA: a few hosts per crawl,
+    each checked once."""
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        return False
+    return True
+
+
 def check_url(url: Any, max_length: int | None = MAX_URL_LENGTH) -> str:
     """The URL if it is an absolute http, https, ftp, news or nntp URL with a valid host,
     at most *max_length* characters and no control characters, else ValueError."""
@@ -68,7 +87,7 @@ def check_url(url: Any, max_length: int | None = MAX_URL_LENGTH) -> str:
     url = url.strip()
     if max_length and len(url) > max_length:
         raise ValueError(f"{url[:60]!r}… is longer than {max_length} characters")
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+    if _CONTROL.search(url):
         # urlsplit drops tabs, newlines and leading control characters before it reads
         # the scheme: check the text as given, not what urlsplit makes of it.
         raise ValueError(f"{url!r} contains control characters")
@@ -79,13 +98,11 @@ def check_url(url: Any, max_length: int | None = MAX_URL_LENGTH) -> str:
         raise ValueError(f"{url!r} cannot be parsed: {exc}") from None
     if parts.scheme.lower() not in URL_SCHEMES:
         raise ValueError(f"{url!r} is not an http, https, ftp, news or nntp URL")
-    if not parts.hostname:
+    host = parts.hostname
+    if not host:
         raise ValueError(f"{url!r} has no host")
-    if ":" not in parts.hostname:  # an IPv6 literal is checked by urlsplit
-        try:
-            parts.hostname.encode("idna")
-        except UnicodeError:
-            raise ValueError(f"{url!r} has an invalid host") from None
-    if any(c.isspace() for c in url):
+    if ":" not in host and not _valid_host(host):  # an IPv6 literal is checked by urlsplit
+        raise ValueError(f"{url!r} has an invalid host")
+    if _SPACE.search(url):
         raise ValueError(f"{url!r} contains spaces")
     return url

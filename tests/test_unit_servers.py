@@ -101,6 +101,11 @@ def test_check_url_strips_surrounding_space() -> None:
         ("javascript:alert(1)", "not an http, https, ftp, news or nntp URL"),
         ("http://exa mple.com/", "contains spaces"),
         ("http://a.example/x y", "contains spaces"),
+        ("http://a.example/x\u00a0y", "contains spaces"),  # no-break space
+        ("http://a.example/x\u3000y", "contains spaces"),  # ideographic space
+        ("http://a.example/x\u2028y", "contains spaces"),  # line separator
+        ("http://a..b/", "invalid host"),  # an empty label
+        ("http://" + "a" * 64 + ".example/", "invalid host"),  # a label of 64 characters
         ("http://h:99999/", "cannot be parsed"),
         ("http://h:abc/", "cannot be parsed"),
         # nothing that reads the machine the crawler runs on, or anything but the network
@@ -121,6 +126,17 @@ def test_check_url_strips_surrounding_space() -> None:
 def test_check_url_rejects(url: Any, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         check_url(url)
+
+
+def test_check_url_character_classes_are_pythons() -> None:
+    """The regular expressions of check_url find exactly the characters ``str.isspace``
+    and the C0/DEL test find, over every code point."""
+    from search.urls import _CONTROL, _SPACE
+
+    for code in range(0x110000):
+        char = chr(code)
+        assert bool(_SPACE.search(char)) == char.isspace(), hex(code)
+        assert bool(_CONTROL.search(char)) == (code < 0x20 or code == 0x7F), hex(code)
 
 
 # --- build: every field --------------------------------------------------------------------
