@@ -157,3 +157,51 @@ def test_the_upgrade_to_links_by_target_builds_them(db_url: str) -> None:
         assert without_sqlite_clone_fk(engine, schema_diff(engine)) == []
     finally:
         engine.dispose()
+
+
+def _postings_sql(engine: Any) -> str:
+    with engine.connect() as conn:
+        return conn.exec_driver_sql(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'postings'"
+        ).scalar_one()
+
+
+def test_postings_without_rowid_on_sqlite_new_or_upgraded(tmp_path: Path) -> None:
+    """The postings are kept in their primary key's b-tree (WITHOUT ROWID) in a new
+    database and after migration 0011, which copies every posting over; its downgrade
+    gives the table by row id back, postings and all."""
+    from search.store import DocumentStore
+    from tests.test_unit_crawldb import page
+
+    new = db.connect(f"sqlite:///{tmp_path / 'new.db'}")
+    try:
+        assert _postings_sql(new).rstrip().endswith("WITHOUT ROWID")
+    finally:
+        new.dispose()
+    engine = db.create(f"sqlite:///{tmp_path / 'old.db'}")
+    try:
+        db.run_migrations(engine, "0010")
+        DocumentStore(engine).write_batch([page("http://a.example/1"), page("http://a.example/2")])
+
+        def postings() -> list[Any]:
+            with engine.connect() as conn:
+                query = "SELECT * FROM postings ORDER BY document_id, word_id"
+                return [tuple(r) for r in conn.exec_driver_sql(query)]
+
+        before = postings()
+        assert before and not _postings_sql(engine).rstrip().endswith("WITHOUT ROWID")
+        db.migrate(engine)
+        assert _postings_sql(engine).rstrip().endswith("WITHOUT ROWID")
+        assert postings() == before
+        assert without_sqlite_clone_fk(engine, schema_diff(engine)) == []
+        from alembic import command
+
+        config = Config()
+        config.attributes["engine"] = engine
+        with db._migrations_folder() as folder:
+            config.set_main_option("script_location", folder)
+            command.downgrade(config, "0010")
+        assert not _postings_sql(engine).rstrip().endswith("WITHOUT ROWID")
+        assert postings() == before
+    finally:
+        engine.dispose()
