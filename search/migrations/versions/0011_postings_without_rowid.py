@@ -6,11 +6,10 @@ Create Date: 2026-12-05 23:20:00
 
 On SQLite a table with a primary key of two columns is a b-tree by row id plus an index
 of the key beside it: each posting was written twice.  The postings table is rebuilt
-WITHOUT ROWID, its rows kept in the key's b-tree in (document, word) order.  On the
-synthetic site of ``benchmarks/scale.py`` (385 postings a page) that is 22.1 → 15.8 kB of
-postings a page and 2.0 → 1.55 ms to insert a page's postings in word order
-(``benchmarks/README.md``).  The upgrade copies every posting (about a minute for each
-10 million, with the disk space of a second copy while it runs).  PostgreSQL has no row
+WITHOUT ROWID, its rows kept in the key's b-tree in (document, word) order.  At 30,000
+pages of 385 postings (``benchmarks/postings.py``) that is 21.6 → 15.4 kB of postings a
+page and 1.77 → 1.52 ms of CPU to insert a page's postings.  The upgrade copies every
+posting (with the disk space of a second copy while it runs).  PostgreSQL has no row
 ids: nothing changes there.
 """
 
