@@ -2,8 +2,8 @@
 with its primary key's index beside it (before migration 0011) against WITHOUT ROWID (since),
 each page's rows in the analysis's order or in word-id order.
 
-    python benchmarks/postings.py [--pages 30000] [--postings 385] [--batch 100]
-                                  [--variant rowid|rowid-sorted|without|without-sorted] [--folder DIR]
+    python benchmarks/postings.py [--pages 30000] [--postings 385] [--batch 100] [--folder DIR]
+                                  [--variant rowid|rowid-sorted|without|without-sorted]
 
 Inserts ``--pages`` pages' postings (``--postings`` each, word ids drawn from 200,000 as a
 site's vocabulary grows) into a SQLite table shaped like the product's ``postings`` (WAL,
@@ -13,8 +13,9 @@ of the inserts a page over the last 10 % of the pages (making the rows is not ti
 the database's size a page.  The variants: ``rowid``, the table by row id, each page's rows
 in the order the analysis made them (the product before migration 0011); ``rowid-sorted``,
 the same written in word-id order; ``without``, WITHOUT ROWID in the analysis's order (the
-product since 0011); ``without-sorted``, the same in word-id order.  Run one variant a process (each builds its own database in
-``--folder``, the system's temporary folder by default).
+product since 0011); ``without-sorted``, the same in word-id order.  Run one variant a
+process (each builds its own database in ``--folder``, the system's temporary folder by
+default).
 """
 
 from __future__ import annotations

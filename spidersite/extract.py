@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.parser import BytesParser
 from email.utils import parsedate_to_datetime
+from functools import lru_cache
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import lxml.etree
 import lxml.html
@@ -81,6 +82,32 @@ class Extracted:
     date: datetime | None = None
 
 
+#: What urljoin rewrites in a path: an empty segment (or a host, ``//``), a dot segment,
+#: parameters (``;``), and the tabs and line breaks urlsplit removes.
+_JOIN_REWRITES = re.compile(r"//|/\.|[;\t\r\n]")
+
+
+def _plain_rooted(href: str) -> bool:
+    """Whether *href* is a path from the root that urljoin would leave as it is
+    (:data:`_JOIN_REWRITES`, and no empty query, which it drops).
+    ``tests/test_unit_extract.py`` checks the join against urljoin's on random paths."""
+    return (
+        href[:1] == "/"
+        and not _JOIN_REWRITES.search(href)
+        and not href.split("#", 1)[0].endswith("?")
+    )
+
+
+@lru_cache(maxsize=64)
+def _root(base: str) -> str | None:
+    """``scheme://host`` of an http, https or ftp *base* (a page's links share it), else
+    None (urljoin decides)."""
+    parts = urlsplit(base)
+    if parts.scheme not in ("http", "https", "ftp") or not parts.netloc:
+        return None
+    return f"{parts.scheme}://{parts.netloc}"
+
+
 def absolute_link(base: str, href: str) -> str | None:
     """The absolute URL of *href* on a page at *base*, fragment dropped; None if it is no
     link to follow (a fragment, ``javascript:``, ``mailto:`` …); ValueError if it cannot be
@@ -93,7 +120,10 @@ def absolute_link(base: str, href: str) -> str | None:
         return None
     if lowered.startswith(("news:", "nntp:")):  # a news URL is only followed with a host
         return href if lowered.startswith(("news://", "nntp://")) else None
-    url = urljoin(base, href).split("#", 1)[0]
+    root = _root(base) if _plain_rooted(href) else None
+    # urljoin parses the base again for each link (~15 µs): a plain path from the root
+    # only needs the base's scheme and host before it.
+    url = (root + href if root else urljoin(base, href)).split("#", 1)[0]
     if not url.startswith(("http://", "https://", "ftp://")):
         return None
     return url

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -344,6 +345,44 @@ def test_normalize_space() -> None:
 )
 def test_absolute_link(base: str, href: str, expected: str | None) -> None:
     assert absolute_link(base, href) == expected
+
+
+def test_paths_from_the_root_join_as_urljoin_joins_them() -> None:
+    """absolute_link joins a plain path from the root without urljoin; on random paths of
+    the characters urljoin treats specially its URL is urljoin's."""
+    import random
+    from urllib.parse import urljoin
+
+    def reference(base: str, href: str) -> str | None:
+        href = href.strip()
+        if not href or href.startswith("#"):
+            return None
+        url = urljoin(base, href).split("#", 1)[0]
+        return url if url.startswith(("http://", "https://", "ftp://")) else None
+
+    def outcome(join: Any, base: str, href: str) -> str | None:
+        try:
+            return join(base, href)
+        except ValueError:  # e.g. a base of a bracketed host that is no IP address
+            return "ValueError"
+
+    bases = [
+        "http://h/x/y.html",
+        "https://u:p@H.example:8080/a/b/",
+        "http://h",
+        "HTTP://h/a",
+        "ftp://h/d/",
+        "http://[::1]:80/a?q=1#f",
+        "http://[h]/a",
+        "http://h/a;p?q",
+        "file:///x",
+    ]
+    alphabet = [*"ab/.?#;%:@ \\=&~-_[]\x00\x0b\x1f\u3000\r\n\t", "..", "./", "//", "é", "%2e"]
+    rng = random.Random(7)
+    for _ in range(20_000):
+        base = rng.choice(bases)
+        href = "/" + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        assert outcome(absolute_link, base, href) == outcome(reference, base, href), (base, href)
 
 
 def test_unparsable_links_are_counted() -> None:
