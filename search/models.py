@@ -132,7 +132,7 @@ class Posting(Base):
     On SQLite the table is WITHOUT ROWID (migration 0011): its rows live in the primary
     key's own b-tree, in (document, word) order, instead of a table by row id with the
     key's index beside it, so a page's postings are written once, not twice
-    (``benchmarks/postings.py``: ~29 % less disk and ~14 % less time a page)."""
+    (``benchmarks/postings.py``: ~32 % less disk and ~14 % less time a page)."""
 
     __tablename__ = "postings"
     __table_args__ = {"sqlite_with_rowid": False}

@@ -7,8 +7,8 @@ Create Date: 2026-12-05 23:20:00
 On SQLite a table with a primary key of two columns is a b-tree by row id plus an index
 of the key beside it: each posting was written twice.  The postings table is rebuilt
 WITHOUT ROWID, its rows kept in the key's b-tree in (document, word) order.  At 30,000
-pages of 385 postings (``benchmarks/postings.py``) that is 21.6 → 15.4 kB of postings a
-page and 1.77 → 1.52 ms of CPU to insert a page's postings.  The upgrade copies every
+pages of 385 postings (``benchmarks/postings.py``) that is 21.6 → 14.7 kB of postings a
+page and 1.77 → 1.53 ms of CPU to insert a page's postings.  The upgrade copies every
 posting (with the disk space of a second copy while it runs).  PostgreSQL has no row
 ids: nothing changes there.
 """
