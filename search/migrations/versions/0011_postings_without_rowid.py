@@ -29,13 +29,12 @@ _COLUMNS = (
 
 
 def _rebuild(with_rowid: bool) -> None:
-    if op.get_bind().dialect.name != "sqlite":
+    bind = op.get_bind()
+    if bind.dialect.name != "sqlite":
         return
-    create = (
-        op.get_bind()
-        .exec_driver_sql("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'postings'")
-        .scalar_one()
-    )
+    create = bind.exec_driver_sql(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'postings'"
+    ).scalar_one()
     create = create.rstrip().removesuffix("WITHOUT ROWID").rstrip()
     if not with_rowid:
         create += " WITHOUT ROWID"
