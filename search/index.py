@@ -36,6 +36,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,13 +52,14 @@ from search.doccolumns import DocColumns, capped, section_vector
 from search.indexrebuild import DocBatch, RebuildWriter, _RebuildSegmentWriter
 from search.indexschema import WORDS_FIELD, PreAnalyzed, make_schema, postings
 from search.indexwriter import IncrementalSegmentWriter
-from search.mergepolicy import MERGE_FACTOR, merge_policy
+from search.mergepolicy import MAX_MERGE_DOCS, MERGE_FACTOR, merge_policy
 from search.ranking import SECTION_B
 
 __all__ = [
     "FORMAT",
     "INDEX_NAME",
     "LIMITMB",
+    "MAX_MERGE_DOCS",
     "MERGE_FACTOR",
     "REINDEX",
     "WORDS_FIELD",
@@ -228,18 +230,29 @@ class Index:
 
     @contextmanager
     def writer(
-        self, limitmb: int = LIMITMB, clear: bool = False, wait: float = 0.0
+        self,
+        limitmb: int = LIMITMB,
+        clear: bool = False,
+        wait: float = 0.0,
+        max_merge_docs: int | None = MAX_MERGE_DOCS,
     ) -> Iterator[IndexWriter]:
         """The one writer: committed on success, cancelled on error.
 
         With *clear* the index is rewritten whole (a full rebuild); an index of another
         format is then started anew in the current one, while without *clear* it is
         refused (:class:`IndexOutdated`).  *wait* is how many seconds to wait for another
-        writer's lock before giving up.
+        writer's lock before giving up.  Its commit merges segments by
+        :func:`search.mergepolicy.merge_policy`, leaving alone those of more than
+        *max_merge_docs* documents (None: no cap).
         """
         ix = self._open_for_writing(clear)
         with self._committed(
-            ix, IncrementalSegmentWriter, clear, limitmb=limitmb, timeout=wait, delay=0.25
+            ix,
+            IncrementalSegmentWriter,
+            limitmb=limitmb,
+            timeout=wait,
+            delay=0.25,
+            mergetype=CLEAR if clear else partial(merge_policy, max_docs=max_merge_docs),
         ) as w:
             yield IndexWriter(w)
 
@@ -253,7 +266,13 @@ class Index:
         the time.  *vocabulary* is the stem of each term id the batches use."""
         ix = self._open_for_writing(clear=True)
         with self._committed(
-            ix, _RebuildSegmentWriter, True, vocabulary, limitmb=limitmb, timeout=wait, delay=0.25
+            ix,
+            _RebuildSegmentWriter,
+            vocabulary,
+            limitmb=limitmb,
+            timeout=wait,
+            delay=0.25,
+            mergetype=CLEAR,
         ) as w:
             yield RebuildWriter(w)
 
@@ -267,7 +286,12 @@ class Index:
 
     @contextmanager
     def _committed(
-        self, ix: Any, cls: type[SegmentWriter], clear: bool, *args: Any, **kwargs: Any
+        self,
+        ix: Any,
+        cls: type[SegmentWriter],
+        *args: Any,
+        mergetype: Any,
+        **kwargs: Any,
     ) -> Iterator[Any]:
         try:
             w = cls(ix, *args, codec=ArrayCodec(), **kwargs)
@@ -283,7 +307,7 @@ class Index:
             w.cancel()
             raise
         else:
-            w.commit(mergetype=CLEAR if clear else merge_policy)
+            w.commit(mergetype=mergetype)
             self._sync(before)
 
     def _remove_leftovers(self) -> set[str]:

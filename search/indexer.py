@@ -36,7 +36,7 @@ from sqlalchemy import Engine
 from search import db, faults
 from search.crawldb import CrawlDB
 from search.doccolumns import DocColumns
-from search.index import LIMITMB, Index
+from search.index import LIMITMB, MAX_MERGE_DOCS, Index
 from search.process import freeze_startup, release_memory, spawning, spool_folder
 from search.reindex import reindex
 from search.store import DocumentStore
@@ -77,6 +77,7 @@ def _worker(
     database_url: str,
     batch_size: int,
     limitmb: int,
+    max_merge_docs: int | None,
     catch_up: Sequence[int],
 ) -> None:
     """The indexer process: one writer, a commit every *batch_size* documents.
@@ -104,7 +105,13 @@ def _worker(
 
     try:
         caught_up = reindex(
-            engine, index, full=False, limitmb=limitmb, ids=catch_up, wait=LOCK_WAIT
+            engine,
+            index,
+            full=False,
+            limitmb=limitmb,
+            ids=catch_up,
+            wait=LOCK_WAIT,
+            max_merge_docs=max_merge_docs,
         )
         if caught_up:
             logger.info("Indexed %d documents left unindexed by an earlier crawl", caught_up)
@@ -114,7 +121,9 @@ def _worker(
             msg = first_message()
             if msg is None:
                 break
-            with index.writer(limitmb=limitmb, wait=LOCK_WAIT) as writer:
+            with index.writer(
+                limitmb=limitmb, wait=LOCK_WAIT, max_merge_docs=max_merge_docs
+            ) as writer:
                 pending = _apply(writer, msg)
                 while len(pending) < batch_size:
                     try:
@@ -159,6 +168,7 @@ class IndexerProcess:
         limitmb: int = LIMITMB,
         max_pending: int = 64,
         catch_up: Sequence[int] = (),
+        max_merge_docs: int | None = MAX_MERGE_DOCS,
     ) -> None:
         ctx = multiprocessing.get_context("spawn")
         #: The folder of the batches waiting in the inbox, one file each.
@@ -176,6 +186,7 @@ class IndexerProcess:
                 database_url,
                 batch_size,
                 limitmb,
+                max_merge_docs,
                 list(catch_up),
             ),
             daemon=True,

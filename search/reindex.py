@@ -23,7 +23,7 @@ from sqlalchemy import Engine, not_, update
 from search.analysis import DEFAULT_WEIGHTS, SECTIONS
 from search.crawldb import INDEXABLE, CrawlDB
 from search.db import chunks
-from search.index import LIMITMB, DocBatch, Index, IndexDoc
+from search.index import LIMITMB, MAX_MERGE_DOCS, DocBatch, Index, IndexDoc
 from search.linkrank import LinkRankResult, update_linkrank
 from search.models import Document
 from search.rebuildfeed import BatchFeed
@@ -205,9 +205,11 @@ def reindex(
     ids: Sequence[int] | None = None,
     wait: float = 0.0,
     reader: bool | None = None,
+    max_merge_docs: int | None = MAX_MERGE_DOCS,
 ) -> int:
     """Rebuild the index from the database (``full``: :func:`rebuild`) or add the
-    documents not indexed yet (stored *before* a time, or among *ids*).
+    documents not indexed yet (stored *before* a time, or among *ids*; the commit merges
+    no segment of more than *max_merge_docs* documents, :mod:`search.mergepolicy`).
 
     A full rebuild goes through one writer and replaces the old index in its single
     commit, so searches keep answering from the old index until the new one is complete.
@@ -237,7 +239,9 @@ def reindex(
         for part in chunks(ids, 500):
             yield from iter_index_docs(engine, only_unindexed=not full, before=before, ids=part)
 
-    with index.writer(limitmb=limitmb, clear=full, wait=wait) as writer:
+    with index.writer(
+        limitmb=limitmb, clear=full, wait=wait, max_merge_docs=max_merge_docs
+    ) as writer:
         for doc in docs():
             writer.add(doc, update=not full)
             done.append(doc.docid)

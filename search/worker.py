@@ -40,6 +40,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from search.mergepolicy import MAX_MERGE_DOCS
 from search.process import spawning, spool_folder
 from search.rows import DocumentRow, ErrorRow, GoneRow, RevisitRow
 
@@ -54,6 +55,8 @@ class IndexConfig:
     batch_size: int = 1000  # documents per Whoosh commit
     max_terms: int | None = 20_000  # distinct stems indexed per page
     limitmb: int = 4  # megabytes of postings the Whoosh writer buffers (search.index.LIMITMB)
+    #: Segments of more documents are not merged again (search.mergepolicy.MAX_MERGE_DOCS).
+    max_merge_docs: int | None = MAX_MERGE_DOCS
     queue_batches: int = 8  # batches waiting in the indexer's inbox
 
 

@@ -52,6 +52,7 @@ class Worker:
                 config.database_url,
                 config.index.batch_size,
                 config.index.limitmb,
+                max_merge_docs=config.index.max_merge_docs,
                 max_pending=max(1, config.index.queue_batches),
                 # Before this crawl stores anything: what earlier crawls left unindexed.
                 catch_up=IndexerProcess.left_unindexed(self.store.engine),

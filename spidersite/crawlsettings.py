@@ -34,6 +34,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from search import config, db
+from search.mergepolicy import MAX_MERGE_DOCS
 from search.servers import ConfigError
 from search.sitesfile import ServerRegistry
 from search.urls import MAX_URL_LENGTH
@@ -196,6 +197,8 @@ class CrawlSettings:
     index_max_terms: int | None = _setting(20_000, whole(0, zero_means_none=True))
     #: Megabytes of postings the Whoosh writer buffers (commits and merges alike).
     index_limitmb: int = _setting(4, whole(1))
+    #: Segments of more documents than this are never merged again; None: no cap.
+    index_max_merge_docs: int | None = _setting(MAX_MERGE_DOCS, whole(0, zero_means_none=True))
     #: Stored batches waiting for the indexer process; then the worker waits.
     index_queue_batches: int = _setting(8, whole(1))
     #: Write every fetched HTML/text page to WARC files.

@@ -47,6 +47,7 @@ def index_config(config: CrawlSettings) -> IndexConfig:
         batch_size=config.index_batch_size,
         max_terms=config.index_max_terms,
         limitmb=config.index_limitmb,
+        max_merge_docs=config.index_max_merge_docs,
         queue_batches=config.index_queue_batches,
     )
 

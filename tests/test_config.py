@@ -11,9 +11,11 @@ import pytest
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
+from search.mergepolicy import MAX_MERGE_DOCS
 from search.servers import ConfigError
 from spidersite.crawlsettings import CrawlSettings, crawl_settings
 from spidersite.librarysettings import check_library_settings
+from spidersite.pipelines import index_config
 from tests.conftest import PG_ADMIN_URL, CrawlResult, free_port
 
 SEED = "http://127.0.0.1:1/"
@@ -66,6 +68,7 @@ def test_values_are_typed_and_zero_means_no_limit() -> None:
                 "PAGESTORE_MAX_BYTES": "10MB",
                 "SCALEOUT_IDLE_TIMEOUT": "2.5",
                 "SERVER_DEFAULTS": '{"maxhops": 3}',
+                "INDEX_MAX_MERGE_DOCS": "0",
             }
         )
     )
@@ -74,11 +77,16 @@ def test_values_are_typed_and_zero_means_no_limit() -> None:
     assert config.pagestore_max_bytes == 10 * 1024**2
     assert config.scaleout_idle_timeout == 2.5
     assert config.server_defaults == {"maxhops": 3}
+    assert config.index_max_merge_docs is None  # 0: no cap
+    assert CrawlSettings.from_settings(Settings()).index_max_merge_docs == MAX_MERGE_DOCS
+    capped = CrawlSettings.from_settings(Settings({"INDEX_MAX_MERGE_DOCS": "5000"}))
+    assert index_config(capped).max_merge_docs == 5000
 
 
 BAD_VALUES = [
     ("STORE_BATCH_SIZE", "0", "STORE_BATCH_SIZE: must be a whole number ≥ 1, not '0'"),
     ("INDEX_BATCH_SIZE", "-5", "INDEX_BATCH_SIZE: must be a whole number ≥ 1, not '-5'"),
+    ("INDEX_MAX_MERGE_DOCS", "-1", "INDEX_MAX_MERGE_DOCS: must be a whole number ≥ 0"),
     ("SITE_CANONICAL_CACHE", "lots", "SITE_CANONICAL_CACHE: must be a size in bytes ≥ 1"),
     ("ANALYZE_MAX_WORDS", "1.5", "ANALYZE_MAX_WORDS: must be a whole number ≥ 0"),
     ("ANALYZE_PROCESSES", "-1", "ANALYZE_PROCESSES: must be a whole number ≥ 0, not '-1'"),

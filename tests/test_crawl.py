@@ -93,6 +93,27 @@ def test_crawl_twice_leaves_no_duplicates(site: Site, crawl, db_url: str) -> Non
     assert [h["url"] for h in json.loads(s.stdout)["hits"]] == [site.url + "x.html"]
 
 
+def test_index_max_merge_docs_caps_the_crawls_merges(site: Site, crawl, tmp_path: Path) -> None:
+    """``INDEX_MAX_MERGE_DOCS`` reaches the crawl's indexer: commits of at most three pages,
+    segments of more than two never merged again, so no segment holds more than a merge
+    of four small ones and a commit's own (11 pages); without the cap 60 pages in such
+    commits make segments of 16 and more."""
+    from search.index import Index
+
+    n = 60
+    site.page("/", "Pages", "ocelot index", [f"/p{i}.html" for i in range(n - 1)])
+    for i in range(n - 1):
+        site.page(f"/p{i}.html", f"Page {i}", f"page number{i} ocelot")
+    settings = {"STORE_BATCH_SIZE": 2, "INDEX_BATCH_SIZE": 2, "INDEX_MAX_MERGE_DOCS": 2}
+    result = crawl("-a", f"seeds={site.url}", settings=settings)
+    assert result.returncode == 0, result.stderr
+    index = Index(tmp_path / "data" / "index")
+    sizes = sorted(s.doc_count() for s in index.open()._segments())
+    assert sum(sizes) == n == index.doc_count(), sizes
+    assert max(sizes) <= 11, sizes
+    assert max(sizes) > 3, sizes  # merges still happen
+
+
 def test_robots_disallow_and_userobots(site: Site, crawl, tmp_path: Path) -> None:
     site.add("/robots.txt", "User-agent: *\nDisallow: /private/\n", content_type="text/plain")
     site.page("/", "Public", "hello", ["/private/secret.html", "/open.html"])

@@ -348,6 +348,38 @@ def test_merge_policy_keeps_few_segments(tmp_path: Path) -> None:
         assert len(s.search(Term(WORDS_FIELD, "word"), limit=None)) == 2400
 
 
+@pytest.mark.parametrize("cap", [None, 300])
+def test_merge_policy_leaves_segments_over_the_cap(tmp_path: Path, cap: int | None) -> None:
+    """Lucene's maxMergeDocs: commits of 100 documents, each fifth merging the four before
+    it into a segment of 500; the 21st finds four of 500 and, without a cap, merges them
+    all into one of 2,100; with a cap of 300 documents they stay.  A segment that
+    deletions bring under the cap is merged again."""
+    index = Index(tmp_path / "ix")
+
+    def commit(n: int) -> None:
+        with index.writer(max_merge_docs=cap) as w:
+            for docid in range(100 * n, 100 * n + 100):
+                w.add(IndexDoc(docid, f"http://h/{docid}", "h", {"word": 1.0}), update=False)
+
+    def sizes() -> list[int]:
+        return sorted(s.doc_count() for s in index.open()._segments())
+
+    for n in range(21):
+        commit(n)
+    assert index.doc_count() == 2100
+    assert sizes() == ([2100] if cap is None else [100, 500, 500, 500, 500])
+    if cap is None:
+        return
+    # Four fifths of the first 500 deleted: 100 live documents, under the cap again.
+    with index.writer(max_merge_docs=cap) as w:
+        for docid in range(400):
+            w.delete(docid)
+    for n in range(21, 24):  # the third finds four segments of 100 to merge
+        commit(n)
+    assert index.doc_count() == 2000
+    assert sizes() == [500, 500, 500, 500]
+
+
 def test_the_writer_reads_segments_without_mmap(index: Index) -> None:
     """A merge reads its segments into small buffers: mapped whole, they would count in
     the indexer's resident memory."""
