@@ -119,6 +119,9 @@ class CrawlSettings:
     frontier_disk: bool = _setting(True, flag)
     #: Folder of the crawls' disk frontiers; None: ``<data dir>/frontier``.
     frontier_dir: str | None = _setting(None, text)
+    #: Requests the disk frontier holds in memory while none waits on disk (see
+    #: spidersite.frontier.DiskFrontierScheduler); 0: every request on disk.
+    frontier_memory_requests: int = _setting(1000, whole(0))
     #: Longest URL fetched (Scrapy's own setting, read by the spider); None: any.
     urllength_limit: int | None = _setting(MAX_URL_LENGTH, whole(0, zero_means_none=True))
 

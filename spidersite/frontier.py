@@ -132,9 +132,24 @@ class DiskFrontierScheduler(Scheduler):
     """Scrapy's scheduler, its disk queues in a folder of the crawl's own under
     ``FRONTIER_DIR`` (unless ``JOBDIR`` is set: then Scrapy's, there), removed when the
     crawl closes.  Requests that cannot be pickled stay in memory, as with ``JOBDIR``
-    (stat ``scheduler/unserializable``)."""
+    (stat ``scheduler/unserializable``).
+
+    In its own folder (not ``JOBDIR``) it holds up to ``FRONTIER_MEMORY_REQUESTS``
+    requests in Scrapy's memory queue while no request waits on disk, and the rest on
+    disk.  When requests are downloaded as fast as they come (a re-crawl's re-visits,
+    answered 304, or the last pages of a crawl), the queue of a priority is empty after
+    nearly every request, and Scrapy's disk queue of that priority was made (a folder, its
+    files) for each request and removed after it, with the request pickled in between:
+    ~15 % of the crawler's time on a re-crawl.  The order stays Scrapy's: the memory
+    queue is read first, and it holds only requests scheduled while the disk held none,
+    so a request in memory was scheduled before every request on disk."""
 
     folder: FrontierFolder | None = None
+    #: Requests held in memory at most (0 with ``JOBDIR``: Scrapy's behaviour).
+    memory_requests: int = 0
+    #: Requests now in the memory queue, and on disk (counted as they come and go).
+    in_memory: int = 0
+    on_disk: int = 0
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -157,7 +172,34 @@ class DiskFrontierScheduler(Scheduler):
             crawler=crawler,
         )
         scheduler.folder = folder
+        if folder is not None:
+            scheduler.memory_requests = crawl_settings(crawler).frontier_memory_requests
         return scheduler
+
+    def _dqpush(self, request: Request) -> bool:
+        if self.on_disk == 0 and self.in_memory < self.memory_requests:
+            return False  # into the memory queue (Scrapy's fallback)
+        pushed = super()._dqpush(request)
+        self.on_disk += pushed
+        return pushed
+
+    def _mqpush(self, request: Request) -> None:
+        super()._mqpush(request)
+        self.in_memory += 1
+
+    def _dqpop(self) -> Request | None:
+        request = super()._dqpop()
+        if request is not None:
+            self.on_disk -= 1
+        return request
+
+    def next_request(self) -> Request | None:
+        had = self.in_memory
+        request = super().next_request()
+        # Scrapy reads the memory queue first: while it held requests, this came from it.
+        if request is not None and had:
+            self.in_memory -= 1
+        return request
 
     def close(self, reason: str) -> Any:
         try:

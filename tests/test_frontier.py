@@ -7,15 +7,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from scrapy import Request
+from scrapy import Request, Spider
 from scrapy.dupefilters import RFPDupeFilter
 from scrapy.exceptions import NotConfigured
 from scrapy.settings import Settings
+from scrapy.utils.test import get_crawler
 
 from search import fingerprints
 from search.locks import WriterLock
+from spidersite import settings
 from spidersite.frontier import (
     LOCK_NAME,
+    DiskFrontierScheduler,
     FingerprintDupeFilter,
     FrontierAddon,
     remove_stale,
@@ -106,11 +109,12 @@ def test_crawl_keeps_its_frontier_on_disk_and_removes_it(site: Site, crawl, tmp_
     stale = frontier / "crawl-killed"  # a crawl killed earlier left its folder
     (stale / "requests.queue").mkdir(parents=True)
     (stale / LOCK_NAME).write_text("1\n")
-    result = crawl("-a", f"seeds={site.url}p0.html", settings={"CONCURRENT_REQUESTS": 2})
+    settings = {"CONCURRENT_REQUESTS": 2, "FRONTIER_MEMORY_REQUESTS": 0}
+    result = crawl("-a", f"seeds={site.url}p0.html", settings=settings)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.urls() == set(urls)
     stats = result.stats
-    # Every request waited on disk, none in memory.
+    # Every request waited on disk, none in memory (FRONTIER_MEMORY_REQUESTS 0).
     assert stats["scheduler/enqueued/disk"] == stats["scheduler/enqueued"] >= 40
     assert "scheduler/enqueued/memory" not in stats
     # The redirect to a page already scheduled was filtered by Scrapy's filter (ours).
@@ -119,6 +123,93 @@ def test_crawl_keeps_its_frontier_on_disk_and_removes_it(site: Site, crawl, tmp_
     # The folder is gone, and the killed crawl's with it.
     assert frontier.is_dir() and list(frontier.iterdir()) == []
     assert "Removed the frontier of 1 crawl(s)" in result.log
+
+
+def test_crawl_holds_a_few_requests_in_memory_while_the_disk_holds_none(
+    site: Site, crawl, tmp_path: Path
+) -> None:
+    """FRONTIER_MEMORY_REQUESTS: the first requests wait in memory, the rest on disk once
+    that many are held; every page is crawled once, and the folder is removed."""
+    urls = _tree(site, 40)
+    settings = {"CONCURRENT_REQUESTS": 1, "FRONTIER_MEMORY_REQUESTS": 3}
+    result = crawl("-a", f"seeds={site.url}p0.html", settings=settings)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.urls() == set(urls)
+    stats = result.stats
+    assert stats["scheduler/enqueued/memory"] >= 3
+    assert stats["scheduler/enqueued/disk"] >= 10
+    assert (
+        stats["scheduler/enqueued/memory"] + stats["scheduler/enqueued/disk"]
+        == (stats["scheduler/enqueued"])
+    )
+    assert stats["scheduler/dequeued"] == stats["scheduler/enqueued"]
+    assert len(site.requested("/p1.html")) == 1
+    assert list((tmp_path / "data" / "frontier").iterdir()) == []
+
+
+def _scheduler(tmp_path: Path, memory: int) -> DiskFrontierScheduler:
+    crawler = get_crawler(
+        settings_dict={
+            "FRONTIER_DIR": str(tmp_path / "frontier"),
+            "FRONTIER_MEMORY_REQUESTS": memory,
+            "SPIDERSITE_DATA_DIR": str(tmp_path),
+            # Scrapy's by slot needs a running engine; the order within one slot is this.
+            "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue",
+            # The project's queues (spidersite.settings): first in, first out.
+            "SCHEDULER_DISK_QUEUE": settings.SCHEDULER_DISK_QUEUE,
+            "SCHEDULER_MEMORY_QUEUE": settings.SCHEDULER_MEMORY_QUEUE,
+        }
+    )
+    crawler.spider = Spider("s")
+    scheduler = DiskFrontierScheduler.from_crawler(crawler)
+    scheduler.open(crawler.spider)
+    return scheduler
+
+
+def test_requests_in_memory_keep_scrapys_order_and_touch_no_disk(tmp_path: Path) -> None:
+    """Pushed and popped one at a time (a re-crawl's pace), requests never reach the disk
+    (no disk queue is made, nothing pickled); past the cap they go to disk, and the order stays
+    breadth-first by priority, first come first served within a priority."""
+    scheduler = _scheduler(tmp_path, 4)
+    try:
+        for i in range(50):
+            assert scheduler.enqueue_request(Request(f"http://a.example/{i}", dont_filter=True))
+            assert scheduler.next_request().url == f"http://a.example/{i}"
+        assert (scheduler.in_memory, scheduler.on_disk) == (0, 0)
+        stats = scheduler.stats
+        assert stats.get_value("scheduler/enqueued/memory") == 50
+        assert stats.get_value("scheduler/enqueued/disk") is None
+        # Ten requests of three priorities (-hops): four held in memory, six on disk.
+        pushed = [(i, -(i % 3)) for i in range(10)]
+        for i, priority in pushed:
+            request = Request(f"http://a.example/q{i}", priority=priority, dont_filter=True)
+            scheduler.enqueue_request(request)
+        assert (scheduler.in_memory, scheduler.on_disk) == (4, 6)
+        # A request scheduled while the disk holds some goes there too, even with room.
+        first = scheduler.next_request()
+        scheduler.enqueue_request(Request("http://a.example/late", dont_filter=True))
+        assert (scheduler.in_memory, scheduler.on_disk) == (3, 7)
+        popped = [first.url] + [scheduler.next_request().url for _ in range(10)]
+        assert scheduler.next_request() is None
+        assert (scheduler.in_memory, scheduler.on_disk) == (0, 0)
+        # The memory's four (scheduled first) in order of priority, then the disk's.
+        memory = sorted(pushed[:4], key=lambda p: (-p[1], p[0]))
+        disk = sorted([*pushed[4:], (10, 0)], key=lambda p: (-p[1], p[0]))
+        names = {10: "late"}
+        assert popped == [f"http://a.example/{names.get(i, f'q{i}')}" for i, _ in memory + disk]
+    finally:
+        scheduler.close("finished")
+
+
+def test_no_requests_in_memory_with_the_cap_at_zero(tmp_path: Path) -> None:
+    scheduler = _scheduler(tmp_path, 0)
+    try:
+        scheduler.enqueue_request(Request("http://a.example/1", dont_filter=True))
+        assert (scheduler.in_memory, scheduler.on_disk) == (0, 1)
+        assert scheduler.next_request().url == "http://a.example/1"
+        assert scheduler.on_disk == 0
+    finally:
+        scheduler.close("finished")
 
 
 def test_frontier_in_memory_when_switched_off(site: Site, crawl, tmp_path: Path) -> None:
