@@ -19,8 +19,14 @@ from tests.conftest import CrawlResult, Site, run_crawl, run_search, start_crawl
 #: The word every page holds (a search for it must find each page once).
 COMMON = "kestrel"
 
-#: Settings of both runs: small batches, so that a small site makes many commits.
-BASE = {"LOG_LEVEL": "INFO", "CONCURRENT_REQUESTS": 8, "LINKRANK_ENABLED": False}
+#: Settings of both runs: small batches, so that a small site makes many commits; no
+#: request held in memory, so that every request of a small site waits on disk.
+BASE = {
+    "LOG_LEVEL": "INFO",
+    "CONCURRENT_REQUESTS": 8,
+    "LINKRANK_ENABLED": False,
+    "FRONTIER_MEMORY_REQUESTS": 0,
+}
 
 #: moment -> (SPIDERSITE_KILL_AT, pages of the site, settings of both runs).
 MOMENTS: dict[str, tuple[str, int, dict[str, Any]]] = {
