@@ -36,7 +36,8 @@ class IndexExtension:
     ``<SPIDERSITE_DATA_DIR>/index``), ``INDEX_BATCH_SIZE`` (documents per Whoosh commit,
     1000), ``INDEX_MAX_TERMS`` (distinct stems indexed per page, highest weights first,
     20000), ``INDEX_LIMITMB`` (megabytes of postings the Whoosh writer buffers, 4),
-    ``INDEX_QUEUE_BATCHES`` (stored batches waiting for the indexer, 8).
+    ``INDEX_MAX_MERGE_DOCS`` (segments of more documents are not merged again, 16384;
+    0: no cap), ``INDEX_QUEUE_BATCHES`` (stored batches waiting for the indexer, 8).
     Stats (counted by the worker): ``index/sent``, ``index/deleted``, ``index/documents``,
     ``index/searchable_at``, ``index/error``.
     """
