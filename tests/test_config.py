@@ -87,6 +87,7 @@ BAD_VALUES = [
     ("STORE_BATCH_SIZE", "0", "STORE_BATCH_SIZE: must be a whole number ≥ 1, not '0'"),
     ("INDEX_BATCH_SIZE", "-5", "INDEX_BATCH_SIZE: must be a whole number ≥ 1, not '-5'"),
     ("INDEX_MAX_MERGE_DOCS", "-1", "INDEX_MAX_MERGE_DOCS: must be a whole number ≥ 0"),
+    ("FRONTIER_MEMORY_REQUESTS", "x", "FRONTIER_MEMORY_REQUESTS: must be a whole number ≥ 0"),
     ("SITE_CANONICAL_CACHE", "lots", "SITE_CANONICAL_CACHE: must be a size in bytes ≥ 1"),
     ("ANALYZE_MAX_WORDS", "1.5", "ANALYZE_MAX_WORDS: must be a whole number ≥ 0"),
     ("ANALYZE_PROCESSES", "-1", "ANALYZE_PROCESSES: must be a whole number ≥ 0, not '-1'"),
