@@ -88,7 +88,6 @@ def test_crawl_twice_leaves_no_duplicates(site: Site, crawl, db_url: str) -> Non
     assert result.scalar("SELECT count(*) FROM crawls") == 2
     found = result.search("status", "--json")
     assert found.returncode == 0
-    status = json.loads(found.stdout) if False else None  # noqa: F841 - status checked below
     s = result.search("gamma", "--json")
     assert [h["url"] for h in json.loads(s.stdout)["hits"]] == [site.url + "x.html"]
 
