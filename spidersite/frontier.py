@@ -158,11 +158,13 @@ class DiskFrontierScheduler(Scheduler):
         settings = crawler.settings
         jobdir = job_dir(settings)
         folder = None
+        memory = 0  # with JOBDIR, every request on disk (Scrapy's behaviour)
         if jobdir is None:
             config = crawl_settings(crawler)
             if config.frontier_disk:
                 folder = FrontierFolder.create(config.frontier_folder)
                 jobdir = str(folder.path)
+                memory = config.frontier_memory_requests
         scheduler = cls(
             dupefilter=build_from_crawler(load_object(settings["DUPEFILTER_CLASS"]), crawler),
             jobdir=jobdir,
@@ -174,8 +176,7 @@ class DiskFrontierScheduler(Scheduler):
             crawler=crawler,
         )
         scheduler.folder = folder
-        if folder is not None:
-            scheduler.memory_requests = crawl_settings(crawler).frontier_memory_requests
+        scheduler.memory_requests = memory
         return scheduler
 
     def _dqpush(self, request: Request) -> bool:
