@@ -137,14 +137,14 @@ class Posting(Base):
     __tablename__ = "postings"
     __table_args__ = {"sqlite_with_rowid": False}
 
-    document_id: Mapped[int] = mapped_column(
-        ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True
-    )
+    #: A ``documents.id`` and a ``words.id``, with no foreign key (migration 0012): the
+    #: store writes a page's postings in the transaction of its document row, after
+    #: deleting the ones they replace, and no document or word is ever deleted; checking
+    #: each posting's two keys was most of PostgreSQL's work in storing a page.
+    document_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     #: No index of its own: the postings are read by document (the primary key); an index
     #: by stem cost most of a page's store at size (migration 0008).
-    word_id: Mapped[int] = mapped_column(
-        ForeignKey("words.id", ondelete="CASCADE"), primary_key=True
-    )
+    word_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     surface: Mapped[str] = mapped_column(String(128))
     body_count: Mapped[int] = mapped_column(Integer, default=0)
     title_count: Mapped[int] = mapped_column(Integer, default=0)
@@ -163,7 +163,8 @@ class Link(Base):
     __table_args__ = (Index("ix_links_from_to", "from_id", "to_url", unique=True),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    from_id: Mapped[int] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"))
+    #: A ``documents.id``, with no foreign key (migration 0012), as ``postings.document_id``.
+    from_id: Mapped[int] = mapped_column(Integer)
     #: Not indexed: the links of each stored page went into an index by target at random
     #: places (~0.8 ms a page at 60,000 pages); the links by target are :class:`InLink`.
     to_url: Mapped[str] = mapped_column(Text)

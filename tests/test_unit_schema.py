@@ -205,3 +205,75 @@ def test_postings_without_rowid_on_sqlite_new_or_upgraded(tmp_path: Path) -> Non
         assert postings() == before
     finally:
         engine.dispose()
+
+
+def _foreign_keys(engine: Any) -> dict[str, list[tuple[list[str], str]]]:
+    inspector = inspect(engine)
+    return {
+        table: sorted(
+            (fk["constrained_columns"], fk["referred_table"])
+            for fk in inspector.get_foreign_keys(table)
+        )
+        for table in ("postings", "links")
+    }
+
+
+def test_postings_and_links_without_foreign_keys_new_or_upgraded(db_url: str) -> None:
+    """A page's postings and links carry no foreign key, in a new database and after
+    migration 0012, which drops them on PostgreSQL and edits the table definitions in
+    place on SQLite, every row kept; its downgrade puts them back."""
+    from alembic import command
+
+    from search.store import DocumentStore
+    from tests.test_unit_crawldb import page
+
+    none: dict[str, list[Any]] = {"postings": [], "links": []}
+    engine = db.create(db_url)
+    try:
+        db.run_migrations(engine, "0011")
+        one, two = "http://a.example/1", "http://a.example/2"
+        DocumentStore(engine).write_batch([page(one, links=[(two, "to two", False)]), page(two)])
+        keys = {
+            "postings": [(["document_id"], "documents"), (["word_id"], "words")],
+            "links": [(["from_id"], "documents")],
+        }
+        assert _foreign_keys(engine) == keys
+
+        def rows() -> list[Any]:
+            with engine.connect() as conn:
+                return [
+                    [tuple(r) for r in conn.exec_driver_sql(f"SELECT * FROM {t} ORDER BY 1, 2")]
+                    for t in ("postings", "links")
+                ]
+
+        before = rows()
+        assert before[0] and before[1]
+        db.migrate(engine)
+        assert _foreign_keys(engine) == none
+        assert rows() == before
+        assert without_sqlite_clone_fk(engine, schema_diff(engine)) == []
+        # The store still writes through the edited tables (a page stored again).
+        DocumentStore(engine).write_batch([page(one, links=[(two, "again", False)])])
+        if engine.dialect.name == "sqlite":
+            with engine.connect() as conn:
+                assert conn.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
+        config = Config()
+        config.attributes["engine"] = engine
+        with db._migrations_folder() as folder:
+            config.set_main_option("script_location", folder)
+            command.downgrade(config, "0011")
+        assert _foreign_keys(engine) == keys
+        if engine.dialect.name == "sqlite":
+            with engine.connect() as conn:
+                assert conn.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
+                assert list(conn.exec_driver_sql("PRAGMA foreign_key_check")) == []
+    finally:
+        engine.dispose()
+
+
+def test_a_new_database_has_no_foreign_keys_per_posting(db_url: str) -> None:
+    engine = db.connect(db_url)
+    try:
+        assert _foreign_keys(engine) == {"postings": [], "links": []}
+    finally:
+        engine.dispose()
