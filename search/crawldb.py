@@ -34,8 +34,9 @@ from sqlalchemy import (
 from sqlalchemy.exc import SQLAlchemyError
 
 from search.analysis import SECTIONS
+from search.db import chunks
 from search.models import Crawl, Document, InLink, Link, Posting, Server, Word
-from search.rows import NotDue, PostingsPage, StoredPostings
+from search.rows import NotDue, PostingsPage
 
 #: What makes a stored document belong in the index.
 INDEXABLE = and_(
@@ -195,51 +196,40 @@ class CrawlDB:
             stmt = stmt.where(Document.crawled_at < before)
         return stmt
 
-    def indexable_documents(
+    def indexable_postings(
         self,
+        chunk: int = 2000,
         only_unindexed: bool = False,
         before: datetime | None = None,
         ids: Sequence[int] | None = None,
-        chunk: int = 200,
-    ) -> Iterator[StoredPostings]:
-        """The documents that belong in the index, with their postings, in id order
-        (only those not indexed yet, stored *before* a time, or among *ids*)."""
-        stmt = self._indexable(
-            select(Document.id, Document.url, Document.server_id), only_unindexed, before
-        )
-        if ids is not None:
-            stmt = stmt.where(Document.id.in_(list(ids)))
-        for docs in self._pages(stmt, Document.id, chunk):
-            postings: dict[int, list[tuple[str, tuple[int, ...]]]] = {d.id: [] for d in docs}
-            with self.engine.connect() as conn:
-                rows = conn.execute(
-                    select(Posting.document_id, Word.stem, *_SECTION_COLUMNS)
-                    .join(Word, Word.id == Posting.word_id)
-                    .where(Posting.document_id.in_(list(postings)))
-                )
-                for row in rows:
-                    postings[row.document_id].append((row.stem, tuple(row[2:])))
-            for d in docs:
-                yield StoredPostings(d.id, d.url, d.server_id, postings[d.id])
-
-    def indexable_postings(self, chunk: int = 2000) -> Iterator[PostingsPage]:
-        """Every document that belongs in the index with its postings, *chunk* documents
-        a page, in id order: what :meth:`indexable_documents` reads, as arrays.
+    ) -> Iterator[PostingsPage]:
+        """The documents that belong in the index with their postings, *chunk* documents
+        a page, in id order (only those not indexed yet, stored *before* a time, or among
+        *ids*), as arrays.
 
         The postings of a page come in one row per document, each column's values joined
         into one string (``group_concat`` on SQLite, ``string_agg`` on PostgreSQL; every
         aggregate of a group reads its rows in the same order), read back by numpy's
         parser: a database driver's row per posting costs more than the rest of a
-        rebuild."""
+        rebuild.  A page of consecutive ids is read as one range of the postings' key,
+        a sparse one (re-crawled pages among many) by its ids."""
         columns = [Posting.word_id, *_SECTION_COLUMNS]
-        stmt = self._indexable(select(Document.id, Document.url, Document.server_id), False, None)
+        stmt = self._indexable(
+            select(Document.id, Document.url, Document.server_id), only_unindexed, before
+        )
+        if ids is not None:
+            stmt = stmt.where(Document.id.in_(list(ids)))
         joined = [func.aggregate_strings(cast(c, Text), ",") for c in columns]
         for docs in self._pages(stmt, Document.id, chunk):
             ids = [d.id for d in docs]
+            if ids[-1] - ids[0] < 2 * len(ids):
+                which = Posting.document_id.between(ids[0], ids[-1])
+            else:
+                which = Posting.document_id.in_(ids)
             with self.engine.connect() as conn:
                 rows = conn.execute(
                     select(Posting.document_id, func.count(), *joined)
-                    .where(Posting.document_id.between(ids[0], ids[-1]))
+                    .where(which)
                     .group_by(Posting.document_id)
                     .order_by(Posting.document_id)
                 ).all()
@@ -272,8 +262,18 @@ class CrawlDB:
             out[wid] = stem
         return out
 
+    def stems(self, word_ids: Sequence[int]) -> dict[int, str]:
+        """The stem of each word id of *word_ids* (distinct ids), read by the words' key
+        in slices of one ``IN`` list each."""
+        out: dict[int, str] = {}
+        with self.engine.connect() as conn:
+            for part in chunks(word_ids):
+                rows = conn.execute(select(Word.id, Word.stem).where(Word.id.in_(part)))
+                out.update((wid, stem) for wid, stem in rows)
+        return out
+
     def count_indexable(self, only_unindexed: bool = False, before: datetime | None = None) -> int:
-        """How many stored documents belong in the index (see :meth:`indexable_documents`)."""
+        """How many stored documents belong in the index (see :meth:`indexable_postings`)."""
         stmt = self._indexable(select(func.count()).select_from(Document), only_unindexed, before)
         with self.engine.connect() as conn:
             return int(conn.execute(stmt).scalar_one())

@@ -4,8 +4,9 @@
 :func:`reindex` rebuilds the whole index, or adds the documents not indexed yet: a full
 rebuild (:func:`rebuild`) reads the stored postings as arrays (:func:`iter_doc_batches`),
 in a process of its own at size (:mod:`search.rebuildfeed`), and writes them whole
-(:meth:`search.index.Index.rebuild`); the rest adds :class:`search.index.IndexDoc`
-one by one (:func:`iter_index_docs`).  :func:`check` compares the index with the database
+(:meth:`search.index.Index.rebuild`); the rest reads the documents to add the same
+way, a page at a time, and adds them as columns (:func:`iter_doc_columns`) through an
+incremental commit.  :func:`check` compares the index with the database
 and, with *repair*, makes it agree.  Each posting's weight is the sum of its counts per
 section times its server's section weights, as the analyzer sums them.
 """
@@ -13,7 +14,7 @@ section times its server's section weights, as the analyzer sums them.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -23,7 +24,8 @@ from sqlalchemy import Engine, not_, update
 from search.analysis import DEFAULT_WEIGHTS, SECTIONS
 from search.crawldb import INDEXABLE, CrawlDB
 from search.db import chunks
-from search.index import LIMITMB, MAX_MERGE_DOCS, DocBatch, Index, IndexDoc
+from search.doccolumns import DocColumns
+from search.index import LIMITMB, MAX_MERGE_DOCS, DocBatch, Index
 from search.linkrank import LinkRankResult, update_linkrank
 from search.models import Document
 from search.rebuildfeed import BatchFeed
@@ -41,31 +43,6 @@ def server_weights(crawldb: CrawlDB) -> dict[int, dict[str, float]]:
     }
 
 
-def iter_index_docs(
-    engine: Engine,
-    only_unindexed: bool = False,
-    chunk: int = 200,
-    before: datetime | None = None,
-    ids: Sequence[int] | None = None,
-) -> Iterator[IndexDoc]:
-    """Rebuild IndexDocs from the stored postings, *chunk* documents per query."""
-    crawldb = CrawlDB(engine)
-    weights = server_weights(crawldb)
-    for doc in crawldb.indexable_documents(only_unindexed, before, ids, chunk):
-        w = weights.get(doc.server_id) if doc.server_id is not None else None
-        w = w or DEFAULT_WEIGHTS
-        terms: dict[str, float] = {}
-        sections: dict[str, tuple[float, ...]] = {}
-        for stem, counts in doc.postings:
-            weight = 0.0  # Σ count × section weight, in section order, as the analyzer sums
-            for i, section in enumerate(SECTIONS):
-                if counts[i]:
-                    weight += counts[i] * w[section]
-            terms[stem] = weight
-            sections[stem] = tuple(counts[i] * float(w[s]) for i, s in enumerate(SECTIONS))
-        yield IndexDoc(doc.id, doc.url, netloc(doc.url), terms, sections)
-
-
 #: Documents a full rebuild reads from the database at a time: ~200,000 postings of the
 #: synthetic site, ~25 MB while their page is parsed.
 READ_PAGE = 500
@@ -73,8 +50,8 @@ READ_PAGE = 500
 
 def iter_doc_batches(engine: Engine, chunk: int = 2000) -> Iterator[DocBatch]:
     """Every document that belongs in the index, as :class:`search.index.DocBatch` of
-    *chunk* documents (term ids are word ids): what :func:`iter_index_docs` gives, as
-    arrays, with the same weights, summed in the same order."""
+    *chunk* documents (term ids are word ids), each posting's weight summed in section
+    order, as the analyzer sums."""
     weigh = SectionWeights(engine)
     for page in CrawlDB(engine).indexable_postings(chunk):
         yield weigh.batch(page)
@@ -82,16 +59,17 @@ def iter_doc_batches(engine: Engine, chunk: int = 2000) -> Iterator[DocBatch]:
 
 class SectionWeights:
     """The section weights of every stored server (:func:`server_weights`), applied to
-    the stored postings of a :class:`search.rows.PostingsPage` (:meth:`batch`)."""
+    the stored postings of a :class:`search.rows.PostingsPage` (:meth:`batch`,
+    :meth:`columns`)."""
 
     def __init__(self, engine: Engine) -> None:
         self.default = [DEFAULT_WEIGHTS[s] for s in SECTIONS]
         weights = server_weights(CrawlDB(engine))
         self.by_server = {sid: [w[s] for s in SECTIONS] for sid, w in weights.items()}
 
-    def batch(self, page: PostingsPage) -> DocBatch:
-        """The :class:`DocBatch` of *page*: each posting's weighted counts per section and
-        their sum (its counts may come in any integer type)."""
+    def _weigh(self, page: PostingsPage) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each document's section weights, each posting's weighted counts per section
+        and their sum (the counts may come in any integer type)."""
         per_doc = np.array(
             [
                 self.by_server.get(sid, self.default) if sid is not None else self.default
@@ -106,8 +84,43 @@ class SectionWeights:
         total = np.zeros(len(page.word_ids), dtype=np.float64)
         for i in range(len(SECTIONS)):
             total = total + sections[:, i]
+        return per_doc, sections, total
+
+    def batch(self, page: PostingsPage) -> DocBatch:
+        """The :class:`DocBatch` of *page* (term ids are word ids), for a full rebuild."""
+        _, sections, total = self._weigh(page)
         hosts = [netloc(url) for url in page.urls]
         return DocBatch(page.ids, page.urls, hosts, page.sizes, page.word_ids, total, sections)
+
+    def columns(self, page: PostingsPage, stems: list[str]) -> DocColumns:
+        """The :class:`DocColumns` of *page*, each posting's stem given (*stems*), for an
+        incremental commit."""
+        _, sections, total = self._weigh(page)
+        hosts = [netloc(url) for url in page.urls]
+        return DocColumns(page.ids, page.urls, hosts, page.sizes, stems, total, sections)
+
+
+def iter_doc_columns(
+    engine: Engine,
+    only_unindexed: bool = False,
+    before: datetime | None = None,
+    ids: Sequence[int] | None = None,
+    chunk: int = 500,
+) -> Iterator[DocColumns]:
+    """The documents that belong in the index (only those not indexed yet, stored *before*
+    a time, or among *ids*) as :class:`DocColumns` of up to *chunk* documents, read as
+    arrays (:meth:`search.crawldb.CrawlDB.indexable_postings`) with the stems of each
+    page's words: what an incremental commit adds (``reindex --new``, ``--follow``,
+    ``check``).  Memory: one page's postings and stems."""
+    crawldb = CrawlDB(engine)
+    weigh = SectionWeights(engine)
+    parts: Iterable[Sequence[int] | None] = [None] if ids is None else chunks(ids, chunk)
+    for part in parts:
+        for page in crawldb.indexable_postings(chunk, only_unindexed, before, part):
+            distinct, which = np.unique(page.word_ids, return_inverse=True)
+            stem_of = crawldb.stems(distinct.tolist())
+            names = [stem_of[w] for w in distinct.tolist()]
+            yield weigh.columns(page, [names[i] for i in which.tolist()])
 
 
 def count_indexable(
@@ -231,24 +244,14 @@ def reindex(
         return 0
     store = DocumentStore(engine)
     done: list[int] = []
-
-    def docs() -> Iterator[IndexDoc]:
-        if ids is None:
-            yield from iter_index_docs(engine, only_unindexed=not full, before=before)
-            return
-        for part in chunks(ids, 500):
-            yield from iter_index_docs(engine, only_unindexed=not full, before=before, ids=part)
-
     with index.writer(
         limitmb=limitmb, clear=full, wait=wait, max_merge_docs=max_merge_docs
     ) as writer:
-        for doc in docs():
-            writer.add(doc, update=not full)
-            done.append(doc.docid)
-            if progress and len(done) % batch_size == 0:
-                progress(batch_size)
-        if progress and len(done) % batch_size:
-            progress(len(done) % batch_size)
+        for columns in iter_doc_columns(engine, not full, before, ids, min(batch_size, READ_PAGE)):
+            writer.add_columns(columns, update=not full)
+            done.extend(columns.docids)
+            if progress:
+                progress(len(columns))
     # Mark after the commit: a document is "indexed" only once it is searchable.
     store.mark_indexed(done)
     return len(done)
@@ -302,9 +305,8 @@ def check(engine: Engine, index: Index, repair: bool = True, limitmb: int = LIMI
         with index.writer(limitmb=limitmb) as writer:
             for docid in result.extra:
                 writer.delete(docid)
-            for part in chunks(again, 500):
-                for doc in iter_index_docs(engine, ids=part):
-                    writer.add(doc)
+            for columns in iter_doc_columns(engine, ids=again):
+                writer.add_columns(columns)
         result.repaired = True
     store.mark_indexed(again)
     with engine.begin() as conn:

@@ -110,16 +110,6 @@ class BatchResult:
 
 
 @dataclass(slots=True)
-class StoredPostings:
-    """An indexable document with its stored postings: ``(stem, counts per section)``."""
-
-    id: int
-    url: str
-    server_id: int | None
-    postings: list[tuple[str, tuple[int, ...]]]
-
-
-@dataclass(slots=True)
 class PostingsPage:
     """Indexable documents (consecutive in id order) with their stored postings as arrays:
     each document's number of postings, then each posting's word id and counts per

@@ -125,7 +125,7 @@ def test_revisits_all_and_due(engine: Any, store: DocumentStore) -> None:
     assert due == {r.url for r in every} - {"http://a.example/1"}
 
 
-def test_indexable_documents_counts_and_ids(engine: Any, store: DocumentStore) -> None:
+def test_indexable_postings_counts_and_ids(engine: Any, store: DocumentStore) -> None:
     store.write_batch(
         [
             *(page(f"http://a.example/{i}", f"vacuum word{i}") for i in range(5)),
@@ -139,18 +139,23 @@ def test_indexable_documents_counts_and_ids(engine: Any, store: DocumentStore) -
     assert sorted(crawldb.indexable_ids()) == wanted
     assert crawldb.count_indexable() == 5
     assert crawldb.count_indexable(before=NOW) == 0
-    docs = list(crawldb.indexable_documents(chunk=2))
-    assert [d.id for d in docs] == wanted
-    first = docs[0]
-    assert first.url == "http://a.example/0"
-    stems = dict(first.postings)
-    assert stems["vacuum"][0] == 1  # the body count comes first (SECTIONS order)
+    pages = list(crawldb.indexable_postings(chunk=2))
+    assert [i for p in pages for i in p.ids] == wanted
+    first = pages[0]
+    assert first.urls[0] == "http://a.example/0"
+    words = first.word_ids[: first.sizes[0]].tolist()
+    stems = crawldb.stems(words)
+    assert {"vacuum", "word0", "exampl"} <= set(stems.values())  # body and URL words
+    vacuum = words.index(next(w for w, s in stems.items() if s == "vacuum"))
+    assert first.counts[vacuum][0] == 1  # the body count comes first (SECTIONS order)
     # Restricted to some ids, over more than one page of rows.
     some = wanted[1:]
-    assert [d.id for d in crawldb.indexable_documents(ids=some, chunk=2)] == some
+    assert [i for p in crawldb.indexable_postings(chunk=2, ids=some) for i in p.ids] == some
     store.mark_indexed(wanted[:2])
     assert crawldb.count_indexable(only_unindexed=True) == 3
-    assert crawldb.server_settings() == {first.server_id: {"titleweight": 4}}
+    unindexed = crawldb.indexable_postings(chunk=2, only_unindexed=True)
+    assert [i for p in unindexed for i in p.ids] == wanted[2:]
+    assert crawldb.server_settings() == {first.server_ids[0]: {"titleweight": 4}}
 
 
 def test_documents_and_section_counts(engine: Any, store: DocumentStore) -> None:

@@ -21,20 +21,22 @@ from sqlalchemy import select, text, update
 from whoosh.filedb.filestore import FileStorage
 
 from search import arrayfile, db, rebuildfeed, termruns
-from search.analysis import analyze_document
-from search.crawldb import CrawlDB
+from search.analysis import DEFAULT_WEIGHTS, SECTIONS, analyze_document
+from search.crawldb import INDEXABLE, CrawlDB
 from search.index import INDEX_NAME, DocBatch, Index, IndexDoc
-from search.models import Document, Server
+from search.models import Document, Posting, Server, Word
 from search.rebuildfeed import BatchFeed, ReaderFailed
 from search.reindex import (
     SectionWeights,
     iter_doc_batches,
-    iter_index_docs,
+    iter_doc_columns,
     rebuild,
     reindex,
+    server_weights,
 )
 from search.rows import DocumentRow
 from search.store import DocumentStore
+from search.urls import netloc
 from tests.conftest import ROOT
 from tests.test_unit_linkrank import NOW
 from tests.whooshwriter import whoosh_writer
@@ -317,8 +319,44 @@ def stored(db_url: str) -> Iterator[Any]:
     engine.dispose()
 
 
+def reference_docs(
+    engine: Any, ids: list[int] | None = None, only_unindexed: bool = False
+) -> list[IndexDoc]:
+    """The documents that belong in the index as a reader of the database one posting
+    row at a time sees them (the product's path until 2026-12-06): each posting's
+    weight summed in Python, section by section, from 0."""
+    weights = server_weights(CrawlDB(engine))
+    stmt = select(Document.id, Document.url, Document.server_id).where(INDEXABLE)
+    if only_unindexed:
+        stmt = stmt.where(Document.indexed.is_(False))
+    if ids is not None:
+        stmt = stmt.where(Document.id.in_(ids))
+    counts = [getattr(Posting, f"{s}_count") for s in SECTIONS]
+    postings: dict[int, list[tuple[str, tuple[int, ...]]]] = {}
+    with engine.connect() as conn:
+        docs = conn.execute(stmt.order_by(Document.id)).all()
+        for row in conn.execute(
+            select(Posting.document_id, Word.stem, *counts).join(Word, Word.id == Posting.word_id)
+        ):
+            postings.setdefault(row[0], []).append((row[1], tuple(row[2:])))
+    out = []
+    for docid, url, server_id in docs:
+        w = (weights.get(server_id) if server_id is not None else None) or DEFAULT_WEIGHTS
+        terms: dict[str, float] = {}
+        sections: dict[str, tuple[float, ...]] = {}
+        for stem, c in postings.get(docid, []):
+            weight = 0.0
+            for i, section in enumerate(SECTIONS):
+                if c[i]:
+                    weight += c[i] * w[section]
+            terms[stem] = weight
+            sections[stem] = tuple(c[i] * float(w[s]) for i, s in enumerate(SECTIONS))
+        out.append(IndexDoc(docid, url, netloc(url), terms, sections))
+    return out
+
+
 def test_the_database_is_read_as_the_document_path_reads_it(stored: Any) -> None:
-    expected = list(iter_index_docs(stored))
+    expected = reference_docs(stored)
     vocabulary = CrawlDB(stored).vocabulary()
     got: list[IndexDoc] = []
     for batch in iter_doc_batches(stored, chunk=7):
@@ -353,6 +391,31 @@ def test_the_database_is_read_as_the_document_path_reads_it(stored: Any) -> None
     assert any(d.host == "b.example:8080" for d in got)
     # The URL's words on b.example weigh 0: read, then left out of the index.
     assert any(w == 0.0 for d in got for w in d.weights.values())
+
+
+def _as_docs(columns: list[Any]) -> list[IndexDoc]:
+    return [doc for page in columns for doc in page.docs()]
+
+
+def test_an_incremental_commit_reads_the_database_as_arrays(stored: Any) -> None:
+    """What ``reindex --new``, ``--follow`` and ``check`` add: the documents to index read
+    a page of arrays at a time, every posting's stem looked up, the same floats as one
+    posting row at a time gives; among some ids (consecutive ones read as a range of the
+    postings' key, scattered ones by their ids), and only those not indexed yet."""
+    expected = reference_docs(stored)
+    got = _as_docs(list(iter_doc_columns(stored, chunk=7)))
+    assert [d.docid for d in got] == [d.docid for d in expected] and len(got) > 50
+    for g, e in zip(got, expected, strict=True):
+        assert (g.url, g.host, g.weights, g.sections) == (e.url, e.host, e.weights, e.sections)
+    ids = [d.docid for d in expected]
+    for some in (ids[3:20], ids[::5], [ids[0], ids[-1]]):
+        assert _as_docs(list(iter_doc_columns(stored, ids=some, chunk=4))) == reference_docs(
+            stored, ids=some
+        )
+    DocumentStore(stored).mark_indexed(ids[::2])
+    assert _as_docs(list(iter_doc_columns(stored, only_unindexed=True, chunk=6))) == (
+        reference_docs(stored, only_unindexed=True)
+    )
 
 
 def test_a_full_reindex_writes_the_index_of_the_document_path(stored: Any, tmp_path: Path) -> None:
