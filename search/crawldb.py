@@ -262,6 +262,12 @@ class CrawlDB:
             out[wid] = stem
         return out
 
+    def words_after(self, last: int) -> list[tuple[int, str]]:
+        """Every word of an id above *last*: ``(id, stem)`` in id order."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(Word.id, Word.stem).where(Word.id > last).order_by(Word.id))
+            return [(wid, stem) for wid, stem in rows]
+
     def stems(self, word_ids: Sequence[int]) -> dict[int, str]:
         """The stem of each word id of *word_ids* (distinct ids), read by the words' key
         in slices of one ``IN`` list each."""

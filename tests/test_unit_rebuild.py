@@ -28,6 +28,7 @@ from search.models import Document, Posting, Server, Word
 from search.rebuildfeed import BatchFeed, ReaderFailed
 from search.reindex import (
     SectionWeights,
+    Stems,
     iter_doc_batches,
     iter_doc_columns,
     rebuild,
@@ -416,6 +417,36 @@ def test_an_incremental_commit_reads_the_database_as_arrays(stored: Any) -> None
     assert _as_docs(list(iter_doc_columns(stored, only_unindexed=True, chunk=6))) == (
         reference_docs(stored, only_unindexed=True)
     )
+
+
+def test_stems_are_read_once_then_only_the_new_words(stored: Any) -> None:
+    """``reindex --follow`` keeps its stems between rounds: the first call reads the
+    vocabulary, later ones only the words past it; an id below that was not there when
+    it was read (another process's word committed late) is read by its id; an id of no
+    word is an error, not a wrong stem."""
+    crawldb = CrawlDB(stored)
+    vocabulary = crawldb.vocabulary()
+    calls: list[int] = []
+    real = crawldb.words_after
+
+    def counted(last: int) -> list[tuple[int, str]]:
+        calls.append(last)
+        return real(last)
+
+    crawldb.words_after = counted  # type: ignore[method-assign]
+    stems = Stems(crawldb)
+    ids = [i for i, stem in enumerate(vocabulary) if stem]
+    assert stems(ids[:5]) == [vocabulary[i] for i in ids[:5]]
+    assert stems(ids[-3:]) == [vocabulary[i] for i in ids[-3:]] and calls == [-1]
+    DocumentStore(stored).write_batch([page("http://a.example/new", "zymurgy quixotic")])
+    new = [wid for wid, _ in real(len(vocabulary) - 1)]
+    assert len(new) >= 2
+    assert stems(new) == [s for _, s in real(len(vocabulary) - 1)]
+    assert calls == [-1, len(vocabulary) - 1]
+    stems.by_id[ids[7]] = None  # as if its transaction had committed after the read
+    assert stems([ids[7]]) == [vocabulary[ids[7]]] and len(calls) == 2
+    with pytest.raises(RuntimeError, match="words the database does not have"):
+        stems([new[-1] + 1000])
 
 
 def test_a_full_reindex_writes_the_index_of_the_document_path(stored: Any, tmp_path: Path) -> None:

@@ -129,8 +129,9 @@ def follow(args: argparse.Namespace, out: TextIO) -> int:
     process (Whoosh has one writer) keeps the index in step with it."""
     import time
 
+    from search.crawldb import CrawlDB
     from search.indexer import LOCK_WAIT
-    from search.reindex import check, reindex
+    from search.reindex import Stems, check, reindex
 
     if args.interval <= 0:
         raise CLIError("--interval must be greater than 0", 2)
@@ -138,13 +139,14 @@ def follow(args: argparse.Namespace, out: TextIO) -> int:
     index = open_index(args)
     index.open(create=True)
     rounds = 0
+    stems = Stems(CrawlDB(engine))  # read once, then only the words stored since
     # The linkranks are recomputed once the database is quiet: after a round that changed
     # nothing, when an earlier one (or the start) did.
     stale = args.linkrank
     try:
         while True:
-            added = reindex(engine, index, full=False, wait=LOCK_WAIT)
-            result = check(engine, index, repair=True)
+            added = reindex(engine, index, full=False, wait=LOCK_WAIT, stems=stems)
+            result = check(engine, index, repair=True, stems=stems)
             removed = len(result.extra)
             again = len(result.missing) + len(result.unmarked)
             changed = bool(added or removed or again)
