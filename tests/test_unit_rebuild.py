@@ -533,3 +533,42 @@ def test_pages_sent_compact_weigh_the_same(stored: Any) -> None:
         assert a.sections.tobytes() == b.sections.tobytes()
     assert rebuildfeed.compact(pages[1]).counts.dtype == np.uint8
     assert rebuildfeed.compact(big).counts.dtype == np.uint32
+
+
+@pytest.mark.parametrize(
+    ("commit_docs", "indexed"), [(1000, [3, 3, 3, 3, 6]), (2, [3, 3, 5, 5, 6])]
+)
+def test_follow_gathers_what_crawlers_store_into_fewer_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, commit_docs: int, indexed: list[int]
+) -> None:
+    """``reindex --follow`` commits on its first round, then once ``--commit-docs``
+    documents wait or once nothing was stored since the last round: a crawler storing a
+    page between rounds does not cost a commit a round."""
+    import io
+
+    from search.cli import main
+
+    url = f"sqlite:///{tmp_path / 'follow.db'}"
+    engine = db.connect(url)
+    store = DocumentStore(engine)
+    store.write_batch([page(f"http://a.example/{n}", f"narwhal tusk{n}") for n in range(3)])
+    seen: list[int] = []
+
+    def between_rounds(_: float) -> None:
+        with engine.connect() as conn:
+            seen.append(conn.execute(text("SELECT count(*) FROM documents WHERE indexed")).scalar())
+        if len(seen) <= 3:  # a crawler stores a page after each of the first three rounds
+            store.write_batch([page(f"http://a.example/late{len(seen)}", "narwhal")])
+
+    monkeypatch.setattr(time, "sleep", between_rounds)
+    out = io.StringIO()
+    code = main(
+        ["reindex", "--follow", "--rounds", "6", "--interval", "1", "--no-linkrank",
+         "--commit-docs", str(commit_docs), "--max-delay", "3600",
+         "--database-url", url, "--index-dir", str(tmp_path / "index")],
+        out,
+    )  # fmt: skip
+    engine.dispose()
+    assert code == 0, out.getvalue()
+    assert seen == indexed  # after each round but the last
+    assert len(Index(tmp_path / "index").docids()) == 6

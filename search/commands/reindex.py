@@ -60,6 +60,22 @@ def add_parser(sub: Any, common: Any) -> None:
         help="with --follow: seconds between rounds (default: 10)",
     )
     p.add_argument(
+        "--commit-docs",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="with --follow: commit once N documents wait to be indexed, or sooner when "
+        "nothing was stored since the last round or --max-delay has passed (default: 1000)",
+    )
+    p.add_argument(
+        "--max-delay",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="with --follow: seconds after which what waits is committed, and the whole "
+        "index checked against the database, even while crawlers keep storing (default: 60)",
+    )
+    p.add_argument(
         "--rounds",
         type=int,
         default=0,
@@ -126,15 +142,27 @@ def print_linkrank(result: Any, out: TextIO) -> None:
 
 def follow(args: argparse.Namespace, out: TextIO) -> int:
     """The indexer of a scaled-out setup: crawlers write only to the database, this one
-    process (Whoosh has one writer) keeps the index in step with it."""
+    process (Whoosh has one writer) keeps the index in step with it.
+
+    A commit's cost grows with the distinct words of what it adds, so documents are
+    gathered as a crawl's own indexer gathers them: a round commits when ``--commit-docs``
+    documents wait, when the database has gone quiet (nothing stored since the last
+    round) or ``--max-delay`` seconds after the last commit.  The check of the whole index
+    against the database (what left the searchable set is removed) reads every document
+    of both, so it runs on the first round, on a quiet round after a commit, and at least
+    every ``--max-delay`` seconds, not every round."""
     import time
 
     from search.crawldb import CrawlDB
     from search.indexer import LOCK_WAIT
-    from search.reindex import Stems, check, reindex
+    from search.reindex import Stems, check, count_indexable, reindex
 
     if args.interval <= 0:
         raise CLIError("--interval must be greater than 0", 2)
+    if args.commit_docs < 1:
+        raise CLIError("--commit-docs must be at least 1", 2)
+    if args.max_delay <= 0:
+        raise CLIError("--max-delay must be greater than 0", 2)
     engine = open_engine(args)
     index = open_index(args)
     index.open(create=True)
@@ -143,23 +171,45 @@ def follow(args: argparse.Namespace, out: TextIO) -> int:
     # The linkranks are recomputed once the database is quiet: after a round that changed
     # nothing, when an earlier one (or the start) did.
     stale = args.linkrank
+    waited = -1  # documents waiting at the end of the last round
+    committed = checked = time.monotonic()
+    unchecked = True  # a commit since the last check
     try:
         while True:
-            added = reindex(engine, index, full=False, wait=LOCK_WAIT, stems=stems)
-            result = check(engine, index, repair=True, stems=stems)
-            removed = len(result.extra)
-            again = len(result.missing) + len(result.unmarked)
+            waiting = count_indexable(engine, only_unindexed=True)
+            quiet = waiting == waited
+            now = time.monotonic()
+            added = removed = again = 0
+            if waiting and (
+                rounds == 0
+                or quiet
+                or waiting >= args.commit_docs
+                or now - committed >= args.max_delay
+            ):
+                added = reindex(engine, index, full=False, wait=LOCK_WAIT, stems=stems)
+                committed, unchecked = time.monotonic(), True
+                waiting = count_indexable(engine, only_unindexed=True)
+            waited = waiting
+            searchable = None
+            if rounds == 0 or (quiet and unchecked) or now - checked >= args.max_delay:
+                result = check(engine, index, repair=True, stems=stems)
+                checked, unchecked = time.monotonic(), False
+                removed = len(result.extra)
+                again = len(result.missing) + len(result.unmarked)
+                searchable = result.in_database
             changed = bool(added or removed or again)
             if changed:
                 stale = args.linkrank
-            elif stale:
+            elif stale and quiet and not unchecked:
                 write_linkrank(engine, out)
                 out.flush()
                 stale = False
             if changed or rounds == 0:
+                if searchable is None:
+                    searchable = count_indexable(engine) - waiting
                 out.write(
                     f"{time.strftime('%H:%M:%S')} indexed {added + again}, "
-                    f"removed {removed}; {result.in_database} searchable\n"
+                    f"removed {removed}; {searchable} searchable\n"
                 )
                 out.flush()
             rounds += 1
