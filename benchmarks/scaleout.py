@@ -3,7 +3,7 @@
     python benchmarks/scaleout.py [--pages 20000] [--seed 1] [--nodes 2]
                                   [--redis redis://127.0.0.1:6379/15]
                                   [--postgres postgresql+psycopg://127.0.0.1:5432/postgres]
-                                  [--json FILE] [--keep] [--timeout S]
+                                  [--node-cpus C] [--json FILE] [--keep] [--timeout S]
 
 ``scale.py``'s synthetic site (generated once, served by nginx) is crawled twice, each time
 into a fresh PostgreSQL database and on a fresh crawl key in Redis, as README's "Scaling
@@ -14,7 +14,15 @@ database is polled every half second: the time until every page is stored, and u
 every page is indexed (searchable), from the start of the crawl processes.  It prints
 stored and searchable pages/s of each run, their ratio (issue 13's target: ≥ 1.6 with two
 processes), the pages fetched by all processes together against the site's (each page
-must be fetched and stored exactly once), and the peak RSS of everything started.
+must be fetched and stored exactly once), the peak RSS of everything started, and the
+machine's cores busy over each run.
+
+On one machine the nodes share its cores with each other, the database and the indexer:
+where one crawl process already keeps every core busy, a second cannot add pages/s.
+``--node-cpus C`` holds each crawl process (with its helper processes) to C CPUs in a
+cgroup of its own, as if each node ran on a machine of C CPUs, to measure what the shared
+parts (Redis's frontier, one PostgreSQL, one indexer) allow: e.g. ``--node-cpus 0.6`` on
+2 cores leaves 0.8 CPU to them with two nodes.
 
 The exit status is 1 when a run fails or a page is missing or stored twice, never because
 the ratio is missed.  Needs PostgreSQL and Redis (as the test suite does).
@@ -23,6 +31,7 @@ the ratio is missed.  Needs PostgreSQL and Redis (as the test suite does).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -46,6 +55,44 @@ from search import db
 
 RATIO_TARGET = 1.6
 POLL = 0.5
+CGROUP_V1 = Path("/sys/fs/cgroup/cpu")
+CGROUP_V2 = Path("/sys/fs/cgroup")
+
+
+def cpu_times() -> tuple[int, int]:
+    """The machine's (busy, total) CPU time so far, in clock ticks (``/proc/stat``)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle and iowait
+    return sum(fields) - idle, sum(fields)
+
+
+class CpuLimit:
+    """A cgroup that holds a crawl process and its helpers to *cpus* CPUs (CFS quota, as
+    a container's ``--cpus`` does): one node of a scaled-out crawl as if on a machine of
+    its own that size.  cgroup v2 or v1's ``cpu`` controller; needs root."""
+
+    def __init__(self, name: str, cpus: float) -> None:
+        period = 100_000
+        quota = max(1000, int(cpus * period))
+        if (CGROUP_V2 / "cgroup.controllers").exists():
+            self.path = CGROUP_V2 / name
+            self.path.mkdir()
+            (self.path / "cpu.max").write_text(f"{quota} {period}")
+        elif CGROUP_V1.is_dir():
+            self.path = CGROUP_V1 / name
+            self.path.mkdir()
+            (self.path / "cpu.cfs_period_us").write_text(str(period))
+            (self.path / "cpu.cfs_quota_us").write_text(str(quota))
+        else:
+            raise SystemExit("--node-cpus needs a cgroup cpu controller (/sys/fs/cgroup)")
+
+    def enter(self) -> None:
+        """Move the calling process into the group (a child's ``preexec_fn``)."""
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def remove(self) -> None:
+        with contextlib.suppress(OSError):  # a process still in it: left for the system
+            self.path.rmdir()
 
 
 def fresh_database(admin_url: str, name: str) -> str:
@@ -81,9 +128,11 @@ def run_nodes(
     ]
     env = crawl.clean_env()
     procs: list[subprocess.Popen[bytes]] = []
-    figures: dict[str, Any] = {"nodes": nodes, "pages": args.pages}
+    limits: list[CpuLimit] = []
+    figures: dict[str, Any] = {"nodes": nodes, "pages": args.pages, "node_cpus": args.node_cpus}
     engine = create_engine(db_url)
     start = time.monotonic()
+    busy0, total0 = cpu_times()
     try:
         for n in range(nodes):
             data = work / f"{tag}-node{n}"
@@ -92,8 +141,18 @@ def run_nodes(
                 data, data / "crawl.log", settings, "-a", "seeds=" + ",".join(seeds),
                 "-a", f"crawl_key={key}",
             )  # fmt: skip
+            enter = None
+            if args.node_cpus:
+                limits.append(
+                    CpuLimit(f"spidersite-scaleout-{os.getpid()}-{tag}{n}", args.node_cpus)
+                )
+                enter = limits[-1].enter
             with (data / "stderr.txt").open("wb") as err:
-                procs.append(subprocess.Popen(cmd, cwd=_corpus.REPO_ROOT, env=env, stderr=err))
+                procs.append(
+                    subprocess.Popen(
+                        cmd, cwd=_corpus.REPO_ROOT, env=env, stderr=err, preexec_fn=enter
+                    )
+                )
             if n == 0:
                 time.sleep(1.0)  # the first pushes the seeds; the others find the crawl
         index_dir = work / f"{tag}-index"
@@ -122,6 +181,7 @@ def run_nodes(
             if not crawling and follower.poll() is not None:
                 break
             time.sleep(POLL)
+        busy1, total1 = cpu_times()
         follower.send_signal(signal.SIGINT)
         follower.wait(60)
         for p in procs:
@@ -146,11 +206,16 @@ def run_nodes(
             searchable_per_s=crawl.rate(args.pages, searchable_at),
             peak_rss_mb=round(peak, 1),
             popped=[s.get("scaleout/popped") for s in stats],
+            # The machine's cores busy over the run (every process, the database's too).
+            cores_busy=round((busy1 - busy0) / max(1, total1 - total0) * (os.cpu_count() or 1), 2),
         )
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
+            p.wait()
+        for limit in limits:
+            limit.remove()
         engine.dispose()
         if not args.keep:
             drop_database(args.postgres, name)
@@ -168,12 +233,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="postgresql+psycopg://127.0.0.1:5432/postgres",
         help="a PostgreSQL database URL; the runs' databases are created beside it",
     )
+    ap.add_argument(
+        "--node-cpus",
+        type=float,
+        default=0.0,
+        metavar="C",
+        help="hold each crawl process and its helpers to C CPUs (a cgroup's CFS quota; "
+        "root): each node as if on a machine of its own, the database, Redis, nginx and "
+        "the indexer sharing what is left (default: no limit)",
+    )
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--keep", action="store_true", help="keep the data folders and databases")
     ap.add_argument("--timeout", type=float, default=7200, help="seconds allowed per run")
     args = ap.parse_args(argv)
     if args.pages < 1 or args.nodes < 2:
         ap.error("--pages must be at least 1 and --nodes at least 2")
+    if args.node_cpus < 0:
+        ap.error("--node-cpus must be 0 (no limit) or more")
     return args
 
 
@@ -210,7 +286,8 @@ def main(argv: list[str] | None = None) -> int:
             f"  {r['nodes']} process(es): stored {r['stored_per_s'] or 0:.1f} pages/s, "
             f"searchable {r['searchable_per_s'] or 0:.1f} pages/s; fetched {r['fetched']:,}, "
             f"stored {r['documents']:,} ({r['distinct_urls']:,} distinct); "
-            f"peak RSS {r['peak_rss_mb']:.0f} MB; taken from the queue {r['popped']}"
+            f"peak RSS {r['peak_rss_mb']:.0f} MB; taken from the queue {r['popped']}; "
+            f"cores busy {r['cores_busy']} of {os.cpu_count()}"
         )
     verdict = "-" if ratio is None else ("met" if ratio >= RATIO_TARGET else "NOT met")
     shown = "-" if ratio is None else f"{ratio:.2f}"

@@ -376,3 +376,45 @@ def test_links_by_target_are_rebuilt_by_the_link_analysis(engine: Any) -> None:
     assert crawldb.rebuild_inlinks() == 2
     assert crawldb.rebuild_inlinks() == 2  # rebuilt whole, not added to
     assert [r.url for r in crawldb.inbound(ids[c], limit=1)] == [a]
+
+
+def _analyzed(engine: Any) -> dict[str, float]:
+    """Each crawl table's row count as PostgreSQL's statistics hold it (-1: never analyzed)."""
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT relname, reltuples FROM pg_class WHERE relname IN "
+            "('documents', 'words', 'postings', 'links')"
+        )
+        return {name: float(n) for name, n in rows}
+
+
+@pytest.mark.parametrize("autovacuum", [False, True])
+def test_the_store_analyzes_its_tables_where_autovacuum_does_not(
+    pg_url: str, autovacuum: bool
+) -> None:
+    """Where PostgreSQL's autovacuum is off the store runs ANALYZE as autovacuum would:
+    once 50 documents are stored, then again each time 50 + 10 % more are."""
+    from search import store as store_module
+
+    engine = db.connect(pg_url)
+    try:
+        store = DocumentStore(engine)
+        store.autovacuum = autovacuum  # whatever the test server's setting
+        batch = [page(f"http://a.example/{i}", f"word{i} vacuum") for i in range(30)]
+        store.write_batch(batch)
+        assert set(_analyzed(engine).values()) == {-1.0}  # 30 documents: not yet
+        store.write_batch([page(f"http://a.example/b{i}", "bloat") for i in range(30)])
+        counts = _analyzed(engine)
+        if autovacuum:
+            assert set(counts.values()) == {-1.0}
+            return
+        assert counts["documents"] == 60 and counts["postings"] > 60 and counts["links"] == 0
+        threshold = store_module.ANALYZE_THRESHOLD + store_module.ANALYZE_SCALE * 60
+        assert store._analyze_after == threshold
+        short = int(threshold) - 1
+        store.write_batch([page(f"http://a.example/c{i}", "x") for i in range(short)])
+        assert _analyzed(engine)["documents"] == 60  # one short of the threshold
+        store.write_batch([page("http://a.example/last", "x")])
+        assert _analyzed(engine)["documents"] == 60 + short + 1
+    finally:
+        engine.dispose()
