@@ -221,11 +221,11 @@ class CrawlDB:
             stmt = stmt.where(Document.id.in_(list(ids)))
         joined = [func.aggregate_strings(cast(c, Text), ",") for c in columns]
         for docs in self._pages(stmt, Document.id, chunk):
-            ids = [d.id for d in docs]
-            if ids[-1] - ids[0] < 2 * len(ids):
-                which = Posting.document_id.between(ids[0], ids[-1])
+            page_ids = [d.id for d in docs]
+            if page_ids[-1] - page_ids[0] < 2 * len(page_ids):
+                which = Posting.document_id.between(page_ids[0], page_ids[-1])
             else:
-                which = Posting.document_id.in_(ids)
+                which = Posting.document_id.in_(page_ids)
             with self.engine.connect() as conn:
                 rows = conn.execute(
                     select(Posting.document_id, func.count(), *joined)
@@ -233,7 +233,7 @@ class CrawlDB:
                     .group_by(Posting.document_id)
                     .order_by(Posting.document_id)
                 ).all()
-            wanted = set(ids)  # the range also holds documents not in the index
+            wanted = set(page_ids)  # the range also holds documents not in the index
             rows = [row for row in rows if row[0] in wanted]
             size_of = {row[0]: row[1] for row in rows}
             values = [
@@ -243,10 +243,10 @@ class CrawlDB:
                 for i in range(len(columns))
             ]
             yield PostingsPage(
-                ids,
+                page_ids,
                 [d.url for d in docs],
                 [d.server_id for d in docs],
-                np.array([size_of.get(i, 0) for i in ids], dtype=np.int64),
+                np.array([size_of.get(i, 0) for i in page_ids], dtype=np.int64),
                 values[0],
                 np.stack(values[1:], axis=1)
                 if rows

@@ -268,25 +268,25 @@ class DocumentStore:
         database the crawl slowed to a fifth of its speed (benchmarks/README.md)."""
         if self.autovacuum or not stored:
             return
-        if self.autovacuum is None:
-            with self.engine.connect() as conn:
-                self.autovacuum = conn.exec_driver_sql("SHOW autovacuum").scalar() == "on"
-            if self.autovacuum:
-                return
-        self._stored_since_analyze += stored
-        if self._stored_since_analyze < self._analyze_after:
-            return
+        # The batch is committed: a failure here costs the statistics, not the batch.
         try:
+            if self.autovacuum is None:
+                with self.engine.connect() as conn:
+                    self.autovacuum = conn.exec_driver_sql("SHOW autovacuum").scalar() == "on"
+                if self.autovacuum:
+                    return
+            self._stored_since_analyze += stored
+            if self._stored_since_analyze < self._analyze_after:
+                return
+            self._stored_since_analyze = 0  # tried again after as many more, if it fails
             with self.engine.begin() as conn:
                 conn.exec_driver_sql("ANALYZE " + ", ".join(ANALYZED_TABLES))
                 held = conn.exec_driver_sql(
                     "SELECT reltuples FROM pg_class WHERE relname = 'documents'"
                 ).scalar()
-        except DBAPIError as exc:  # not the tables' owner, say: leave it to the server
-            logger.warning("The store could not ANALYZE its tables (%s); not trying again", exc)
-            self.autovacuum = True
+        except DBAPIError as exc:
+            logger.warning("The store could not keep the tables' statistics: %s", exc)
             return
-        self._stored_since_analyze = 0
         self._analyze_after = ANALYZE_THRESHOLD + ANALYZE_SCALE * max(0.0, float(held or 0))
         logger.info("ANALYZE of %s (autovacuum is off)", ", ".join(ANALYZED_TABLES))
 
