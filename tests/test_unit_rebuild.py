@@ -572,3 +572,25 @@ def test_follow_gathers_what_crawlers_store_into_fewer_commits(
     assert code == 0, out.getvalue()
     assert seen == indexed  # after each round but the last
     assert len(Index(tmp_path / "index").docids()) == 6
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--commit-docs", "0"], "--commit-docs must be at least 1"),
+        (["--max-delay", "0"], "--max-delay must be greater than 0"),
+        (["--interval", "-1"], "--interval must be greater than 0"),
+    ],
+)
+def test_follow_refuses_bad_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: list[str], message: str
+) -> None:
+    from search.cli import main
+
+    url = f"sqlite:///{tmp_path / 'follow.db'}"
+    code = main(
+        ["reindex", "--follow", *option, "--database-url", url, "--index-dir", str(tmp_path / "ix")]
+    )
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "follow.db").exists()  # refused before opening anything
