@@ -43,8 +43,8 @@ def server_weights(crawldb: CrawlDB) -> dict[int, dict[str, float]]:
     }
 
 
-#: Documents a full rebuild reads from the database at a time: ~200,000 postings of the
-#: synthetic site, ~25 MB while their page is parsed.
+#: Documents a rebuild or an incremental commit reads from the database at a time:
+#: ~200,000 postings of the synthetic site, ~25 MB while their page is parsed.
 READ_PAGE = 500
 
 
@@ -145,7 +145,7 @@ def iter_doc_columns(
     only_unindexed: bool = False,
     before: datetime | None = None,
     ids: Sequence[int] | None = None,
-    chunk: int = 500,
+    chunk: int = READ_PAGE,
     stems: Stems | None = None,
 ) -> Iterator[DocColumns]:
     """The documents that belong in the index (only those not indexed yet, stored *before*

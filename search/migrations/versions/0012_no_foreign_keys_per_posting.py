@@ -30,6 +30,7 @@ the tables would take minutes.  The downgrade puts the constraints back the same
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from alembic import op
@@ -60,15 +61,19 @@ def _sqlite_keys(bind: Any, table: str) -> set[str]:
     return {row[3] for row in bind.exec_driver_sql(f"PRAGMA foreign_key_list({table})")}
 
 
-def _sqlite_definition(bind: Any, table: str) -> str:
-    return bind.exec_driver_sql(
-        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-    ).scalar_one()
-
-
-def _sqlite_rewrite(bind: Any, definitions: dict[str, str]) -> None:
-    """Replace the CREATE TABLE text of each table in *definitions* (SQLite's documented
-    procedure for changes that leave the stored rows as they are)."""
+def _sqlite_rewrite(bind: Any, edit: Callable[[str, str], str]) -> None:
+    """Replace the CREATE TABLE text of each table of :data:`KEYS` by ``edit(table,
+    text)`` (SQLite's documented procedure for changes that leave the stored rows as they
+    are)."""
+    definitions = {
+        table: edit(
+            table,
+            bind.exec_driver_sql(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+            ).scalar_one(),
+        )
+        for table in _tables()
+    }
     version = bind.exec_driver_sql("PRAGMA schema_version").scalar_one()
     bind.exec_driver_sql("PRAGMA writable_schema = ON")
     try:
@@ -89,14 +94,14 @@ def _tables() -> list[str]:
 def upgrade() -> None:
     bind = op.get_bind()
     if bind.dialect.name == "sqlite":
-        definitions = {}
-        for table in _tables():
-            sql = _sqlite_definition(bind, table)
+
+        def without_keys(table: str, sql: str) -> str:
             for t, column, _ in KEYS:
                 if t == table:
                     sql = re.sub(_FK.format(column=column), "", sql, flags=re.IGNORECASE)
-            definitions[table] = sql
-        _sqlite_rewrite(bind, definitions)
+            return sql
+
+        _sqlite_rewrite(bind, without_keys)
         left = {t: _sqlite_keys(bind, t) for t in _tables()}
         if any(left.values()):
             raise RuntimeError(f"foreign keys left after migration 0012: {left}")
@@ -113,9 +118,8 @@ def upgrade() -> None:
 def downgrade() -> None:
     bind = op.get_bind()
     if bind.dialect.name == "sqlite":
-        definitions = {}
-        for table in _tables():
-            sql = _sqlite_definition(bind, table)
+
+        def with_keys(table: str, sql: str) -> str:
             # The column list ends at the last ')' before any table option.
             parts = re.match(r"(?s)(.*\))(\s*(?:WITHOUT\s+ROWID)?\s*)$", sql)
             if parts is None:
@@ -127,8 +131,9 @@ def downgrade() -> None:
                 for t, column, target in KEYS
                 if t == table
             )
-            definitions[table] = head[:-1].rstrip() + clauses + "\n)" + options
-        _sqlite_rewrite(bind, definitions)
+            return head[:-1].rstrip() + clauses + "\n)" + options
+
+        _sqlite_rewrite(bind, with_keys)
         return
     for table, column, target in KEYS:
         op.create_foreign_key(
