@@ -24,8 +24,9 @@ apart.
 
 The index keeps no word positions, so the bonus is computed on the stored text of the
 *depth* best candidates only, as Rasolofo & Savoy apply it: one database read for all of
-them (the snippets' read, :meth:`search.crawldb.CrawlDB.documents`), each text tokenized
-and stemmed once by the index's analyzer (:class:`search.snippets.TextWords`), the bonus
+them (the snippets' read, :meth:`search.crawldb.CrawlDB.documents`), each text's first
+:data:`search.snippets.SCAN_LIMIT` characters tokenized and stemmed once by the index's
+analyzer (:class:`search.snippets.TextWords`), the bonus
 times the *proximity* weight added to each candidate's score, and the candidates sorted
 again.  Only the query's own words count (not the words query expansion adds), and only
 queries of two distinct words or more are re-ranked.  A candidate gains, so the re-ranked

@@ -7,7 +7,14 @@ import pytest
 from search.analysis import get_analyzer
 from search.query import parse_query
 from search.results import Hit, Segment
-from search.snippets import TextWords, contains_phrase, make_snippet, word_stems
+from search.snippets import (
+    SCAN_LIMIT,
+    TextWords,
+    contains_phrase,
+    make_snippet,
+    scanned,
+    word_stems,
+)
 
 
 def hit(snippet: list[Segment]) -> Hit:
@@ -321,3 +328,41 @@ def test_snippet_of_a_page_without_text_is_its_description() -> None:
     segments = make_snippet("", {"vacuum"}, description="All about vacuum")
     assert segments == [Segment("All about ", False), Segment("vacuum", True)]
     assert make_snippet("", {"vacuum"}, description=None) == []
+
+
+# --- the characters a snippet reads ----------------------------------------------------------
+
+
+def test_scanned_cuts_at_the_limit_without_cutting_a_word() -> None:
+    assert scanned("short text", 100) == "short text"
+    assert scanned("alpha beta gamma", 8) == "alpha "  # "be" of beta is not kept
+    assert scanned("alpha beta gamma", 11) == "alpha beta "  # the limit falls on a space
+    assert scanned("alpha beta, gamma", 10) == "alpha beta"  # on the comma: beta is whole
+    assert scanned("x" * 200, 100) == "x" * 100  # a "word" too long to move back over
+    assert scanned("数据库" * 50, 20) == ("数据库" * 50)[:20]
+
+
+def test_a_snippet_reads_the_first_scan_limit_characters_of_a_long_page() -> None:
+    """A query word only past SCAN_LIMIT characters is not looked for (a long page costs
+    what its first SCAN_LIMIT characters do); one before it is found, and the snippet says
+    that the text goes on."""
+    filler = "plain filler words " * (SCAN_LIMIT // 19 + 10)
+    late = filler + "zebra stripes at the end"
+    snippet = make_snippet(late, {"zebra"})
+    assert marked(snippet) == []
+    assert "".join(s.text for s in snippet).startswith("plain filler words")
+    early = "zebra stripes " + filler
+    snippet = make_snippet(early, {"zebra"})
+    assert marked(snippet) == ["zebra"]
+    assert snippet[-1].text == " …"
+    # A word cut in two by the limit is not read as a shorter word.
+    cut = "a" * (SCAN_LIMIT - 5) + " lionesses"  # the limit falls after "lion"
+    assert TextWords(cut, {"lion"}, None).matches == []
+    assert TextWords(cut, {"lioness"}, None).matches == []
+
+
+def test_a_phrase_check_reads_words_past_the_snippets_limit() -> None:
+    """The phrase check's limit is in words (PHRASE_WORDS): a page holding the phrase past
+    SCAN_LIMIT characters still holds it."""
+    text = "plain filler words " * (SCAN_LIMIT // 19 + 10) + "zebra stripes"
+    assert contains_phrase(word_stems(text, None), ["zebra", "stripe"])
