@@ -301,6 +301,42 @@ class CrawlDB:
 
     # -- the link graph ------------------------------------------------------------------
 
+    def links_analyzed(self, crawl_id: int | None) -> bool:
+        """Whether the stored linkranks and links by target are known to be the link
+        analysis of the stored pages as they are, for crawl *crawl_id* that changed no page
+        (stored none, found none gone): then its own analysis may be skipped.
+
+        Known when every other crawl has finished, one of them recorded when its link
+        analysis began reading (``linkrank/read_at`` in its stats), and every crawl that
+        stored or lost a page (or recorded no count of them) made its last write before
+        that (``store/flushed_at_last``, else its end).  A
+        crawl that was killed, or is running, is not known to have finished its writes;
+        an analysis by ``python -m search reindex`` is not recorded: in both cases this
+        is False, and the analysis runs again."""
+        read_at: float | None = None
+        changed_until = 0.0
+        stmt = select(Crawl.id, Crawl.finished_at, Crawl.stats)
+        with self.engine.connect() as conn:
+            for other, finished_at, stats in conn.execute(stmt):
+                if other == crawl_id:
+                    continue
+                if finished_at is None:
+                    return False
+                stats = stats or {}
+                at = stats.get("linkrank/read_at")
+                if isinstance(at, int | float) and (read_at is None or at > read_at):
+                    read_at = float(at)
+                counts = (stats.get("store/documents"), stats.get("store/gone"))
+                if not all(isinstance(n, int) and n == 0 for n in counts):
+                    # Its last write: its last batch's, else (no count of them) its end.
+                    last = stats.get("store/flushed_at_last")
+                    if not isinstance(last, int | float):
+                        if finished_at.tzinfo is None:  # SQLite keeps the time without its zone
+                            finished_at = finished_at.replace(tzinfo=UTC)
+                        last = finished_at.timestamp()
+                    changed_until = max(changed_until, float(last))
+        return read_at is not None and changed_until <= read_at
+
     def graph_documents(self) -> list[int]:
         """The ids of the link graph's documents: every stored one not gone."""
         with self.engine.connect() as conn:

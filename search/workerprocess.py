@@ -16,6 +16,7 @@ from typing import Any
 
 from search import db, worker
 from search.analysispool import AnalyzedBatches, analyze_rows
+from search.crawldb import CrawlDB
 from search.doccolumns import DocColumns
 from search.indexer import Batch, IndexerProcess
 from search.linkrank import update_linkrank
@@ -42,6 +43,8 @@ class Worker:
             self._retry,
             word_cache_bytes=config.word_cache_bytes,
         )
+        #: Pages this crawl stored or found gone: what a link analysis reads changed.
+        self.pages_changed = 0
         #: The batches the analysis processes analyzed (None: the worker analyzes).
         channel = worker.analysis_channel
         self.analyzed = None if channel is None else AnalyzedBatches(*channel)
@@ -104,6 +107,7 @@ class Worker:
             if self.retries:
                 report.inc["store/retries"] += self.retries
         report.inc["store/batches"] += 1
+        self.pages_changed += len(result.documents) + len(batch.gone)
         report.inc["store/documents"] += len(result.documents)
         report.inc["store/errors"] += len(batch.errors)
         report.inc["store/revisits"] += len(batch.revisits)
@@ -205,16 +209,30 @@ class Worker:
 
     def update_linkrank(self) -> Report:
         """Recompute every document's linkrank over the stored links (the crawl's last
-        pages are stored and indexed by now); a failure is logged, never fatal."""
+        pages are stored and indexed by now); a failure is logged, never fatal.
+
+        Skipped (``linkrank/skipped``) when this crawl changed no page and the stored
+        analysis is known to cover every other crawl's changes
+        (:meth:`search.crawldb.CrawlDB.links_analyzed`): an unchanged re-crawl does not
+        read every link again (~20 s at 100,000 pages).  ``linkrank/read_at`` records when
+        a complete analysis began reading, for the crawls after it."""
         report = Report()
         if not self.config.linkrank:
             return report
         try:
+            if not self.pages_changed and CrawlDB(self.store.engine).links_analyzed(
+                self.store.crawl_id
+            ):
+                logger.info("The link analysis is skipped: no page changed since the last one")
+                report.values["linkrank/skipped"] = 1
+                return report
+            read_at = time.time()
             result = update_linkrank(self.store.engine)
         except Exception as exc:
             logger.exception("The link-graph prior could not be computed")
             report.values["linkrank/error"] = f"{type(exc).__name__}: {exc}"
             return report
+        report.values["linkrank/read_at"] = read_at
         report.values["linkrank/documents"] = result.documents
         report.values["linkrank/links"] = result.links
         report.values["linkrank/inlinks"] = result.inlinks

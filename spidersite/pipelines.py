@@ -82,9 +82,10 @@ class StorePipeline:
     waited for room: the worker was behind), ``store/timed_flushes`` (batches handed on
     by ``STORE_FLUSH_SECONDS`` before they filled up), ``store/worker_error``.
     ``LINKRANK_ENABLED`` (True): the worker recomputes the link-graph prior and rebuilds
-    the links by target once the last batch is stored and indexed; stats
-    ``linkrank/documents``, ``linkrank/links``, ``linkrank/inlinks``, ``linkrank/seconds``,
-    ``linkrank/error``.
+    the links by target once the last batch is stored and indexed (or skips it when no
+    page changed since the last one); stats ``linkrank/documents``, ``linkrank/links``,
+    ``linkrank/inlinks``, ``linkrank/seconds``, ``linkrank/read_at``, ``linkrank/error``,
+    ``linkrank/skipped``.
     """
 
     def __init__(self, crawler: Crawler) -> None:

@@ -56,6 +56,8 @@ def test_unchanged_site_answers_304_and_only_times_move(site: Site, crawl, db_ur
     assert stats["recrawl/not_modified"] == 4
     assert stats.get("recrawl/changed", 0) == 0
     assert stats["conditional/not_modified"] == 4
+    # No page changed since the first crawl's link analysis: not run again.
+    assert stats["linkrank/skipped"] == 1 and "linkrank/documents" not in stats
     pages = [h for h in site.hits if h.path not in ("/robots.txt", "/sitemap.xml")]
     assert all(h.headers.get("If-None-Match") for h in pages)
     rows = again.rows("SELECT url, next_index_time, change_interval, indexed FROM documents")
@@ -83,6 +85,7 @@ def test_changed_gone_and_moved_pages(site: Site, crawl, tmp_path: Path) -> None
     assert stats["recrawl/changed"] == 1
     assert stats["recrawl/gone"] == 1
     assert stats["recrawl/moved"] == 1
+    assert stats["linkrank/documents"] == 3 and "linkrank/skipped" not in stats  # c and a gone
     assert urls_hits(again, "hedgehog") == [site.url + "b.html"]
     assert urls_hits(again, "cormorant") == []  # gone: out of the index
     assert urls_hits(again, "tunnel") == [site.url + "a2.html"]

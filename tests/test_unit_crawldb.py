@@ -81,6 +81,63 @@ def test_crawl_unfinished(engine: Any, store: DocumentStore) -> None:
     assert not crawldb.crawl_unfinished("site", {"seeds": "x"})
 
 
+def test_links_analyzed_knows_when_no_page_changed_since_the_last_analysis(
+    engine: Any,
+) -> None:
+    """A crawl that changed no page may skip its link analysis only when every other
+    crawl finished, and the latest recorded analysis began after the last crawl that
+    stored or lost a page finished."""
+    crawldb = CrawlDB(engine)
+
+    def crawl(finished: datetime | None, **stats: Any) -> int:
+        store = DocumentStore(engine)
+        crawl_id = store.start_crawl("site", {}, NOW)
+        if finished is not None:
+            store.finish_crawl("finished", stats, finished)
+        return crawl_id
+
+    changed = {"store/documents": 3, "store/gone": 0}
+    unchanged = {"store/documents": 0, "store/gone": 0}
+    assert not crawldb.links_analyzed(None)  # no crawl, no analysis recorded
+    # A crawl's own analysis reads after its last batch, before the crawl's end.
+    first = crawl(
+        NOW + timedelta(seconds=2),
+        **changed,
+        **{"store/flushed_at_last": NOW.timestamp(), "linkrank/read_at": NOW.timestamp() + 1},
+    )
+    assert crawldb.links_analyzed(None)
+    current = crawl(None)  # the crawl asking: unfinished, and left out
+    assert crawldb.links_analyzed(current)
+    # An unchanged crawl without an analysis of its own changes nothing.
+    crawl(NOW + timedelta(minutes=1), **unchanged)
+    assert crawldb.links_analyzed(current)
+    # Another crawl running (or killed): its writes are not known to be over.
+    running = crawl(None)
+    assert not crawldb.links_analyzed(current)
+    with engine.begin() as conn:
+        conn.execute(text_sql("DELETE FROM crawls WHERE id = :i"), {"i": running})
+    # A crawl that stored pages after the analysis, and had none of its own (its time
+    # of last write is its end when it has none recorded).
+    later = crawl(NOW + timedelta(minutes=2), **changed)
+    assert not crawldb.links_analyzed(current)
+    # ... until a later analysis began after it finished.
+    crawl(
+        NOW + timedelta(minutes=4),
+        **unchanged,
+        **{"linkrank/read_at": (NOW + timedelta(minutes=3)).timestamp()},
+    )
+    assert crawldb.links_analyzed(current)
+    # A crawl that lost pages, or recorded no counts, changed the graph too.
+    with engine.begin() as conn:
+        conn.execute(text_sql("DELETE FROM crawls WHERE id IN (:a, :b)"), {"a": first, "b": later})
+    crawl(NOW + timedelta(minutes=5), **{"store/documents": 0, "store/gone": 1})
+    assert not crawldb.links_analyzed(current)
+    crawl(
+        NOW + timedelta(minutes=7), **{"linkrank/read_at": (NOW + timedelta(minutes=6)).timestamp()}
+    )
+    assert not crawldb.links_analyzed(current)  # a crawl without counts: not known unchanged
+
+
 def test_crawl_unfinished_without_tables(tmp_path: Any) -> None:
     engine = db.create(f"sqlite:///{tmp_path / 'empty.db'}")
     try:
