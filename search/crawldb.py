@@ -309,10 +309,11 @@ class CrawlDB:
         Known when every other crawl has finished, one of them recorded when its link
         analysis began reading (``linkrank/read_at`` in its stats), and every crawl that
         stored or lost a page (or recorded no count of them) made its last write before
-        that (``store/flushed_at_last``, else its end).  A
-        crawl that was killed, or is running, is not known to have finished its writes;
-        an analysis by ``python -m search reindex`` is not recorded: in both cases this
-        is False, and the analysis runs again."""
+        that (``store/flushed_at_last``, else its end).  A crawl that was killed, or is
+        running, is not known to have finished its writes, and an analysis by ``python -m
+        search reindex`` is not recorded: then this is False, and the analysis runs again.
+        The times are the writing processes' clocks: crawl processes on machines whose
+        clocks differ could misjudge the order of a write and an analysis."""
         read_at: float | None = None
         changed_until = 0.0
         stmt = select(Crawl.id, Crawl.finished_at, Crawl.stats)

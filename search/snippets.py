@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from search.analysis import get_analyzer
+from search.analysis import MAX_TOKEN_LENGTH, get_analyzer
 from search.results import Segment
 
 Words = list[tuple[int, int, str]]
@@ -30,8 +30,6 @@ SCAN_LIMIT = 40_000
 #: Words of a page's text a phrase check reads (a phrase is looked for in the first
 #: PHRASE_WORDS words: a page is left out of a phrase's results when it holds it only later).
 PHRASE_WORDS = 40_000
-#: Longest word :func:`scanned` moves back over to avoid cutting it in two.
-_LONGEST_CUT_WORD = 64
 
 
 def scanned(text: str, limit: int = SCAN_LIMIT) -> str:
@@ -40,7 +38,8 @@ def scanned(text: str, limit: int = SCAN_LIMIT) -> str:
     if len(text) <= limit:
         return text
     end = limit
-    stop = max(0, limit - _LONGEST_CUT_WORD)
+    # Back over one word at most; a longer one is no token of the analyzer's anyway.
+    stop = max(0, limit - MAX_TOKEN_LENGTH)
     while end > stop and _is_word_char(text[end]) and _is_word_char(text[end - 1]):
         end -= 1
     return text[: end if end > stop else limit]
