@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import getpass
 import logging
 from typing import Any, TextIO
@@ -52,6 +51,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if not 0 < args.threads <= 1024:
         raise CLIError(f"--threads must be between 1 and 1024, not {args.threads}", EXIT_USAGE)
     from search import db
+    from search.process import freeze_startup
     from search.web import create_app
 
     try:
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     # What start-up built (modules, the application, the warmed searcher) lives as long as
     # the process: kept out of the collector's full collections, each of those costs ~2 ms
     # instead of ~37 at 100,000 documents, in the middle of some query (benchmarks/README.md).
-    gc.freeze()
+    freeze_startup()
     from waitress.server import create_server
 
     # Logins, refused logins and waitress's own warnings go to standard error.
