@@ -355,6 +355,10 @@ def test_a_snippet_reads_the_first_scan_limit_characters_of_a_long_page() -> Non
     snippet = make_snippet(early, {"zebra"})
     assert marked(snippet) == ["zebra"]
     assert snippet[-1].text == " …"
+    # A passage that ends where the reading stopped says the text goes on.
+    near_end = "w " * ((SCAN_LIMIT - 20) // 2) + "zebra " + "more " * 1000
+    snippet = make_snippet(near_end, {"zebra"})
+    assert marked(snippet) == ["zebra"] and snippet[-1].text == " …"
     # A word cut in two by the limit is not read as a shorter word.
     cut = "a" * (SCAN_LIMIT - 5) + " lionesses"  # the limit falls after "lion"
     assert TextWords(cut, {"lion"}, None).matches == []
