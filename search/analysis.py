@@ -163,6 +163,12 @@ class Token:
     surface: str
 
 
+def has_cjk(text: str) -> bool:
+    """Whether *text* holds a Chinese, Japanese or Korean character (a run of them is
+    segmented into words by jieba)."""
+    return not text.isascii() and _CJK_RE.search(text) is not None
+
+
 class Analyzer:
     """Tokenize, segment, lowercase, drop stop words and stem, for one language.
 
@@ -220,23 +226,35 @@ class Analyzer:
             else:
                 yield match.start(), match.end(), run.lower()
 
-    def offsets(self, text: str, limit: int | None = None) -> list[tuple[int, int]]:
-        """The ``(start, end)`` of the words of :meth:`spans`, without the words."""
-        if text.isascii() or _CJK_RE.search(text) is None:
+    def offsets(
+        self, text: str, limit: int | None = None, start: int = 0, cjk: bool | None = None
+    ) -> list[tuple[int, int]]:
+        """The ``(start, end)`` of the words of :meth:`spans`, without the words: of the
+        words at positions *start* … *limit* − 1 (*cjk* as for :meth:`words`)."""
+        if not (has_cjk(text) if cjk is None else cjk):
             # As in words(): each run is one word, read by the regular expression alone.
-            return [m.span() for m in islice(_WORD_RE.finditer(text), limit)]
-        return [(s, e) for s, e, _ in self.spans(text, limit)]
+            return [m.span() for m in islice(_WORD_RE.finditer(text), start, limit)]
+        return [(s, e) for s, e, _ in islice(self._spans(text), start, limit)]
 
-    def words(self, text: str, limit: int | None = None) -> list[str]:
-        """The words of :meth:`spans`, without their positions."""
+    def words(self, text: str, limit: int | None = None, cjk: bool | None = None) -> list[str]:
+        """The words of :meth:`spans`, without their positions (*cjk*: whether *text*
+        holds a CJK character, :func:`has_cjk`, when the caller knows)."""
         if text.isascii():
             # Lowering ASCII moves no word's boundaries: the whole text at once.
             words = _WORD_RE.findall(text.lower())
             return words[:limit] if limit is not None else words
-        if _CJK_RE.search(text) is None:
+        if not (has_cjk(text) if cjk is None else cjk):
             # No run needs segmenting: each run is one word, so the same stream is read
             # at C speed (a quarter of the time of the generator).
-            words = list(map(str.lower, _WORD_RE.findall(text)))
+            lowered = text.lower()
+            if len(lowered) == len(text) and "Σ" not in text:
+                # Every character lowered on its own, to one character: the runs are the
+                # same (no such lowering makes a word character of another, or the
+                # reverse: tests/test_unit_analysis.py checks every code point), one
+                # string a word instead of two.  Σ's lower case depends on what follows.
+                words = _WORD_RE.findall(lowered)
+            else:
+                words = list(map(str.lower, _WORD_RE.findall(text)))
             return words[:limit] if limit is not None else words
         return [w for _, _, w in self.spans(text, limit)]
 

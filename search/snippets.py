@@ -12,8 +12,9 @@ two can; the page's meta description instead when it holds more of them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import compress, count
 
-from search.analysis import MAX_TOKEN_LENGTH, get_analyzer
+from search.analysis import MAX_TOKEN_LENGTH, get_analyzer, has_cjk
 from search.results import Segment
 
 Words = list[tuple[int, int, str]]
@@ -117,7 +118,7 @@ class TextWords:
     without a tuple and a stem lookup for every word of the page.
     """
 
-    __slots__ = ("_language", "_spans", "_text", "cut", "matches", "n")
+    __slots__ = ("_cjk", "_language", "_spans", "_text", "cut", "matches", "n")
 
     def __init__(
         self, text: str, stems: set[str], language: str | None, limit: int = SCAN_LIMIT
@@ -127,7 +128,8 @@ class TextWords:
         #: Whether the text goes on past the words read (:data:`SCAN_LIMIT`).
         self.cut = len(read) < len(text)
         text = read
-        lowered = analyzer.words(text)
+        self._cjk = has_cjk(text)
+        lowered = analyzer.words(text, cjk=self._cjk)
         found: dict[str, str] = {}
         known, stem_of = analyzer.known_stems, analyzer.stem
         # A stop word's stem is "" (a query keeps none); the others' stems come from the
@@ -142,14 +144,19 @@ class TextWords:
         self._text, self._language = text, language
         self._spans: list[tuple[int, int]] | None = None
         self.n = len(lowered)
-        #: ``(position, stem)`` of every word whose stem is a query stem, in text order.
-        self.matches = [(i, found[w]) for i, w in enumerate(lowered) if w in found] if found else []
+        #: ``(position, stem)`` of every word whose stem is a query stem, in text order
+        #: (the positions picked at C speed: most words are no query word).
+        self.matches = (
+            [(i, found[lowered[i]]) for i in compress(count(), map(found.__contains__, lowered))]
+            if found
+            else []
+        )
 
     @classmethod
     def of_stems(cls, words: Words, stems: set[str]) -> TextWords:
         """The same, from a text's :func:`word_stems` already read."""
         self = cls.__new__(cls)
-        self._text, self._language, self.cut = "", None, False
+        self._text, self._language, self.cut, self._cjk = "", None, False, False
         self._spans = [(s, e) for s, e, _ in words]
         self.n = len(words)
         self.matches = [(i, w[2]) for i, w in enumerate(words) if w[2] in stems]
@@ -158,8 +165,16 @@ class TextWords:
     def spans(self, end: int) -> list[tuple[int, int]]:
         """``(start, end)`` offsets of the words at positions ``0 … end - 1`` (at least)."""
         if self._spans is None or len(self._spans) < min(end, self.n):
-            self._spans = get_analyzer(self._language).offsets(self._text, end)
+            self._spans = get_analyzer(self._language).offsets(self._text, end, cjk=self._cjk)
         return self._spans
+
+    def span_range(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """``(start, end)`` offsets of the words at positions ``lo … hi - 1`` (fewer when
+        the text has fewer words): those before *lo* are skipped by the regular
+        expression, without a tuple each."""
+        if self._spans is not None and len(self._spans) >= min(hi, self.n):
+            return self._spans[lo:hi]
+        return get_analyzer(self._language).offsets(self._text, hi, lo, self._cjk)
 
 
 def _passage(words: TextWords, size: int) -> tuple[list[tuple[int, int]], int]:
@@ -225,17 +240,17 @@ def _render(text: str, words: TextWords, fragments: list[tuple[int, int]]) -> li
     segments: list[Segment] = []
     previous_end = 0
     marked = {i for i, _ in words.matches}
-    spans = words.spans(max((hi for _, hi in fragments), default=0))
     for lo, hi in fragments:
-        window = range(lo, min(hi, len(spans)))
+        spans = words.span_range(lo, hi)  # spans[k]: word lo + k
+        window = range(lo, lo + len(spans))
         if not window:
             continue
         if lo > previous_end or (lo > 0 and not segments):
             segments.append(Segment(" … " if segments else "… ", False))
-        pos, end = spans[window[0]][0], spans[window[-1]][1]
+        pos, end = spans[0][0], spans[-1][1]
         for i in window:
             if i in marked:
-                s, e = spans[i]
+                s, e = spans[i - lo]
                 if s > pos:
                     segments.append(Segment(text[pos:s], False))
                 segments.append(Segment(text[s:e], True))

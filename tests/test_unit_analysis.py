@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 
 import pytest
@@ -488,3 +489,31 @@ def test_the_crawls_analysis_in_columns_reads_as_records() -> None:
     assert packed.records() == dict(packed.items())
     back = pickle.loads(pickle.dumps(packed))
     assert isinstance(back, PackedWords) and back.records() == packed.records()
+
+
+def test_lowering_a_character_to_one_character_keeps_it_a_word_character_or_not() -> None:
+    """Analyzer.words lowers a whole text at once when every character lowers to one:
+    exact only if no such lowering turns a word character (``\\w``) into another kind,
+    or the reverse.  Checked for every code point of this Python's Unicode database."""
+    word = re.compile(r"\w")
+    changed = [
+        hex(cp)
+        for cp in range(sys.maxunicode + 1)
+        if len(low := chr(cp).lower()) == 1 and bool(word.match(chr(cp))) != bool(word.match(low))
+    ]
+    assert changed == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Ärger über Öl, STRASSE und Straße — fine",
+        "İstanbul’da İZMİR",  # İ lowers to two characters: each run lowered on its own
+        "ΟΔΟΣ's ΟΔΟΣ, ΣΟΦΙΑ",  # Σ lowers by what follows it
+        "naïve café ¶ résumé",
+    ],
+)
+def test_words_of_a_non_ascii_text_are_each_run_lowered(text: str) -> None:
+    analyzer = get_analyzer(None)
+    assert analyzer.words(text) == [w.lower() for w in re.findall(r"\w+", text)]
+    assert analyzer.words(text) == [w for _, _, w in analyzer.spans(text)]
