@@ -162,17 +162,11 @@ class TextWords:
         self.matches = [(i, w[2]) for i, w in enumerate(words) if w[2] in stems]
         return self
 
-    def spans(self, end: int) -> list[tuple[int, int]]:
-        """``(start, end)`` offsets of the words at positions ``0 … end - 1`` (at least)."""
-        if self._spans is None or len(self._spans) < min(end, self.n):
-            self._spans = get_analyzer(self._language).offsets(self._text, end, cjk=self._cjk)
-        return self._spans
-
     def span_range(self, lo: int, hi: int) -> list[tuple[int, int]]:
         """``(start, end)`` offsets of the words at positions ``lo … hi - 1`` (fewer when
         the text has fewer words): those before *lo* are skipped by the regular
         expression, without a tuple each."""
-        if self._spans is not None and len(self._spans) >= min(hi, self.n):
+        if self._spans is not None:  # read with the words (of_stems)
             return self._spans[lo:hi]
         return get_analyzer(self._language).offsets(self._text, hi, lo, self._cjk)
 

@@ -196,7 +196,7 @@ def test_text_words_read_from_the_text_are_word_stems(text: str, stems: set[str]
     full = TextWords.of_stems(word_stems(text, None), stems)
     assert fast.n == full.n
     assert fast.matches == full.matches
-    assert fast.spans(fast.n) == full.spans(full.n)
+    assert fast.span_range(0, fast.n) == full.span_range(0, full.n)
     assert make_snippet(text, stems, description="a zebra description") == make_snippet(
         text, stems, words=word_stems(text, None), description="a zebra description"
     )
