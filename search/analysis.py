@@ -239,19 +239,16 @@ class Analyzer:
     def words(self, text: str, limit: int | None = None, cjk: bool | None = None) -> list[str]:
         """The words of :meth:`spans`, without their positions (*cjk*: whether *text*
         holds a CJK character, :func:`has_cjk`, when the caller knows)."""
-        if text.isascii():
-            # Lowering ASCII moves no word's boundaries: the whole text at once.
-            words = _WORD_RE.findall(text.lower())
-            return words[:limit] if limit is not None else words
         if not (has_cjk(text) if cjk is None else cjk):
             # No run needs segmenting: each run is one word, so the same stream is read
             # at C speed (a quarter of the time of the generator).
             lowered = text.lower()
             if len(lowered) == len(text) and "Σ" not in text:
-                # Every character lowered on its own, to one character: the runs are the
-                # same (no such lowering makes a word character of another, or the
-                # reverse: tests/test_unit_analysis.py checks every code point), one
-                # string a word instead of two.  Σ's lower case depends on what follows.
+                # Every character lowered on its own, to one character (an ASCII text
+                # always): the runs are the same (no such lowering makes a word character
+                # of another, or the reverse: tests/test_unit_analysis.py checks every code
+                # point), one string a word instead of two.  Σ's lower case depends on
+                # what follows it.
                 words = _WORD_RE.findall(lowered)
             else:
                 words = list(map(str.lower, _WORD_RE.findall(text)))
