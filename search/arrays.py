@@ -273,12 +273,13 @@ class ArrayIndex:
             if self.section_b is None:
                 tf = np.concatenate([a.tfs[lo:hi] for lo, hi in zip(los, his, strict=True)])
                 tf = tf.astype(np.float64)
-                part = np.repeat(factors[present], sizes) * tf / (tf + leaf.lennorm[docs])
+                part = np.repeat(factors[present], sizes) * tf / (tf + np.take(leaf.lennorm, docs))
             else:
                 sec = np.concatenate(
-                    [a.sections[lo:hi] for lo, hi in zip(los, his, strict=True)]
-                ).astype(np.float64)
-                tf = np.einsum("ij,ij->i", sec, leaf.secnorm[docs])
+                    [a.sections[lo:hi] for lo, hi in zip(los, his, strict=True)],
+                    dtype=np.float64,
+                )
+                tf = np.einsum("ij,ij->i", sec, np.take(leaf.secnorm, docs, axis=0))
                 part = np.repeat(factors[present], sizes) * tf / np.maximum(tf + self.k1, 1e-300)
             docs = docs + leaf.base if leaf.base else docs
             all_docs.append(docs)
