@@ -517,3 +517,46 @@ def test_words_of_a_non_ascii_text_are_each_run_lowered(text: str) -> None:
     analyzer = get_analyzer(None)
     assert analyzer.words(text) == [w.lower() for w in re.findall(r"\w+", text)]
     assert analyzer.words(text) == [w for _, _, w in analyzer.spans(text)]
+
+
+def test_word_runs_equal_the_regular_expression_on_every_code_point(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """analysis._word_runs (separators made spaces on the UTF-8 bytes, the text split on
+    whitespace, runs with a character that is not ASCII tokenized again) reads the same
+    words as ``\\w+`` around, inside, beside and doubled, of every code point of this
+    Python's Unicode database (a chunk holding a lone surrogate is read by the regular
+    expression).  Every run is tokenized on its own here, whatever their share."""
+    monkeypatch.setattr(analysis, "_NON_ASCII_RUNS", 1.0)
+    word = re.compile(r"\w+")
+    for start in range(0, sys.maxunicode + 1, 1024):
+        chars = [chr(cp) for cp in range(start, min(start + 1024, sys.maxunicode + 1))]
+        text = " ".join(f"ab{c}cd {c} x{c}{c}y.{c}z" for c in chars)
+        assert analysis._word_runs(text) == word.findall(text), hex(start)
+
+
+def test_word_runs_read_only_the_runs_that_are_not_ascii(monkeypatch: pytest.MonkeyPatch) -> None:
+    read: list[str] = []
+    pattern = analysis._WORD_RE
+
+    class Spy:
+        def findall(self, text: str) -> list[str]:
+            read.append(text)
+            return pattern.findall(text)
+
+    monkeypatch.setattr(analysis, "_WORD_RE", Spy())
+    text = "the café’s menu — « prix fixe » " + "and more words " * 10
+    assert analysis._word_runs(text) == pattern.findall(text)
+    assert sorted(read) == sorted(["café’s", "—", "«", "»"])
+    read.clear()
+    assert analysis._word_runs("plain ascii, text") == ["plain", "ascii", "text"]
+    assert read == []
+    # Mostly runs that are not ASCII (Greek): the whole text by the regular expression.
+    greek = "η γρήγορη καφέ αλεπού, πηδάει"
+    assert analysis._word_runs(greek) == pattern.findall(greek)
+    assert read == [greek]
+
+
+def test_word_runs_of_a_text_with_a_lone_surrogate() -> None:
+    text = "ab\ud800cd ef"
+    assert analysis._word_runs(text) == re.findall(r"\w+", text)
