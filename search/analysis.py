@@ -20,11 +20,12 @@ from __future__ import annotations
 import re
 import sys
 from array import array
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import compress, count, islice
+from itertools import accumulate, compress, count, islice
 from operator import not_
 from typing import Any
 
@@ -202,6 +203,53 @@ def _word_runs(text: str) -> list[str]:
     return runs
 
 
+def _word_offsets(text: str, start: int, stop: int | None) -> list[tuple[int, int]]:
+    """``(start, end)`` of the words at positions *start* … *stop* − 1 of *text* (a text
+    without CJK characters), as ``_WORD_RE.finditer`` gives them, without reading every
+    character by the regular expression (see :func:`_word_runs`).
+
+    The text, its ASCII separators made spaces, is split at each space: each piece is
+    empty (spaces in a row), one word (ASCII), or read by the regular expression (another
+    character).  The pieces' words are counted and the piece of word *start* found at C
+    speed; the offsets are read from there on."""
+    if stop is not None and stop <= start:
+        return []
+    try:
+        spaced = text.encode("utf-8").translate(_ASCII_SEPARATORS).decode("utf-8")
+    except UnicodeError:  # a lone surrogate
+        return [m.span() for m in islice(_WORD_RE.finditer(text), start, stop)]
+    pieces = spaced.split(" ")
+    counts: list[int] = list(map(bool, pieces))  # words in each piece (True: 1)
+    if not spaced.isascii():
+        odd = list(compress(count(), map(not_, map(str.isascii, pieces))))
+        if len(odd) > _NON_ASCII_RUNS * len(pieces):
+            return [m.span() for m in islice(_WORD_RE.finditer(text), start, stop)]
+        for i in odd:
+            counts[i] = len(_WORD_RE.findall(pieces[i]))
+    words_to = list(accumulate(counts))  # words in the pieces up to each one
+    at = bisect_right(words_to, start)  # the piece of word *start*
+    if at == len(pieces):
+        return []
+    word = words_to[at] - counts[at]  # the position of the piece's first word
+    offset = at + sum(map(len, islice(pieces, at)))  # the piece's first character
+    out: list[tuple[int, int]] = []
+    wanted = None if stop is None else stop - start
+    for piece in islice(pieces, at, None):
+        if piece:
+            if piece.isascii():
+                spans: Iterable[tuple[int, int]] = ((offset, offset + len(piece)),)
+            else:
+                spans = [(offset + m.start(), offset + m.end()) for m in _WORD_RE.finditer(piece)]
+            for span in spans:
+                if word >= start:
+                    out.append(span)
+                word += 1
+            if wanted is not None and len(out) >= wanted:
+                return out[:wanted]
+        offset += len(piece) + 1
+    return out
+
+
 def has_cjk(text: str) -> bool:
     """Whether *text* holds a Chinese, Japanese or Korean character (a run of them is
     segmented into words by jieba)."""
@@ -271,8 +319,8 @@ class Analyzer:
         """The ``(start, end)`` of the words of :meth:`spans`, without the words: of the
         words at positions *start* … *limit* − 1 (*cjk* as for :meth:`words`)."""
         if not (has_cjk(text) if cjk is None else cjk):
-            # As in words(): each run is one word, read by the regular expression alone.
-            return [m.span() for m in islice(_WORD_RE.finditer(text), start, limit)]
+            # As in words(): each run is one word.
+            return _word_offsets(text, start, limit)
         return [(s, e) for s, e, _ in islice(self._spans(text), start, limit)]
 
     def words(self, text: str, limit: int | None = None, cjk: bool | None = None) -> list[str]:

@@ -560,3 +560,34 @@ def test_word_runs_read_only_the_runs_that_are_not_ascii(monkeypatch: pytest.Mon
 def test_word_runs_of_a_text_with_a_lone_surrogate() -> None:
     text = "ab\ud800cd ef"
     assert analysis._word_runs(text) == re.findall(r"\w+", text)
+
+
+def test_word_offsets_equal_the_regular_expression(monkeypatch: pytest.MonkeyPatch) -> None:
+    """analysis._word_offsets (the offsets of a window of words, read from the pieces
+    between spaces) gives the spans of ``\\w+`` around, inside, beside and doubled, of
+    every code point up to U+3000 (ASCII, Latin, Greek, Cyrillic, the general punctuation
+    and spaces) and of one in 97 after: a piece with a character that is not ASCII is read
+    by the regular expression itself, so the pieces of ASCII are what is tested here.  The
+    whole text, a window inside it, and one that runs past its end."""
+    monkeypatch.setattr(analysis, "_NON_ASCII_RUNS", 1.0)
+    word = re.compile(r"\w+")
+    points = [*range(0x3000), *range(0x3000, sys.maxunicode + 1, 97)]
+    for at in range(0, len(points), 512):
+        chars = [chr(cp) for cp in points[at : at + 512]]
+        text = "  ".join(f"ab{c}cd {c} x{c}{c}y.{c}z" for c in chars)
+        spans = [m.span() for m in word.finditer(text)]
+        n = len(spans)
+        for lo, hi in [(0, None), (n // 2, n // 2 + 30), (n - 5, n + 5)]:
+            assert analysis._word_offsets(text, lo, hi) == spans[lo:hi], (
+                hex(ord(chars[0])),
+                lo,
+                hi,
+            )
+
+
+def test_word_offsets_of_texts_mostly_not_ascii_and_with_a_surrogate() -> None:
+    for text in ["η γρήγορη καφέ — αλεπού, πηδάει", "ab\ud800cd ef gh", "", "  ", "a"]:
+        spans = [m.span() for m in re.finditer(r"\w+", text)]
+        for lo in range(len(spans) + 2):
+            assert analysis._word_offsets(text, lo, lo + 2) == spans[lo : lo + 2], (text, lo)
+        assert analysis._word_offsets(text, 3, 1) == []
