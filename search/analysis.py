@@ -56,6 +56,19 @@ MAX_TOKEN_LENGTH = 64
 #: (Before: up to 500,000 words, ~85 MB measured; 16 MB until the analysis became a
 #: process of its own, 2026-12-04.)
 STEM_CACHE_BYTES = 8 * 1024 * 1024
+
+
+def set_stem_cache_bytes(limit: int) -> None:
+    """Cap every analyzer's cache of stems of this process at *limit* bytes (from the next
+    word stemmed on): a process that answers queries for long holds more of the index's
+    vocabulary than a crawl's processes, whose memory is bounded by
+    :data:`STEM_CACHE_BYTES` (``python -m search serve``: ``SPIDERSITE_STEM_CACHE_MB``)."""
+    global STEM_CACHE_BYTES
+    if limit < 1:
+        raise ValueError("the stem cache needs at least one byte")
+    STEM_CACHE_BYTES = limit
+
+
 #: A dictionary entry's own bytes (its hash, key and value, and the table's free slots),
 #: as measured with ``tracemalloc``: 53 bytes an entry at 180,000 entries.
 STEM_ENTRY_BYTES = 56

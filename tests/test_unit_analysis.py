@@ -591,3 +591,14 @@ def test_word_offsets_of_texts_mostly_not_ascii_and_with_a_surrogate() -> None:
         for lo in range(len(spans) + 2):
             assert analysis._word_offsets(text, lo, lo + 2) == spans[lo : lo + 2], (text, lo)
         assert analysis._word_offsets(text, 3, 1) == []
+
+
+def test_set_stem_cache_bytes_caps_every_analyzer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(analysis, "STEM_CACHE_BYTES", analysis.STEM_CACHE_BYTES)  # restored
+    analyzer = Analyzer("english")
+    analysis.set_stem_cache_bytes(3_000)
+    for i in range(200):
+        analyzer.stem(f"zq{i:04d}walking")
+        assert analyzer.known_bytes <= 3_000
+    with pytest.raises(ValueError):
+        analysis.set_stem_cache_bytes(0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html as html_lib
+import io
 import re
 import subprocess
 import time
@@ -668,6 +669,49 @@ def test_login_attempts_setting_is_checked(tmp_path: Path) -> None:
     for bad in ("0", "-1", "ten"):
         with pytest.raises(SettingsError, match="SPIDERSITE_LOGIN_ATTEMPTS"):
             WebSettings.from_env(str(tmp_path), env={"SPIDERSITE_LOGIN_ATTEMPTS": bad})
+
+
+def test_stem_cache_setting_is_read_and_checked(tmp_path: Path) -> None:
+    from search.web.settings import SettingsError, WebSettings
+
+    assert WebSettings.from_env(str(tmp_path), env={}).stem_cache_bytes == 32 << 20
+    settings = WebSettings.from_env(str(tmp_path), env={"SPIDERSITE_STEM_CACHE_MB": "64"})
+    assert settings.stem_cache_bytes == 64 << 20
+    for bad in ("0", "-1", "lots"):
+        with pytest.raises(SettingsError, match="SPIDERSITE_STEM_CACHE_MB"):
+            WebSettings.from_env(str(tmp_path), env={"SPIDERSITE_STEM_CACHE_MB": bad})
+
+
+def test_serve_caps_its_stem_cache_before_it_warms_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``serve`` gives the analyzers the size of SPIDERSITE_STEM_CACHE_MB before it builds
+    the application (stopped there)."""
+    import argparse
+
+    from search import analysis
+    from search.commands import serve
+
+    class Stop(Exception):
+        pass
+
+    def stop(*args: object) -> None:
+        raise Stop(analysis.STEM_CACHE_BYTES)
+
+    monkeypatch.setattr(analysis, "STEM_CACHE_BYTES", analysis.STEM_CACHE_BYTES)  # restored
+    monkeypatch.setattr("search.web.create_app", stop)
+    monkeypatch.setenv("SPIDERSITE_STEM_CACHE_MB", "48")
+    args = argparse.Namespace(
+        hash_password=False,
+        port=8000,
+        threads=2,
+        data_dir=str(tmp_path / "data"),
+        database_url=None,
+        index_dir=None,
+    )
+    with pytest.raises(Stop) as stopped:
+        serve.run(args, io.StringIO())
+    assert stopped.value.args == (48 << 20,)
 
 
 def test_rate_limiter_window_and_bounded_table() -> None:

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         raise CLIError(f"--port must be between 1 and 65535, not {args.port}", EXIT_USAGE)
     if not 0 < args.threads <= 1024:
         raise CLIError(f"--threads must be between 1 and 1024, not {args.threads}", EXIT_USAGE)
-    from search import db
+    from search import analysis, db
     from search.process import freeze_startup
     from search.web import create_app
 
@@ -59,6 +59,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         engine = db.connect(settings.database_url)
     except (SettingsError, db.DatabaseError) as exc:
         raise CLIError(str(exc)) from None
+    # A server answers queries for long: its cache of stems holds more of the index's
+    # vocabulary than a crawl's processes may (the snippets stem every distinct word of
+    # each hit's text).
+    analysis.set_stem_cache_bytes(settings.stem_cache_bytes)
     app = create_app(settings, engine)
     warm_up(app)
     # What start-up built (modules, the application, the warmed searcher) lives as long as

@@ -94,6 +94,8 @@ class WebSettings:
     cookie_secure: bool = False
     per_page: int = 10
     login_attempts: int = 10
+    #: Bytes of the searcher's cache of stems (``SPIDERSITE_STEM_CACHE_MB``).
+    stem_cache_bytes: int = 32 << 20
 
     @classmethod
     def from_env(
@@ -126,6 +128,15 @@ class WebSettings:
             raise SettingsError(
                 f"SPIDERSITE_LOGIN_ATTEMPTS must be a whole number ≥ 1, not {raw!r}"
             ) from None
+        raw = (env.get("SPIDERSITE_STEM_CACHE_MB") or "").strip() or "32"
+        try:
+            stem_cache_mb = int(raw)
+            if stem_cache_mb < 1:
+                raise ValueError
+        except ValueError:
+            raise SettingsError(
+                f"SPIDERSITE_STEM_CACHE_MB must be a whole number ≥ 1, not {raw!r}"
+            ) from None
         return cls(
             database_url=url,
             index_dir=index.resolve(),
@@ -138,4 +149,5 @@ class WebSettings:
             scrapyd_project=env.get("SPIDERSITE_SCRAPYD_PROJECT") or "spidersite",
             cookie_secure=env.get("SPIDERSITE_COOKIE_SECURE", "") in ("1", "true", "yes"),
             login_attempts=attempts,
+            stem_cache_bytes=stem_cache_mb << 20,
         )
