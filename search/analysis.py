@@ -208,12 +208,16 @@ def _word_runs(text: str) -> list[str]:
     odd = list(compress(count(), map(not_, map(str.isascii, runs))))
     if len(odd) > _NON_ASCII_RUNS * len(runs):
         return _WORD_RE.findall(text)
-    for i in reversed(odd):  # from the end: a run replaced keeps the earlier positions
-        run = runs[i]
-        words = _WORD_RE.findall(run)
-        if len(words) != 1 or words[0] != run:
-            runs[i : i + 1] = words
-    return runs
+    if not odd:
+        return runs
+    words: list[str] = []
+    after = 0  # the runs before it are in *words*
+    for i in odd:
+        words += runs[after:i]
+        words += _WORD_RE.findall(runs[i])
+        after = i + 1
+    words += runs[after:]
+    return words
 
 
 def _word_offsets(text: str, start: int, stop: int | None) -> list[tuple[int, int]]:
@@ -224,9 +228,25 @@ def _word_offsets(text: str, start: int, stop: int | None) -> list[tuple[int, in
     The text, its ASCII separators made spaces, is split at each space: each piece is
     empty (spaces in a row), one word (ASCII), or read by the regular expression (another
     character).  The pieces' words are counted and the piece of word *start* found at C
-    speed; the offsets are read from there on."""
+    speed; the offsets are read from there on.  A window near the start of a long text
+    reads only a prefix of it (the regular expression read only up to the window)."""
     if stop is not None and stop <= start:
         return []
+    if stop is not None:
+        # Only the text up to word *stop* is read: a prefix of ~16 characters a word,
+        # twice as long while it holds fewer than stop + 1 words (the last word of a
+        # prefix may be cut; those before it are whole).
+        end = 16 * (stop + 1)
+        while end < len(text):
+            spans = _offsets_in(text[:end], start, stop + 1)
+            if len(spans) == stop + 1 - start:
+                return spans[:-1]
+            end *= 2
+    return _offsets_in(text, start, stop)
+
+
+def _offsets_in(text: str, start: int, stop: int | None) -> list[tuple[int, int]]:
+    """:func:`_word_offsets` of the whole of *text*."""
     try:
         spaced = text.encode("utf-8").translate(_ASCII_SEPARATORS).decode("utf-8")
     except UnicodeError:  # a lone surrogate

@@ -568,7 +568,8 @@ def test_word_offsets_equal_the_regular_expression(monkeypatch: pytest.MonkeyPat
     every code point up to U+3000 (ASCII, Latin, Greek, Cyrillic, the general punctuation
     and spaces) and of one in 97 after: a piece with a character that is not ASCII is read
     by the regular expression itself, so the pieces of ASCII are what is tested here.  The
-    whole text, a window inside it, and one that runs past its end."""
+    whole text, windows near its start (read from a prefix of the text), one inside it,
+    and one that runs past its end."""
     monkeypatch.setattr(analysis, "_NON_ASCII_RUNS", 1.0)
     word = re.compile(r"\w+")
     points = [*range(0x3000), *range(0x3000, sys.maxunicode + 1, 97)]
@@ -577,7 +578,8 @@ def test_word_offsets_equal_the_regular_expression(monkeypatch: pytest.MonkeyPat
         text = "  ".join(f"ab{c}cd {c} x{c}{c}y.{c}z" for c in chars)
         spans = [m.span() for m in word.finditer(text)]
         n = len(spans)
-        for lo, hi in [(0, None), (n // 2, n // 2 + 30), (n - 5, n + 5)]:
+        windows = [(0, None), (0, 30), (40, 70), (n // 2, n // 2 + 30), (n - 5, n + 5)]
+        for lo, hi in windows:
             assert analysis._word_offsets(text, lo, hi) == spans[lo:hi], (
                 hex(ord(chars[0])),
                 lo,
