@@ -80,6 +80,18 @@ def secret_key(env: Mapping[str, str], data_dir: Path) -> str:
     return key
 
 
+def _positive(env: Mapping[str, str], name: str, default: int) -> int:
+    """The whole number ≥ 1 of environment variable *name* (*default* when unset)."""
+    raw = (env.get(name) or "").strip() or str(default)
+    try:
+        value = int(raw)
+        if value < 1:
+            raise ValueError
+    except ValueError:
+        raise SettingsError(f"{name} must be a whole number ≥ 1, not {raw!r}") from None
+    return value
+
+
 @dataclass(slots=True)
 class WebSettings:
     database_url: str
@@ -119,24 +131,8 @@ class WebSettings:
         scrapyd = (env.get("SPIDERSITE_SCRAPYD_URL") or "").strip() or None
         if scrapyd and not scrapyd.startswith(("http://", "https://")):
             raise SettingsError(f"SPIDERSITE_SCRAPYD_URL {scrapyd!r} is not an http(s) URL")
-        raw = (env.get("SPIDERSITE_LOGIN_ATTEMPTS") or "").strip() or "10"
-        try:
-            attempts = int(raw)
-            if attempts < 1:
-                raise ValueError
-        except ValueError:
-            raise SettingsError(
-                f"SPIDERSITE_LOGIN_ATTEMPTS must be a whole number ≥ 1, not {raw!r}"
-            ) from None
-        raw = (env.get("SPIDERSITE_STEM_CACHE_MB") or "").strip() or "32"
-        try:
-            stem_cache_mb = int(raw)
-            if stem_cache_mb < 1:
-                raise ValueError
-        except ValueError:
-            raise SettingsError(
-                f"SPIDERSITE_STEM_CACHE_MB must be a whole number ≥ 1, not {raw!r}"
-            ) from None
+        attempts = _positive(env, "SPIDERSITE_LOGIN_ATTEMPTS", 10)
+        stem_cache_mb = _positive(env, "SPIDERSITE_STEM_CACHE_MB", 32)
         return cls(
             database_url=url,
             index_dir=index.resolve(),
