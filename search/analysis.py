@@ -82,7 +82,7 @@ _WORD_RE = re.compile(r"\w+")
 # UTF-8 bytes with every ASCII byte that is no word character made a space (the bytes of
 # other characters, from 0x80 on, kept): see _word_runs.
 _ASCII_SEPARATORS = bytes(
-    0x20 if b < 0x80 and not (chr(b).isalnum() or b == 0x5F) else b for b in range(256)
+    0x20 if b < 0x80 and not _WORD_RE.match(chr(b)) else b for b in range(256)
 )
 #: A text is tokenized by the regular expression alone when more than this share of the
 #: runs between its separators hold a character that is not ASCII (Greek, Cyrillic …):
@@ -187,6 +187,26 @@ class Token:
     surface: str
 
 
+def _spaced(text: str) -> str | None:
+    """*text* with its ASCII characters that are no word characters made spaces, on its
+    UTF-8 bytes (every other character kept as it is); None for a text that has no UTF-8
+    (a lone surrogate)."""
+    try:
+        return text.encode("utf-8").translate(_ASCII_SEPARATORS).decode("utf-8")
+    except UnicodeError:
+        return None
+
+
+def _not_ascii(spaced: str, runs: list[str]) -> list[int] | None:
+    """The positions of the *runs* of *spaced* that hold a character that is not ASCII
+    (each to be tokenized by the regular expression); None when they are more than
+    :data:`_NON_ASCII_RUNS` of them (the whole text is, then)."""
+    if spaced.isascii():
+        return []
+    odd = list(compress(count(), map(not_, map(str.isascii, runs))))
+    return None if len(odd) > _NON_ASCII_RUNS * len(runs) else odd
+
+
 def _word_runs(text: str) -> list[str]:
     """``_WORD_RE.findall(text)``, read two to three times as fast (a text without CJK
     characters).
@@ -198,15 +218,12 @@ def _word_runs(text: str) -> list[str]:
     word; a run with another character may hold separators that are not ASCII ("»",
     "—", "’"): it is tokenized by the regular expression.  tests/test_unit_analysis.py
     compares both on every code point."""
-    try:
-        spaced = text.encode("utf-8").translate(_ASCII_SEPARATORS).decode("utf-8")
-    except UnicodeError:  # a lone surrogate
+    spaced = _spaced(text)
+    if spaced is None:
         return _WORD_RE.findall(text)
     runs = spaced.split()
-    if spaced.isascii():
-        return runs
-    odd = list(compress(count(), map(not_, map(str.isascii, runs))))
-    if len(odd) > _NON_ASCII_RUNS * len(runs):
+    odd = _not_ascii(spaced, runs)
+    if odd is None:
         return _WORD_RE.findall(text)
     if not odd:
         return runs
@@ -247,18 +264,14 @@ def _word_offsets(text: str, start: int, stop: int | None) -> list[tuple[int, in
 
 def _offsets_in(text: str, start: int, stop: int | None) -> list[tuple[int, int]]:
     """:func:`_word_offsets` of the whole of *text*."""
-    try:
-        spaced = text.encode("utf-8").translate(_ASCII_SEPARATORS).decode("utf-8")
-    except UnicodeError:  # a lone surrogate
+    spaced = _spaced(text)
+    pieces = [] if spaced is None else spaced.split(" ")
+    odd = None if spaced is None else _not_ascii(spaced, pieces)
+    if odd is None:
         return [m.span() for m in islice(_WORD_RE.finditer(text), start, stop)]
-    pieces = spaced.split(" ")
     counts: list[int] = list(map(bool, pieces))  # words in each piece (True: 1)
-    if not spaced.isascii():
-        odd = list(compress(count(), map(not_, map(str.isascii, pieces))))
-        if len(odd) > _NON_ASCII_RUNS * len(pieces):
-            return [m.span() for m in islice(_WORD_RE.finditer(text), start, stop)]
-        for i in odd:
-            counts[i] = len(_WORD_RE.findall(pieces[i]))
+    for i in odd:
+        counts[i] = len(_WORD_RE.findall(pieces[i]))
     words_to = list(accumulate(counts))  # words in the pieces up to each one
     at = bisect_right(words_to, start)  # the piece of word *start*
     if at == len(pieces):
