@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 from array import array
 from bisect import bisect_right
 from collections import Counter
@@ -72,6 +73,11 @@ def set_stem_cache_bytes(limit: int) -> None:
 #: A dictionary entry's own bytes (its hash, key and value, and the table's free slots),
 #: as measured with ``tracemalloc``: 53 bytes an entry at 180,000 entries.
 STEM_ENTRY_BYTES = 56
+#: A word's place in its stem's list of :attr:`Analyzer.surfaces`, and a new list's
+#: bytes (``sys.getsizeof`` of a list after its first append, room for four).
+SURFACE_BYTES = 8
+SURFACES_BYTES = 88
+_TRACKING_LOCK = threading.Lock()
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 # A CJK run, or a run of word characters that are not CJK.
@@ -242,24 +248,42 @@ def _word_offsets(text: str, start: int, stop: int | None) -> list[tuple[int, in
     without CJK characters), as ``_WORD_RE.finditer`` gives them, without reading every
     character by the regular expression (see :func:`_word_runs`).
 
-    The text, its ASCII separators made spaces, is split at each space: each piece is
-    empty (spaces in a row), one word (ASCII), or read by the regular expression (another
-    character).  The pieces' words are counted and the piece of word *start* found at C
-    speed; the offsets are read from there on.  A window near the start of a long text
-    reads only a prefix of it (the regular expression read only up to the window)."""
+    An ASCII text's words are read from its bytes (:func:`_ascii_offsets`).  Another
+    text, its ASCII separators made spaces, is split at each space: each piece is empty
+    (spaces in a row), one word (ASCII), or read by the regular expression (another
+    character); the pieces' words are counted and the piece of word *start* found at C
+    speed, and the offsets are read from there on (:func:`_offsets_in`).  A window near
+    the start of a long text reads only a prefix of it."""
     if stop is not None and stop <= start:
         return []
+    read = _ascii_offsets if text.isascii() else _offsets_in
     if stop is not None:
         # Only the text up to word *stop* is read: a prefix of ~16 characters a word,
         # twice as long while it holds fewer than stop + 1 words (the last word of a
         # prefix may be cut; those before it are whole).
         end = 16 * (stop + 1)
         while end < len(text):
-            spans = _offsets_in(text[:end], start, stop + 1)
+            spans = read(text[:end], start, stop + 1)
             if len(spans) == stop + 1 - start:
                 return spans[:-1]
             end *= 2
-    return _offsets_in(text, start, stop)
+    return read(text, start, stop)
+
+
+def _ascii_offsets(text: str, start: int, stop: int | None) -> list[tuple[int, int]]:
+    """:func:`_offsets_in` of an ASCII text: its words are the runs between its
+    separators, a byte a character, so where each starts and ends is read by numpy from
+    the bytes, the separators made spaces (a few operations on the whole text, where a
+    list of its pieces costs a Python object each)."""
+    import numpy as np  # only the search's processes ask for offsets: numpy is theirs
+
+    spaced = b" " + text.encode("ascii").translate(_ASCII_SEPARATORS) + b" "
+    inside = np.frombuffer(spaced, dtype=np.uint8) != 0x20
+    # Where a word starts and where it ends, in turn (the padding spaces make each word
+    # start after one and end before one).
+    edges = np.flatnonzero(inside[1:] != inside[:-1])
+    at = edges[2 * start : None if stop is None else 2 * stop].tolist()
+    return list(zip(at[0::2], at[1::2], strict=True))
 
 
 def _offsets_in(text: str, start: int, stop: int | None) -> list[tuple[int, int]]:
@@ -320,20 +344,54 @@ class Analyzer:
         #: most :data:`STEM_CACHE_BYTES`; read it directly where a loop over many words
         #: cannot afford a call a word).
         self.known_stems: dict[str, str] = {}
-        #: The bytes of :attr:`known_stems`, as :data:`STEM_CACHE_BYTES` counts them.
+        #: The words of :attr:`known_stems` by stem, emptied with it, once
+        #: :meth:`track_surfaces` is called (None before: a crawl's processes never need
+        #: it, and it costs ~45 % more bytes a word).
+        self.surfaces: dict[str, list[str]] | None = None
+        #: How many times the cache has been emptied (a reader of both dictionaries
+        #: checks that they were not emptied while it read them).
+        self.generation = 0
+        #: The bytes of both, as :data:`STEM_CACHE_BYTES` counts them.
         self.known_bytes = 0
+
+    def track_surfaces(self) -> dict[str, list[str]]:
+        """Keep :attr:`surfaces` from now on (the cache starts again empty, so that it
+        holds every cached word): which words of a text have one of a query's stems,
+        found from the stems' side (search.snippets).  Returns it."""
+        with _TRACKING_LOCK:
+            if self.surfaces is None:
+                # Surfaces first: a stem() between the two stores writes its word into
+                # the old cache (dropped), never into the new one without its surface.
+                self.surfaces = {}
+                self.known_stems = {}
+                self.known_bytes = 0
+                self.generation += 1
+            return self.surfaces
 
     def stem(self, word: str) -> str:
         """The normal form of one lowercased word (CJK words are returned unchanged)."""
-        stem = self.known_stems.get(word)
+        known = self.known_stems
+        stem = known.get(word)
         if stem is None:
+            surfaces = self.surfaces  # read after known: see track_surfaces
             stem = word if _CJK_RE.match(word) else self._stemmer.stemWord(word)
             size = STEM_ENTRY_BYTES + sys.getsizeof(word) + sys.getsizeof(stem)
+            if surfaces is not None:
+                size += SURFACE_BYTES
+                if stem not in surfaces:
+                    size += STEM_ENTRY_BYTES + SURFACES_BYTES
             if self.known_bytes + size > STEM_CACHE_BYTES:
-                # Emptied in place: a caller may hold the dictionary (search.snippets).
-                self.known_stems.clear()
+                # Emptied in place, both, and counted.
+                known.clear()
+                if surfaces is not None:
+                    surfaces.clear()
+                self.generation += 1
                 self.known_bytes = 0
-            self.known_stems[word] = stem
+            # The word first: emptied between the two, the surfaces may keep a word the
+            # cache lost (harmless), never the reverse.
+            known[word] = stem
+            if surfaces is not None:
+                surfaces.setdefault(stem, []).append(word)
             self.known_bytes += size
         return stem
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import compress, count
 
-from search.analysis import MAX_TOKEN_LENGTH, get_analyzer, has_cjk
+from search.analysis import MAX_TOKEN_LENGTH, Analyzer, get_analyzer, has_cjk
 from search.results import Segment
 
 Words = list[tuple[int, int, str]]
@@ -130,17 +130,8 @@ class TextWords:
         text = read
         self._cjk = has_cjk(text)
         lowered = analyzer.words(text, cjk=self._cjk)
-        found: dict[str, str] = {}
-        known, stem_of = analyzer.known_stems, analyzer.stem
-        # A stop word's stem is "" (a query keeps none); the others' stems come from the
-        # analyzer's cache, and are stemmed once when not in it yet.
         distinct = set(lowered)
-        if "" in stems:
-            found = dict.fromkeys(distinct.intersection(analyzer.stop_words), "")
-        for word in distinct.difference(analyzer.stop_words):
-            stem = known.get(word) or stem_of(word)
-            if stem in stems:
-                found[word] = stem
+        found = _query_words(analyzer, distinct, stems)
         self._text, self._language = text, language
         self._spans: list[tuple[int, int]] | None = None
         self.n = len(lowered)
@@ -169,6 +160,33 @@ class TextWords:
         if self._spans is not None:  # read with the words (of_stems)
             return self._spans[lo:hi]
         return get_analyzer(self._language).offsets(self._text, hi, lo, self._cjk)
+
+
+def _query_words(analyzer: Analyzer, distinct: set[str], stems: set[str]) -> dict[str, str]:
+    """Which of the *distinct* words of a text have one of the query's *stems*: word ->
+    stem.  A stop word's stem is "" (a query keeps none).
+
+    The words not in the analyzer's cache of stems are stemmed (once: they join it); the
+    others are found from the query's side, among the cached words of each query stem
+    (:attr:`Analyzer.surfaces`): no look-up of each word of the text in Python."""
+    stop = analyzer.stop_words
+    found = dict.fromkeys(distinct.intersection(stop), "") if "" in stems else {}
+    surfaces = analyzer.surfaces if analyzer.surfaces is not None else analyzer.track_surfaces()
+    generation = analyzer.generation
+    for word in distinct.difference(stop).difference(analyzer.known_stems):
+        analyzer.stem(word)
+    for stem in stems:
+        for word in surfaces.get(stem, ()):
+            if word in distinct and word not in stop:
+                found[word] = stem
+    if analyzer.generation != generation:
+        # The cache was emptied meanwhile (full): this text's words one by one.
+        found = {w: v for w, v in found.items() if not v}
+        for word in distinct.difference(stop):
+            stem = analyzer.stem(word)
+            if stem in stems:
+                found[word] = stem
+    return found
 
 
 def _passage(words: TextWords, size: int) -> tuple[list[tuple[int, int]], int]:

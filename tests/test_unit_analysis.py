@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 import re
 import sys
 
@@ -585,6 +586,32 @@ def test_word_offsets_equal_the_regular_expression(monkeypatch: pytest.MonkeyPat
                 lo,
                 hi,
             )
+
+
+def test_word_offsets_of_ascii_texts_are_read_from_the_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An ASCII text's offsets come from its bytes (analysis._ascii_offsets, numpy), not
+    from its pieces, and are the spans of ``\\w+``: every ASCII character around, inside
+    and beside words, separators in a row, a text that starts and ends inside a word, and
+    windows near the start (a prefix read), inside, and past the end."""
+
+    def pieces(*args: object) -> None:
+        raise AssertionError("an ASCII text read piece by piece")
+
+    monkeypatch.setattr(analysis, "_offsets_in", pieces)
+    rng = random.Random(5)
+    alphabet = [chr(c) for c in range(128)]
+    texts = ["", " ", "a", "ab cd", "..ab,,cd..", "x" * 300 + " y"]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 3000))) for _ in range(40)]
+    texts += [" ".join(f"w{i}" + rng.choice(alphabet) for i in range(2000))]
+    for text in texts:
+        spans = [m.span() for m in re.finditer(r"\w+", text)]
+        n = len(spans)
+        windows = [(0, None), (0, 30), (5, 6), (n // 2, n // 2 + 30), (n - 5, n + 5), (3, None)]
+        for lo, hi in windows:
+            lo = max(lo, 0)
+            assert analysis._word_offsets(text, lo, hi) == spans[lo:hi], (text[:40], lo, hi)
 
 
 def test_word_offsets_of_texts_mostly_not_ascii_and_with_a_surrogate() -> None:

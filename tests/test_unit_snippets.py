@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
+from search import analysis
 from search.analysis import get_analyzer
 from search.query import parse_query
 from search.results import Hit, Segment
 from search.snippets import (
     SCAN_LIMIT,
     TextWords,
+    _query_words,
     contains_phrase,
     make_snippet,
     scanned,
@@ -217,6 +221,59 @@ def test_snippet_stems_each_distinct_word_once(monkeypatch: pytest.MonkeyPatch) 
     segments = make_snippet(text, {"lion"})
     assert set(marked(segments)) == {"lions"}
     assert sorted(stemmed) == sorted({"zebras", "graze", "lions", "watch"})
+
+
+_FORMS = ["lion", "lions", "lioness", "zebra", "zebras", "run", "runs", "running", "ran"]
+
+
+@pytest.mark.parametrize("cap", [1 << 30, 6_000, 1])
+def test_query_words_are_the_words_whose_stem_is_asked(
+    monkeypatch: pytest.MonkeyPatch, cap: int
+) -> None:
+    """_query_words (found from the query stems' cached surfaces) finds the words each
+    one's stem finds, with a cache that holds everything, one emptied in the middle of a
+    text (read again word by word), and one that holds nothing."""
+    monkeypatch.setattr(analysis, "STEM_CACHE_BYTES", cap)
+    analyzer = analysis.Analyzer("english")
+    reference = analysis.Analyzer("english")
+    rng = random.Random(cap)
+    vocabulary = _FORMS + [f"w{i}x" for i in range(300)] + ["the", "and", "of"]
+    for _ in range(60):
+        distinct = set(rng.sample(vocabulary, rng.randint(0, 120)))
+        stems = {reference.stem(w) for w in rng.sample(vocabulary, 3)} | {"nothing"}
+        if rng.random() < 0.2:
+            stems.add("")  # a stop word asked for
+        expected = {
+            w: reference.stem(w)
+            for w in distinct - analyzer.stop_words
+            if reference.stem(w) in stems
+        }
+        if "" in stems:
+            expected |= dict.fromkeys(distinct & analyzer.stop_words, "")
+        assert _query_words(analyzer, distinct, stems) == expected
+
+
+def test_surfaces_are_kept_once_asked_for_and_count_in_the_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(analysis, "STEM_CACHE_BYTES", 20_000)
+    analyzer = analysis.Analyzer("english")
+    for word in _FORMS:
+        analyzer.stem(word)
+    assert analyzer.surfaces is None  # a crawl's analyzer keeps none
+    before = analyzer.known_bytes
+    surfaces = analyzer.track_surfaces()
+    assert analyzer.known_stems == {} and analyzer.generation == 1  # starts again empty
+    assert analyzer.track_surfaces() is surfaces  # once
+    for word in _FORMS:
+        analyzer.stem(word)
+    assert analyzer.known_bytes > before  # the surfaces count
+    assert surfaces["lion"] == ["lion", "lions"]
+    for i in range(400):
+        analyzer.stem(f"zq{i}walking")
+        assert analyzer.known_bytes <= 20_000
+        assert all(w in surfaces[s] for w, s in analyzer.known_stems.items())
+    assert analyzer.generation > 1  # emptied on the way
 
 
 # --- Hit -------------------------------------------------------------------------------------
