@@ -348,10 +348,14 @@ class ArrayIndex:
             if parts:
                 yield np.concatenate(parts)
 
-    def best(self, scores: np.ndarray, limit: int) -> list[tuple[float, int]]:
+    def best(
+        self, scores: np.ndarray, limit: int, among: np.ndarray | None = None
+    ) -> list[tuple[float, int]]:
         """The *limit* best (score, docnum) pairs with a positive score: score descending,
-        then document number ascending (the order Whoosh keeps among equal scores)."""
-        candidates = np.flatnonzero(scores > 0)
+        then document number ascending (the order Whoosh keeps among equal scores); only
+        among the document numbers *among* when given (those the caller knows hold the
+        best, so that the others are not read)."""
+        candidates = np.flatnonzero(scores > 0) if among is None else among[scores[among] > 0]
         if limit <= 0 or not len(candidates):
             return []
         values = scores[candidates]

@@ -268,7 +268,7 @@ class LinkRanks:
     like an array (``linkranks[docnums]``), read from the database as it is asked for.
 
     A query needs the linkranks of the hits that can reach its best page with their prior
-    (:meth:`search.searchsession.SearchSession._with_prior`), a few hundred at most
+    (:meth:`search.searchsession.SearchSession._best_with_prior`), a few hundred at most
     usually: a new process reads those by id, not the 100,000 of every document (~50 ms of
     its first query).  :meth:`read_all` reads every document's (what a long-lived process
     does before it answers); so does a look-up of more than :data:`READ_ALL_AT` unread

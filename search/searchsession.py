@@ -115,14 +115,11 @@ class SearchSession:
         scores = self._model_scores(p.model, q, wquery, expand)
         if p.fuse != "none":
             other = self._model_scores(p.fuse, q, wquery, expand)
-            rankings = [
-                self.arrays.best(self._with_prior(x, ranking.RRF_DEPTH), ranking.RRF_DEPTH)
-                for x in (scores, other)
-            ]
+            rankings = [self._best_with_prior(x, ranking.RRF_DEPTH) for x in (scores, other)]
             scores = ranking.rrf([[d for _, d in r] for r in rankings], self.n)
             best = self.arrays.best(scores, depth)
         else:
-            best = self.arrays.best(self._with_prior(scores, depth), depth)
+            best = self._best_with_prior(scores, depth)
         ranked, self.proximity_bonus = self._ranked(best), {}
         if near:
             assert self.documents is not None
@@ -162,24 +159,24 @@ class SearchSession:
                     scores = self._scores(added, wquery, start=scores, model=model, memo=memo)
         return scores
 
-    def _with_prior(self, scores: np.ndarray, limit: int) -> np.ndarray:
-        """*scores* with the link-graph prior added to the score of every hit that can be
-        among the best *limit* with it (a new array)."""
+    def _best_with_prior(self, scores: np.ndarray, limit: int) -> list[tuple[float, int]]:
+        """The best *limit* (score, document number) pairs of *scores* with the link-graph
+        prior added to the score of every hit that can be among them with it."""
         weight = self.params.linkrank
         if weight <= 0 or self.linkranks is None:
-            return scores
+            return self.arrays.best(scores, limit)
         hits = np.flatnonzero(scores > 0)
         if not len(hits):
-            return scores
+            return []
         if len(hits) > limit > 0:
             # A prior is below *weight*: a hit scoring less than the limit-th best score
             # minus *weight* stays below the best *limit* (each scores that much or more),
-            # prior or not, so its linkrank is not needed.
+            # prior or not, so its linkrank is not needed, and it is no candidate.
             kth = np.partition(scores[hits], len(hits) - limit)[len(hits) - limit]
             hits = hits[scores[hits] + weight >= kth]
         out = scores.astype(np.float64)  # a copy
         out[hits] += ranking.link_prior(self.linkranks[hits], weight)
-        return out
+        return self.arrays.best(out, limit, among=hits)
 
     def prior(self, docnum: int) -> float:
         """The link-graph prior added to document *docnum*'s score (0 when off)."""

@@ -18,7 +18,7 @@ from whoosh.writing import CLEAR
 
 from search import arrayfile, arrays, ranking
 from search.analysis import analyze_document
-from search.arrays import TermModel, leaf_postings
+from search.arrays import ArrayIndex, TermModel, leaf_postings
 from search.index import (
     FORMAT_FILE,
     INDEX_NAME,
@@ -242,6 +242,25 @@ def test_a_memo_reweighs_the_first_pass_without_reading_it_again(index: Index) -
             twice, _ = arrays.accumulate(added, start=scores, memo=memo)
         assert twice == pytest.approx(once, rel=1e-12, abs=1e-12), text
         assert read and not set(read) & {arrays.terms.get(s) for s in first}, text
+
+
+@pytest.mark.parametrize("limit", [1, 10, 100, 5000])
+def test_the_best_with_the_prior_are_the_best_of_every_hit_with_its_prior(
+    index: Index, limit: int
+) -> None:
+    """The link-graph prior is added only to the hits that can be among the best, and the
+    best are read among those only: the same as the prior added to every hit."""
+    s = index.open().searcher(weighting=BM25(ranking.B, ranking.K1))
+    rng = np.random.default_rng(limit)
+    arrays_ = ArrayIndex.load(s, ranking.K1, ranking.B, ranking.DEFAULT.section_b())
+    assert arrays_ is not None
+    linkranks = rng.exponential(1.0, arrays_.n).astype(np.float32)
+    session = SearchSession(s, ranking.DEFAULT, linkranks)
+    for text in _queries(20, 9):
+        scores, _ = arrays_.accumulate(build_query(parse_query(text)).weights)
+        prior = ranking.link_prior(linkranks, ranking.DEFAULT.linkrank) * (scores > 0)
+        expected = arrays_.best(scores + prior, limit)
+        assert session._best_with_prior(scores, limit) == expected, text
 
 
 def test_no_expansion_method_adds_nothing(index: Index) -> None:
