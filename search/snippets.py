@@ -173,8 +173,9 @@ def _query_words(analyzer: Analyzer, distinct: set[str], stems: set[str]) -> dic
     found = dict.fromkeys(distinct.intersection(stop), "") if "" in stems else {}
     surfaces = analyzer.surfaces if analyzer.surfaces is not None else analyzer.track_surfaces()
     generation = analyzer.generation
-    for word in distinct.difference(stop).difference(analyzer.known_stems):
-        analyzer.stem(word)
+    for word in distinct.difference(analyzer.known_stems):
+        if word not in stop:  # (a stop word is never stemmed here)
+            analyzer.stem(word)
     for stem in stems:
         for word in surfaces.get(stem, ()):
             if word in distinct and word not in stop:
