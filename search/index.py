@@ -48,6 +48,7 @@ from whoosh.writing import CLEAR, SegmentWriter
 from search.analysis import SECTIONS, WordRecord
 from search.arraycodec import ArrayCodec
 from search.arrayfile import N_SECTIONS
+from search.budgets import LIMITMB
 from search.doccolumns import DocColumns, capped, section_vector
 from search.indexrebuild import DocBatch, RebuildWriter, _RebuildSegmentWriter
 from search.indexschema import WORDS_FIELD, PreAnalyzed, make_schema, postings
@@ -100,17 +101,6 @@ REINDEX = "python -m search reindex"
 _TEMP_TOC = re.compile(rf"^_{INDEX_NAME}_[0-9]+\.toc\..+$")
 
 
-#: Megabytes of postings a Whoosh writer holds in memory (its ``limitmb``: Whoosh counts
-#: each posting's Python objects, within ~10 % of what they take); past it the writer sorts
-#: them into a run on disk, and merges the runs when it commits.  Segment merges go through
-#: the same buffer, so this bounds a merge's memory too (with the array postings' own
-#: buffer, :data:`search.arrayfile.BUFFER_POSTINGS`).  It holds only the postings of the
-#: fields other than ``words`` (each document's id and host: two a document), and a merge
-#: into a segment of 85,000 documents held all of them under 32 MB: +35 MB at the
-#: indexer's peak and +34 MB after it (freed objects in the allocator's arenas), measured
-#: by ``benchmarks/indexmem.py``.  At 4 MB they go to runs on disk past ~23,000 postings,
-#: and the merge takes no longer.
-LIMITMB = 4
 #: Whether the writer reads the segments it merges through ``mmap``: off, so that their
 #: pages are read into small buffers instead of being mapped (and counted) whole in the
 #: indexer's resident memory while a merge reads them.

@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from search import faults
 from search.analysis import SECTIONS, PackedWords
+from search.budgets import WORD_CACHE_BYTES
 from search.db import DEADLOCK_ATTEMPTS, chunks, deadlocked
 from search.duplicates import DuplicateMarker
 from search.models import Crawl, CrawlError, Document, Link, Posting, Server, Word
@@ -41,13 +42,6 @@ _POSTING_COLUMNS = (
 
 _T = TypeVar("_T")
 
-#: Bytes of the store's cache of stem ids (``STORE_WORD_CACHE``): ~130 a stem of 8
-#: letters, so 8 MB hold ~60,000 stems (a language's common words; a stem past them is
-#: read again from the database after the cache starts again).  (16 MB before
-#: 2026-12-04: the analysis processes' memory took its place.  4 MB, tried 2026-12-05,
-#: cost the worker 4 % more CPU a page on 5,000 pages of the synthetic site: the stems
-#: of a batch read again after each new start.)
-WORD_CACHE_BYTES = 8 * 1024 * 1024
 #: What a cached stem id costs beside the stem's letters: the str, the int, a dict slot.
 _WORD_ENTRY_BYTES = 122
 

@@ -40,6 +40,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from search.budgets import LIMITMB, WORD_CACHE_BYTES
 from search.mergepolicy import MAX_MERGE_DOCS
 from search.process import spawning, spool_folder
 from search.rows import DocumentRow, ErrorRow, GoneRow, RevisitRow
@@ -54,7 +55,7 @@ class IndexConfig:
     index_dir: str
     batch_size: int = 1000  # documents per Whoosh commit
     max_terms: int | None = 20_000  # distinct stems indexed per page
-    limitmb: int = 4  # megabytes of postings the Whoosh writer buffers (search.index.LIMITMB)
+    limitmb: int = LIMITMB  # megabytes of postings the Whoosh writer buffers
     #: Segments of more documents are not merged again (search.mergepolicy.MAX_MERGE_DOCS).
     max_merge_docs: int | None = MAX_MERGE_DOCS
     queue_batches: int = 8  # batches waiting in the indexer's inbox
@@ -67,7 +68,7 @@ class WorkerConfig:
     max_words: int | None = 50_000
     retry_times: int = 10
     #: Bytes of the store's cache of stem ids (``STORE_WORD_CACHE``).
-    word_cache_bytes: int = 8 * 1024 * 1024
+    word_cache_bytes: int = WORD_CACHE_BYTES
     index: IndexConfig | None = None
     #: Recompute the link-graph prior (:mod:`search.linkrank`) when the crawl ends.
     linkrank: bool = True

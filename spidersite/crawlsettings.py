@@ -34,6 +34,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from search import config, db
+from search.budgets import LIMITMB, WORD_CACHE_BYTES
 from search.mergepolicy import MAX_MERGE_DOCS
 from search.servers import ConfigError
 from search.sitesfile import ServerRegistry
@@ -189,7 +190,7 @@ class CrawlSettings:
     #: Retries of a batch while the database is unreachable (back-off up to 30 s).
     store_retry_times: int = _setting(10, whole(0))
     #: Bytes of the worker's cache of stem ids (the words table); then it starts again.
-    store_word_cache: int = _setting(8 * 1024 * 1024, size)
+    store_word_cache: int = _setting(WORD_CACHE_BYTES, size)
     #: Recompute the link-graph prior (PageRank over the stored links) when the crawl ends.
     linkrank_enabled: bool = _setting(True, flag)
     #: Feed the Whoosh index (needs store_enabled: the index is fed from stored documents).
@@ -199,7 +200,7 @@ class CrawlSettings:
     #: Distinct stems indexed per page, highest weights first; None: all.
     index_max_terms: int | None = _setting(20_000, whole(0, zero_means_none=True))
     #: Megabytes of postings the Whoosh writer buffers (commits and merges alike).
-    index_limitmb: int = _setting(4, whole(1))
+    index_limitmb: int = _setting(LIMITMB, whole(1))
     #: Segments of more documents than this are never merged again; None: no cap.
     index_max_merge_docs: int | None = _setting(MAX_MERGE_DOCS, whole(0, zero_means_none=True))
     #: Stored batches waiting for the indexer process; then the worker waits.
