@@ -73,10 +73,11 @@ def set_stem_cache_bytes(limit: int) -> None:
 #: A dictionary entry's own bytes (its hash, key and value, and the table's free slots),
 #: as measured with ``tracemalloc``: 53 bytes an entry at 180,000 entries.
 STEM_ENTRY_BYTES = 56
-#: A word's place in its stem's list of :attr:`Analyzer.surfaces`, and a new list's
-#: bytes (``sys.getsizeof`` of a list after its first append, room for four).
+#: A word's place in its stem's tuple of :attr:`Analyzer.surfaces`, and a tuple's own
+#: bytes (``sys.getsizeof``).  Tuples, not lists: the collector stops tracking a tuple of
+#: strings, so a large cache adds nothing to the full collections' work.
 SURFACE_BYTES = 8
-SURFACES_BYTES = 88
+SURFACES_BYTES = 40
 _TRACKING_LOCK = threading.Lock()
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
@@ -347,14 +348,14 @@ class Analyzer:
         #: The words of :attr:`known_stems` by stem, emptied with it, once
         #: :meth:`track_surfaces` is called (None before: a crawl's processes never need
         #: it, and it costs ~45 % more bytes a word).
-        self.surfaces: dict[str, list[str]] | None = None
+        self.surfaces: dict[str, tuple[str, ...]] | None = None
         #: How many times the cache has been emptied (a reader of both dictionaries
         #: checks that they were not emptied while it read them).
         self.generation = 0
         #: The bytes of both, as :data:`STEM_CACHE_BYTES` counts them.
         self.known_bytes = 0
 
-    def track_surfaces(self) -> dict[str, list[str]]:
+    def track_surfaces(self) -> dict[str, tuple[str, ...]]:
         """Keep :attr:`surfaces` from now on (the cache starts again empty, so that it
         holds every cached word): which words of a text have one of a query's stems,
         found from the stems' side (search.snippets).  Returns it."""
@@ -391,7 +392,8 @@ class Analyzer:
             # cache lost (harmless), never the reverse.
             known[word] = stem
             if surfaces is not None:
-                surfaces.setdefault(stem, []).append(word)
+                with _TRACKING_LOCK:  # two words of one stem at once: neither lost
+                    surfaces[stem] = (*surfaces.get(stem, ()), word)
             self.known_bytes += size
         return stem
 
