@@ -420,7 +420,7 @@ class ArrayIndex:
             held = by_segment.setdefault(i, ([], []))
             held[0].append(numbers)
             held[1].append(tf * (weight / total))
-        keys, segments, numbers_of, values = [], [], [], []
+        segments, numbers_of, values = [], [], []
         for i, (numbers_held, values_held) in by_segment.items():
             distinct, inverse = unique_inverse(np.concatenate(numbers_held).astype(np.int64))
             value = np.bincount(inverse, weights=np.concatenate(values_held))
@@ -430,13 +430,21 @@ class ArrayIndex:
             for number in own[own >= 0].tolist():  # a few: faster than numpy's isin
                 kept |= distinct == number
             distinct = distinct[kept]
-            keys.append(self.terms.segments[i].keys(distinct))
             segments.append(np.full(len(distinct), i, dtype=np.int64))
             numbers_of.append(distinct)
             values.append(value[kept])
-        if not keys:
+        if not segments:
             return TermModel.empty()
-        key = np.concatenate(keys)
+        if len(segments) == 1:
+            # One segment's numbers, distinct and ascending, are already in the order of
+            # their terms' bytes (a segment's terms are sorted): nothing to merge.
+            return TermModel(segments[0], numbers_of[0], values[0])
+        key = np.concatenate(
+            [
+                self.terms.segments[i].keys(numbers)
+                for i, numbers in zip(by_segment, numbers_of, strict=True)
+            ]
+        )
         order = np.argsort(key, kind="stable")
         key = key[order]
         first = np.ones(len(key), dtype=bool)

@@ -152,15 +152,21 @@ def test_expansion_equals_the_pure_python_feedback(index: Index, params: ranking
 @pytest.mark.parametrize("n", [1, 3, 10, 1000])
 def test_feedback_model_is_that_of_the_whole_vectors(index: Index, n: int) -> None:
     """The relevance model of documents of several segments, from their terms' numbers
-    merged by bytes and ids given to the heaviest only, is that of their whole vectors
+    merged by bytes (or of one segment, in its numbers' order) and ids given to the
+    heaviest only, is that of their whole vectors
     by id: Σ weight · tf / |d|, heaviest first, then term ascending; what *keep* drops
     (the frequent terms, or half of them) is replaced by the next heaviest."""
     fast, _ = _sessions(index)
     arrays = fast.arrays
     rng = random.Random(11)
-    segments_seen, dropped = set(), 0
+    segments_seen, dropped, one_segment = set(), 0, 0
+    bases = [leaf.base for leaf in arrays.leaves] + [arrays.n]
     for trial in range(12):
         docnums = rng.sample(range(arrays.n), 10)
+        if trial % 3 == 0:  # all of one segment: nothing to merge by bytes
+            i = trial // 3 % len(arrays.leaves)
+            docnums = rng.sample(range(bases[i], bases[i + 1]), min(10, bases[i + 1] - bases[i]))
+            one_segment += 1
         weights = [rng.uniform(0.5, 3.0) for _ in docnums]
         segments_seen.update(
             int(np.searchsorted([leaf.base for leaf in arrays.leaves], d, "right")) - 1
@@ -189,7 +195,7 @@ def test_feedback_model_is_that_of_the_whole_vectors(index: Index, n: int) -> No
             want = sorted((-expected[g], arrays.texts[g]) for g in all_gids[ok].tolist())[:n]
             assert [arrays.texts[g] for g in gids.tolist()] == [t for _, t in want], trial
             assert got == pytest.approx([-w for w, _ in want]), trial
-    assert len(segments_seen) > 1 and dropped > 100
+    assert len(segments_seen) > 1 and dropped > 100 and one_segment == 4
 
 
 def test_feedback_model_keeps_the_query_words(index: Index) -> None:
