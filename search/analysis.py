@@ -53,7 +53,8 @@ MAX_TOKEN_LENGTH = 64
 #: Bytes of each analyzer's cache of stems (:meth:`Analyzer.stem`, one analyzer a
 #: language and process); past it the cache starts again empty.  An entry is counted as
 #: its word's and its stem's strings (``sys.getsizeof``) and :data:`STEM_ENTRY_BYTES` of
-#: the dictionary's: ~170 bytes for a word of 12 letters, so 8 MB hold ~50,000 words.
+#: the dictionary's: ~170 bytes for a word of 12 letters, so 8 MB hold ~50,000 words
+#: (a third fewer in a process that makes snippets: :meth:`Analyzer.track_surfaces`).
 #: (Before: up to 500,000 words, ~85 MB measured; 16 MB until the analysis became a
 #: process of its own, 2026-12-04.)
 STEM_CACHE_BYTES = 8 * 1024 * 1024
