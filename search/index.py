@@ -40,6 +40,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from whoosh import index as whoosh_index
 from whoosh.filedb.filestore import FileStorage
 from whoosh.index import LockError
@@ -340,10 +341,48 @@ class Index:
         return int(self.open().doc_count())
 
     def docids(self) -> set[int]:
-        """Every document id in the index (for consistency checks)."""
+        """Every document id in the index (:meth:`docid_array`, as a set)."""
+        return set(self.docid_array().tolist())
+
+    def docid_array(self) -> np.ndarray:
+        """Every document id in the index, ascending (``int64``; for consistency checks).
+
+        Read from each segment's array postings file, which holds its documents' ids (4
+        bytes a document, memory-mapped), its deleted documents left out; a segment whose
+        file holds none (written before the files did) is read from Whoosh's stored fields,
+        which unpickles every document's (~2.4 kB of Python objects each: 240 MB at
+        100,000 documents)."""
+        from search.arrayreader import SegmentArrays
+
         ix = self.open()
+        # Read as files, not mapped: Whoosh copies a mapped compound segment's files into
+        # memory as it opens them (search.indexquery.open_searcher).
+        ix.storage.supports_mmap = False
+        parts: list[np.ndarray] = []
         with ix.searcher() as s:
-            return {int(fields["docid"]) for fields in s.all_stored_fields()}
+            folder = getattr(ix.storage, "folder", None)
+            for reader, _ in s.reader().leaf_readers():
+                segment = reader.segment() if hasattr(reader, "segment") else None
+                arrays = (
+                    SegmentArrays.read(Path(folder), segment)
+                    if folder is not None and segment is not None
+                    else None
+                )
+                ids = arrays.docids if arrays is not None else None
+                if ids is None:
+                    parts.append(
+                        np.fromiter(
+                            (int(fields["docid"]) for fields in reader.all_stored_fields()),
+                            dtype=np.int64,
+                        )
+                    )
+                    continue
+                alive = np.ones(len(ids), dtype=bool)
+                if segment is not None and segment.has_deletions():
+                    dead = np.fromiter(segment.deleted_docs(), dtype=np.int64)
+                    alive[dead[dead < len(ids)]] = False
+                parts.append(ids[alive].astype(np.int64))
+        return np.unique(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
 
 
 class IndexWriter:

@@ -302,8 +302,9 @@ def reindex(
     return len(done)
 
 
-def searchable_ids(index: Index) -> set[int]:
-    return index.docids() if index.exists() else set()
+def searchable_ids(index: Index) -> np.ndarray:
+    """Every document id in *index*, ascending (none when there is no index)."""
+    return index.docid_array() if index.exists() else np.empty(0, dtype=np.int64)
 
 
 @dataclass(slots=True)
@@ -339,20 +340,22 @@ def check(
     flags of documents that no longer belong in the index cleared.
     """
     crawldb = CrawlDB(engine)
-    unmarked = set(crawldb.indexable_ids(only_unindexed=True))
-    wanted = set(crawldb.indexable_ids())
+    # Sorted id arrays, compared by numpy: 8 bytes a document (sets of Python ints took
+    # ~70, and the index's ids were read from every document's stored fields).
+    unmarked = np.unique(crawldb.indexable_id_array(only_unindexed=True))
+    wanted = np.unique(crawldb.indexable_id_array())
     present = searchable_ids(index)
     result = CheckResult(
         len(wanted),
         len(present),
-        sorted(wanted - present),
-        sorted(present - wanted),
-        sorted(unmarked & present),
+        np.setdiff1d(wanted, present, assume_unique=True).tolist(),
+        np.setdiff1d(present, wanted, assume_unique=True).tolist(),
+        np.intersect1d(unmarked, present, assume_unique=True).tolist(),
     )
     if not repair:
         return result
     store = DocumentStore(engine)
-    again = sorted(set(result.missing) | set(result.unmarked))
+    again = np.union1d(result.missing, result.unmarked).astype(np.int64).tolist()
     if not result.consistent:
         with index.writer(limitmb=limitmb) as writer:
             for docid in result.extra:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from whoosh.query import Term
 
 from search import ranking
 from search.analysis import SECTIONS, WordRecord, analyze_document
+from search.arrayreader import SegmentArrays
 from search.arrays import ArrayIndex
 from search.index import (
     FORMAT,
@@ -409,3 +412,45 @@ def test_release_memory_collects_what_a_commit_left_in_cycles() -> None:
         assert gone() is None
     finally:
         gc.enable()
+
+
+def test_docid_array_is_read_from_the_array_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ids of the live documents, ascending, from each segment's array file (not from
+    Whoosh's stored fields, which unpickles every document's); deleted and replaced
+    documents left out; a segment whose file holds no ids read from its stored fields."""
+    ix = Index(tmp_path / "ix")
+    for first in (1, 11, 21):  # three commits: several segments
+        with ix.writer() as w:
+            for docid in range(first, first + 10):
+                w.add(
+                    IndexDoc.from_records(
+                        docid, f"http://a.example/{docid}", "a.example", [record("vacuum", body=1)]
+                    )
+                )
+    with ix.writer() as w:
+        w.delete(3)
+        w.delete(25)
+        w.add(
+            IndexDoc.from_records(12, "http://a.example/12b", "a.example", [record("tabl", body=1)])
+        )
+    expected = sorted(set(range(1, 31)) - {3, 25})
+
+    def unpickling(*args: object, **kwargs: object) -> None:
+        raise AssertionError("read from the stored fields")
+
+    with monkeypatch.context() as m:
+        m.setattr("whoosh.reading.SegmentReader.all_stored_fields", unpickling)
+        got = ix.docid_array()
+    assert got.dtype == np.int64 and got.tolist() == expected
+    assert ix.docids() == set(expected)
+    # A segment written before the files held ids: its stored fields.
+    read = SegmentArrays.read
+
+    def without_ids(folder: Path, segment: object) -> SegmentArrays | None:
+        arrays = read(folder, segment)
+        return None if arrays is None else dataclasses.replace(arrays, docids=None)
+
+    monkeypatch.setattr(SegmentArrays, "read", staticmethod(without_ids))
+    assert ix.docid_array().tolist() == expected
