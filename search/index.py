@@ -349,9 +349,8 @@ class Index:
 
         Read from each segment's array postings file, which holds its documents' ids (4
         bytes a document, memory-mapped), its deleted documents left out; a segment whose
-        file holds none (written before the files did) is read from Whoosh's stored fields,
-        which unpickles every document's (~2.4 kB of Python objects each: 240 MB at
-        100,000 documents)."""
+        file holds none (written before the files did), or not one for each document, is
+        read from Whoosh's stored fields, which unpickles every document's."""
         from search.arrayreader import SegmentArrays
 
         ix = self.open()
@@ -369,7 +368,12 @@ class Index:
                     else None
                 )
                 ids = arrays.docids if arrays is not None else None
-                if ids is None:
+                if ids is not None and segment is not None and segment.has_deletions():
+                    alive = np.ones(len(ids), dtype=bool)
+                    dead = np.fromiter(segment.deleted_docs(), dtype=np.int64)
+                    alive[dead[dead < len(ids)]] = False
+                    ids = ids[alive]
+                if ids is None or (ids < 0).any():  # no ids, or one a document lacks
                     parts.append(
                         np.fromiter(
                             (int(fields["docid"]) for fields in reader.all_stored_fields()),
@@ -377,11 +381,7 @@ class Index:
                         )
                     )
                     continue
-                alive = np.ones(len(ids), dtype=bool)
-                if segment is not None and segment.has_deletions():
-                    dead = np.fromiter(segment.deleted_docs(), dtype=np.int64)
-                    alive[dead[dead < len(ids)]] = False
-                parts.append(ids[alive].astype(np.int64))
+                parts.append(ids.astype(np.int64))
         return np.unique(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
 
 
