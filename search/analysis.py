@@ -322,6 +322,11 @@ def _offsets_in(text: str, start: int, stop: int | None) -> list[tuple[int, int]
     return out
 
 
+def is_word_char(c: str) -> bool:
+    """Whether the character *c* is a word character (of the tokenizer's runs)."""
+    return _WORD_RE.match(c) is not None
+
+
 def has_cjk(text: str) -> bool:
     """Whether *text* holds a Chinese, Japanese or Korean character (a run of them is
     segmented into words by jieba)."""

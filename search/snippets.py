@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import compress, count
 
-from search.analysis import MAX_TOKEN_LENGTH, Analyzer, get_analyzer, has_cjk
+from search.analysis import MAX_TOKEN_LENGTH, Analyzer, get_analyzer, has_cjk, is_word_char
 from search.results import Segment
 
 Words = list[tuple[int, int, str]]
@@ -41,13 +41,9 @@ def scanned(text: str, limit: int = SCAN_LIMIT) -> str:
     end = limit
     # Back over one word at most; a longer one is no token of the analyzer's anyway.
     stop = max(0, limit - MAX_TOKEN_LENGTH)
-    while end > stop and _is_word_char(text[end]) and _is_word_char(text[end - 1]):
+    while end > stop and is_word_char(text[end]) and is_word_char(text[end - 1]):
         end -= 1
     return text[: end if end > stop else limit]
-
-
-def _is_word_char(c: str) -> bool:
-    return c.isalnum() or c == "_"
 
 
 def word_stems(
