@@ -153,9 +153,9 @@ def test_expansion_equals_the_pure_python_feedback(index: Index, params: ranking
 def test_feedback_model_is_that_of_the_whole_vectors(index: Index, n: int) -> None:
     """The relevance model of documents of several segments, from their terms' numbers
     merged by bytes (or of one segment, in its numbers' order) and ids given to the
-    heaviest only, is that of their whole vectors
-    by id: Σ weight · tf / |d|, heaviest first, then term ascending; what *keep* drops
-    (the frequent terms, or half of them) is replaced by the next heaviest."""
+    heaviest only, is that of their whole vectors by id: Σ weight · tf / |d|, heaviest
+    first, then term ascending; what *keep* drops (the frequent terms, or half of them) is
+    replaced by the next heaviest."""
     fast, _ = _sessions(index)
     arrays = fast.arrays
     rng = random.Random(11)
