@@ -182,7 +182,7 @@ def run_nodes(
                 break
             time.sleep(POLL)
         busy1, total1 = cpu_times()
-        follower.send_signal(signal.SIGINT)
+        follower.send_signal(signal.SIGTERM)  # SIGINT is ignored when run in the background
         follower.wait(60)
         for p in procs:
             if p.poll() is None:

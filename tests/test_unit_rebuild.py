@@ -574,6 +574,35 @@ def test_follow_gathers_what_crawlers_store_into_fewer_commits(
     assert len(Index(tmp_path / "index").docids()) == 6
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_follow_stops_on_sigterm_as_on_ctrl_c(tmp_path: Path, sig: int) -> None:
+    """``reindex --follow`` started as a shell starts a background job (SIGINT ignored)
+    stops on SIGTERM, and on SIGINT when it is not ignored: "stopped", status 0."""
+    url = f"sqlite:///{tmp_path / 'follow.db'}"
+    engine = db.connect(url)
+    DocumentStore(engine).write_batch([page("http://a.example/1", "narwhal tusk")])
+    engine.dispose()
+    ignore = signal.SIG_IGN if sig == signal.SIGTERM else signal.SIG_DFL
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "search", "reindex", "--follow", "--interval", "0.2",
+         "--no-linkrank", "--database-url", url, "--index-dir", str(tmp_path / "index")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, ignore),
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # the first round's line
+        assert "1 searchable" in first, first + proc.stderr.read()
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "stopped" in out
+
+
 @pytest.mark.parametrize(
     ("option", "message"),
     [

@@ -4,7 +4,10 @@ and recompute the link-graph prior (:mod:`search.linkrank`)."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from search.commands._common import CLIError, open_engine, open_index
@@ -150,13 +153,10 @@ def follow(args: argparse.Namespace, out: TextIO) -> int:
     round) or ``--max-delay`` seconds after the last commit.  The check of the whole index
     against the database (what left the searchable set is removed) reads every document
     of both, so it runs on the first round, on a quiet round after a commit, and at least
-    every ``--max-delay`` seconds, not every round."""
-    import time
+    every ``--max-delay`` seconds, not every round.
 
-    from search.crawldb import CrawlDB
-    from search.indexer import LOCK_WAIT
-    from search.reindex import Stems, check, count_indexable, reindex
-
+    It stops on Ctrl-C (SIGINT) and on SIGTERM (what a service manager sends, and what
+    reaches it when it was started in the background, where SIGINT is ignored) alike."""
     if args.interval <= 0:
         raise CLIError("--interval must be greater than 0", 2)
     if args.commit_docs < 1:
@@ -166,6 +166,39 @@ def follow(args: argparse.Namespace, out: TextIO) -> int:
     engine = open_engine(args)
     index = open_index(args)
     index.open(create=True)
+    restore = _stop_on_sigterm()
+    try:
+        return _follow(args, out, engine, index)
+    finally:
+        restore()
+
+
+def _stop_on_sigterm() -> Callable[[], None]:
+    """SIGTERM raises KeyboardInterrupt in the main thread, as Ctrl-C does, until the
+    returned function puts back what was there (nothing is changed off the main thread:
+    only it may set a handler)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return restore
+
+
+def _follow(args: argparse.Namespace, out: TextIO, engine: Any, index: Any) -> int:
+    """:func:`follow`'s rounds, until Ctrl-C or SIGTERM (or ``--rounds``)."""
+    import time
+
+    from search.crawldb import CrawlDB
+    from search.indexer import LOCK_WAIT
+    from search.reindex import Stems, check, count_indexable, reindex
+
     rounds = 0
     stems = Stems(CrawlDB(engine))  # read once, then only the words stored since
     # The linkranks are recomputed once the database is quiet: after a round that changed
