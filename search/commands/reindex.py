@@ -186,7 +186,8 @@ def _stop_on_sigterm() -> Callable[[], None]:
     previous = signal.signal(signal.SIGTERM, stop)
 
     def restore() -> None:
-        signal.signal(signal.SIGTERM, previous)
+        if previous is not None:  # None: a handler not set from Python, left as it is
+            signal.signal(signal.SIGTERM, previous)
 
     return restore
 
