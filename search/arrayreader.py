@@ -7,13 +7,14 @@ without decoding its terms (:class:`search.termspace.SegmentTerms` looks them up
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from search.arrayfile import EXT, MAGIC, N_SECTIONS
+from search.arrayfile import DOCID_FIELD, EXT, MAGIC, N_SECTIONS
 from search.termspace import SegmentTerms
 
 #: Bytes before an array file's JSON header: the magic, then the header's size.
@@ -113,3 +114,26 @@ class SegmentArrays:
             a["section_lengths"].reshape(-1, N_SECTIONS),
             a.get("docids"),
         )
+
+
+def segment_docids(
+    arrays: SegmentArrays | None, count: int, stored: Callable[[int], Mapping[str, Any] | None]
+) -> np.ndarray:
+    """The database id of each of a segment's *count* document numbers (``int64``; -1:
+    none), deleted documents included: from its array file (*arrays*, None when it has
+    none), and for the documents the file does not give one (a file written before files
+    held ids, or one short of a document) from Whoosh's stored fields, *stored* (the
+    segment's document number to its stored fields; each call unpickles a document's).
+
+    What :meth:`search.arrays.ArrayIndex.docids` (a searcher's document numbers) and
+    :meth:`search.index.Index.docid_array` (``check``) read ids with."""
+    out = np.full(count, -1, dtype=np.int64)
+    ids = arrays.docids if arrays is not None else None
+    if ids is not None:
+        size = min(len(ids), count)
+        out[:size] = ids[:size]
+    for docnum in np.flatnonzero(out < 0).tolist():
+        fields = stored(docnum)
+        if fields and DOCID_FIELD in fields:
+            out[docnum] = int(fields[DOCID_FIELD])
+    return out

@@ -27,14 +27,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from search import ranking
-from search.arrayfile import DOCID_FIELD, FIELD, LENGTHS, N_SECTIONS
-from search.arrayreader import SegmentArrays
+from search.arrayfile import FIELD, LENGTHS, N_SECTIONS
+from search.arrayreader import SegmentArrays, segment_docids
 from search.termspace import TermSpace
 
 logger = logging.getLogger(__name__)
@@ -197,19 +198,14 @@ class ArrayIndex:
 
     def docids(self, searcher: Any) -> np.ndarray:
         """The database id of every document number (-1: none), from the array files, or
-        from Whoosh's stored fields of *searcher* for a segment whose file lacks them."""
+        from Whoosh's stored fields of *searcher* for documents a file lacks
+        (:func:`search.arrayreader.segment_docids`)."""
         out = np.full(self.n, -1, dtype=np.int64)
         for i, leaf in enumerate(self.leaves):
             end = self.leaves[i + 1].base if i + 1 < len(self.leaves) else self.n
-            ids = leaf.arrays.docids
-            if ids is not None:
-                size = min(len(ids), end - leaf.base)
-                out[leaf.base : leaf.base + size] = ids[:size]
-                continue
-            for docnum in range(leaf.base, end):
-                fields = searcher.stored_fields(docnum)
-                if fields and DOCID_FIELD in fields:
-                    out[docnum] = int(fields[DOCID_FIELD])
+            out[leaf.base : end] = segment_docids(
+                leaf.arrays, end - leaf.base, partial(_stored_at, searcher, leaf.base)
+            )
         return out
 
     @property
@@ -519,6 +515,11 @@ class ArrayIndex:
 #: Scored postings of terms, kept between the passes of one query
 #: (:meth:`ArrayIndex.accumulate`): term id -> (documents, parts, query weight) a segment.
 Memo = dict[int, list[tuple[np.ndarray, np.ndarray, float]]]
+
+
+def _stored_at(searcher: Any, base: int, docnum: int) -> Any:
+    """The stored fields of document *docnum* of the segment starting at *base*."""
+    return searcher.stored_fields(base + docnum)
 
 
 def leaf_postings(

@@ -348,10 +348,10 @@ class Index:
         """Every document id in the index, ascending (``int64``; for consistency checks).
 
         Read from each segment's array postings file, which holds its documents' ids (4
-        bytes a document, memory-mapped), its deleted documents left out; a segment whose
-        file holds none (written before the files did), or not one for each document, is
-        read from Whoosh's stored fields, which unpickles every document's."""
-        from search.arrayreader import SegmentArrays
+        bytes a document), its deleted documents left out; the documents a file gives no id
+        (a file written before files held them) are read from Whoosh's stored fields, which
+        unpickles each one's (:func:`search.arrayreader.segment_docids`)."""
+        from search.arrayreader import SegmentArrays, segment_docids
 
         ix = self.open()
         # Read as files, not mapped: Whoosh copies a mapped compound segment's files into
@@ -367,21 +367,13 @@ class Index:
                     if folder is not None and segment is not None
                     else None
                 )
-                ids = arrays.docids if arrays is not None else None
-                if ids is not None and segment is not None and segment.has_deletions():
+                ids = segment_docids(arrays, reader.doc_count_all(), reader.stored_fields)
+                if segment is not None and segment.has_deletions():
                     alive = np.ones(len(ids), dtype=bool)
                     dead = np.fromiter(segment.deleted_docs(), dtype=np.int64)
                     alive[dead[dead < len(ids)]] = False
                     ids = ids[alive]
-                if ids is None or (ids < 0).any():  # no ids, or one a document lacks
-                    parts.append(
-                        np.fromiter(
-                            (int(fields["docid"]) for fields in reader.all_stored_fields()),
-                            dtype=np.int64,
-                        )
-                    )
-                    continue
-                parts.append(ids.astype(np.int64))
+                parts.append(ids[ids >= 0])
         return np.unique(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from whoosh.query import Term
 
 from search import ranking
 from search.analysis import SECTIONS, WordRecord, analyze_document
-from search.arrayreader import SegmentArrays
+from search.arrayreader import SegmentArrays, segment_docids
 from search.arrays import ArrayIndex
 from search.index import (
     FORMAT,
@@ -441,6 +442,7 @@ def test_docid_array_is_read_from_the_array_files(
         raise AssertionError("read from the stored fields")
 
     with monkeypatch.context() as m:
+        m.setattr("whoosh.reading.SegmentReader.stored_fields", unpickling)
         m.setattr("whoosh.reading.SegmentReader.all_stored_fields", unpickling)
         got = ix.docid_array()
     assert got.dtype == np.int64 and got.tolist() == expected
@@ -454,3 +456,24 @@ def test_docid_array_is_read_from_the_array_files(
 
     monkeypatch.setattr(SegmentArrays, "read", staticmethod(without_ids))
     assert ix.docid_array().tolist() == expected
+
+
+def test_segment_docids_reads_what_the_file_lacks_from_the_stored_fields() -> None:
+    """Each document number's id from the array file; a document whose id the file lacks
+    (-1, or past its end) or a file without ids from the stored fields, and only those;
+    -1 where neither gives one."""
+    stored = {0: {"docid": 70}, 1: {"docid": 71}, 2: {"docid": 72}, 3: {"docid": 73}, 4: {}}
+    asked: list[int] = []
+
+    def fields(docnum: int) -> dict[str, int]:
+        asked.append(docnum)
+        return stored[docnum]
+
+    arrays = types.SimpleNamespace(docids=np.array([10, -1, 12], dtype=np.int32))
+    got = segment_docids(arrays, 5, fields)  # type: ignore[arg-type]
+    assert got.dtype == np.int64 and got.tolist() == [10, 71, 12, 73, -1]
+    assert asked == [1, 3, 4]
+    asked.clear()
+    assert segment_docids(None, 4, fields).tolist() == [70, 71, 72, 73]
+    assert asked == [0, 1, 2, 3]
+    assert segment_docids(types.SimpleNamespace(docids=None), 0, fields).tolist() == []  # type: ignore[arg-type]
