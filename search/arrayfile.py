@@ -11,6 +11,11 @@ One more file of each segment, ``<segment>.wpa``:
 - their postings: document numbers (``uint32``) and weighted term frequencies
   (``float32``, the weight Whoosh stores), term after term (``starts`` gives each term's
   slice);
+- each posting's weighted count per section (per-field BM25F), stored by section: the
+  body's count of every posting (a half float), then only the postings that count in
+  another section (the title, the URL, …: about a fifth of a site's), each as its offset
+  among its term's postings and its five other counts (``extra_starts`` gives each
+  term's slice of them).  A query reads 2 bytes a posting where six counts took 12;
 - each document's field length, as the byte Whoosh keeps (:func:`length_to_byte`);
 - the same postings by document (a forward index: each document's terms and weights), for
   query expansion;
@@ -44,7 +49,7 @@ FIELD = "words"
 #: The field of each document's database id (search.index's ``docid``).
 DOCID_FIELD = "docid"
 EXT = ".wpa"
-MAGIC = b"SPXWPA02"
+MAGIC = b"SPXWPA03"
 #: Sections of a page (search.analysis.SECTIONS: body, title, url, desc, keywords,
 #: boilerplate), in that order, in each posting's weighted counts per section.
 N_SECTIONS = 6
@@ -283,11 +288,20 @@ def write_arrays(
     text_starts = np.frombuffer(terms.starts, dtype=np.int64)
     counts = np.zeros(n_docs, dtype=np.int64)
     section_lengths = np.zeros((n_docs, N_SECTIONS), dtype=np.float64)
+    # Each term's first posting with a count outside the body, among those postings.
+    extra_starts = np.zeros(len(starts_a), dtype=np.int64)
+    n_extra = at = 0
     for chunk, sec in _with_sections(docs, tfs, sections, size):
         counts += np.bincount(chunk, minlength=n_docs)[:n_docs]
         for i in range(N_SECTIONS):
             section_lengths[:, i] += np.bincount(chunk, sec[:, i], minlength=n_docs)[:n_docs]
-        del chunk, sec
+        flagged = _beyond_body(sec) + at
+        first, last = np.searchsorted(starts_a, [at, at + len(chunk)])
+        extra_starts[first:last] = n_extra + np.searchsorted(flagged, starts_a[first:last])
+        n_extra += len(flagged)
+        at += len(chunk)
+        del chunk, sec, flagged
+    extra_starts[np.searchsorted(starts_a, n_post) :] = n_extra
     fwd_starts = np.zeros(n_docs + 1, dtype=np.int64)
     np.cumsum(counts, out=fwd_starts[1:])
     docids_a = None
@@ -303,7 +317,10 @@ def write_arrays(
         ("docs", u32, n_post),
         ("tfs", f32, n_post),
         ("lengths", u8, n_docs),
-        ("sections", SECTION_DTYPE, n_post * N_SECTIONS),
+        ("body", SECTION_DTYPE, n_post),
+        ("extra_starts", i64, len(extra_starts)),
+        ("extra_at", u32, n_extra),
+        ("extra", SECTION_DTYPE, n_extra * (N_SECTIONS - 1)),
         ("section_lengths", f32, n_docs * N_SECTIONS),
         ("fwd_starts", i64, n_docs + 1),
         ("fwd_terms", u32, n_post),
@@ -328,12 +345,23 @@ def write_arrays(
     column(docs)
     column(tfs)
     whole(lengths_a)
-    if sections is not None:
-        column(sections)
-    else:
-        for _, sec in _with_sections(docs, tfs, None, size):
-            _write(f, sec)
-        f.write(_pad(n_post * N_SECTIONS * SECTION_DTYPE.itemsize))
+    # The counts per section, by section: the body's of every posting, then those of the
+    # postings with a count in another section (a fifth of them on a site's pages), each
+    # as its offset among its term's postings and its other sections' counts.
+    for _, sec in _with_sections(docs, tfs, sections, size):
+        _write(f, np.ascontiguousarray(sec[:, 0]))
+    f.write(_pad(n_post * SECTION_DTYPE.itemsize))
+    whole(extra_starts)
+    at = 0
+    for chunk, sec in _with_sections(docs, tfs, sections, size):
+        flagged = _beyond_body(sec) + at
+        term = np.searchsorted(starts_a, flagged, side="right") - 1
+        _write(f, (flagged - starts_a[term]).astype(np.uint32))
+        at += len(chunk)
+    f.write(_pad(n_extra * u32.itemsize))
+    for _, sec in _with_sections(docs, tfs, sections, size):
+        _write(f, np.ascontiguousarray(sec[_beyond_body(sec), 1:]))
+    f.write(_pad(n_extra * (N_SECTIONS - 1) * SECTION_DTYPE.itemsize))
     whole(section_lengths.astype(np.float32))
     whole(fwd_starts)
 
@@ -343,6 +371,12 @@ def write_arrays(
     write_forward(lambda a: _write(f, a), postings, starts_a, fwd_starts, size, docs.folder)
     if docids_a is not None:
         whole(docids_a)
+
+
+def _beyond_body(sec: np.ndarray) -> np.ndarray:
+    """The rows of postings *sec* (weighted counts per section) that count in a section
+    other than the body."""
+    return np.flatnonzero((sec[:, 1:] != 0).any(axis=1))
 
 
 def _with_sections(

@@ -80,12 +80,29 @@ class SegmentArrays:
     fwd_starts: np.ndarray
     fwd_terms: np.ndarray
     fwd_tfs: np.ndarray
-    #: Each posting's weighted count per section (one row a posting, SECTIONS order).
-    sections: np.ndarray
+    #: Each posting's weighted count in the body (the first of SECTIONS).
+    body: np.ndarray
+    #: Each term's first posting with a count in another section, among those postings
+    #: (their ``extra_at`` and ``extra`` rows), as ``starts`` gives its postings.
+    extra_starts: np.ndarray
+    #: Each of those postings' offset among its term's postings.
+    extra_at: np.ndarray
+    #: Their weighted counts in the other sections (one row a posting, SECTIONS order).
+    extra: np.ndarray
     #: Each document's weighted length per section (one row a document).
     section_lengths: np.ndarray
     #: Database id of each document number (-1: none); None in files written before it.
     docids: np.ndarray | None = None
+
+    def posting_sections(self, term: int, offset: int) -> np.ndarray:
+        """The weighted counts per section of the *offset*-th posting of term *term*."""
+        out = np.zeros(N_SECTIONS, dtype=self.body.dtype)
+        out[0] = self.body[int(self.starts[term]) + offset]
+        first, last = int(self.extra_starts[term]), int(self.extra_starts[term + 1])
+        at = first + int(np.searchsorted(self.extra_at[first:last], offset))
+        if at < last and self.extra_at[at] == offset:
+            out[1:] = self.extra[at]
+        return out
 
     @property
     def terms(self) -> list[str]:
@@ -110,7 +127,10 @@ class SegmentArrays:
             a["fwd_starts"],
             a["fwd_terms"],
             a["fwd_tfs"],
-            a["sections"].reshape(-1, N_SECTIONS),
+            a["body"],
+            a["extra_starts"],
+            a["extra_at"],
+            a["extra"].reshape(-1, N_SECTIONS - 1),
             a["section_lengths"].reshape(-1, N_SECTIONS),
             a.get("docids"),
         )

@@ -45,14 +45,17 @@ class _Leaf:
     """One segment in one index generation: its arrays, where its documents start, its
     deleted documents (its terms' ids in the generation: :class:`TermSpace`)."""
 
-    __slots__ = ("arrays", "base", "deleted", "lennorm", "secnorm")
+    __slots__ = ("arrays", "base", "bodynorm", "deleted", "lennorm", "restnorm")
 
     def __init__(self, arrays: SegmentArrays, base: int, deleted: np.ndarray) -> None:
         self.arrays = arrays
         self.base = base
         self.deleted = deleted
         self.lennorm = np.empty(0, dtype=np.float64)
-        self.secnorm = np.empty((0, 0), dtype=np.float64)
+        #: Each document's section norms (:func:`section_norm`): the body's, and the
+        #: other sections' (one row a document), apart as the postings' counts are.
+        self.bodynorm = np.empty(0, dtype=np.float64)
+        self.restnorm = np.empty((0, N_SECTIONS - 1), dtype=np.float64)
 
 
 _SEGMENTS: OrderedDict[tuple[str, str], SegmentArrays | None] = OrderedDict()
@@ -150,7 +153,9 @@ class ArrayIndex:
         avg[avg <= 0] = 1.0
         self.section_avglen = avg
         for leaf in self.leaves:
-            leaf.secnorm = section_norm(leaf.arrays.section_lengths, avg, bs)
+            norm = section_norm(leaf.arrays.section_lengths, avg, bs)
+            leaf.bodynorm = np.ascontiguousarray(norm[:, 0])
+            leaf.restnorm = np.ascontiguousarray(norm[:, 1:])
 
     @classmethod
     def load(
@@ -262,7 +267,7 @@ class ArrayIndex:
         # Every posting of every query term, scored in one pass per segment, then summed
         # per document by one bincount.
         all_docs, all_parts = [], []
-        for _, leaf, present, los, his in leaf_postings(self, gids):
+        for i, leaf, present, los, his in leaf_postings(self, gids):
             a = leaf.arrays
             docs = np.concatenate([a.docs[lo:hi] for lo, hi in zip(los, his, strict=True)])
             sizes = np.subtract(his, los)
@@ -271,11 +276,7 @@ class ArrayIndex:
                 tf = tf.astype(np.float64)
                 part = np.repeat(factors[present], sizes) * tf / (tf + np.take(leaf.lennorm, docs))
             else:
-                sec = np.concatenate(
-                    [a.sections[lo:hi] for lo, hi in zip(los, his, strict=True)],
-                    dtype=np.float64,
-                )
-                tf = np.einsum("ij,ij->i", sec, np.take(leaf.secnorm, docs, axis=0))
+                tf = self._field_tfs(i, leaf, gids[present], los, his, docs)
                 part = np.repeat(factors[present], sizes) * tf / np.maximum(tf + self.k1, 1e-300)
             docs = docs + leaf.base if leaf.base else docs
             all_docs.append(docs)
@@ -291,6 +292,41 @@ class ArrayIndex:
                     at += size
         return sum_parts(self, reused_docs + all_docs, reused_parts + all_parts, start, require_all)
 
+    def _field_tfs(
+        self,
+        i: int,
+        leaf: _Leaf,
+        gids: np.ndarray,
+        los: list[int],
+        his: list[int],
+        docs: np.ndarray,
+    ) -> np.ndarray:
+        """Per-field BM25F's ``tf~`` of every posting of terms *gids* in segment *i*
+        (*leaf*): their postings ``los[k] … his[k] - 1``, of documents *docs*
+        (the segment's numbers), one after the other.  The body's counts are every
+        posting's; those of the other sections are read for the postings that have them
+        (a fifth of a site's), by the terms' slices of them."""
+        a = leaf.arrays
+        tf = np.concatenate([a.body[lo:hi] for lo, hi in zip(los, his, strict=True)])
+        tf = tf.astype(np.float64) * np.take(leaf.bodynorm, docs)
+        terms = self.terms.local(i)[gids]
+        firsts, lasts = a.extra_starts[terms].tolist(), a.extra_starts[terms + 1].tolist()
+        sizes = np.subtract(his, los)
+        offsets = np.cumsum(sizes) - sizes
+        at = np.concatenate(
+            [
+                a.extra_at[first:last].astype(np.int64) + offset
+                for first, last, offset in zip(firsts, lasts, offsets.tolist(), strict=True)
+            ]
+        )
+        if len(at):
+            rows = np.concatenate(
+                [a.extra[first:last] for first, last in zip(firsts, lasts, strict=True)],
+                dtype=np.float64,
+            )
+            tf[at] += np.einsum("ij,ij->i", rows, np.take(leaf.restnorm, docs[at], axis=0))
+        return tf
+
     def field_tf(self, docnum: int, gid: int) -> tuple[float, np.ndarray]:
         """Per-field BM25F's ``tf~`` of term *gid* in document *docnum* (0 when it does
         not hold it), and the posting's weighted count per section."""
@@ -303,11 +339,15 @@ class ArrayIndex:
                 break
             a = leaf.arrays
             lo, hi = int(a.starts[term]), int(a.starts[term + 1])
-            at = lo + int(np.searchsorted(a.docs[lo:hi], local))
-            if at >= hi or a.docs[at] != local:
+            at = int(np.searchsorted(a.docs[lo:hi], local))
+            if at >= hi - lo or a.docs[lo + at] != local:
                 break
-            sec = a.sections[at].astype(np.float64)
-            norm = leaf.secnorm[local] if self.section_b is not None else np.ones(N_SECTIONS)
+            sec = a.posting_sections(term, at).astype(np.float64)
+            norm = (
+                np.concatenate([leaf.bodynorm[local : local + 1], leaf.restnorm[local]])
+                if self.section_b is not None
+                else np.ones(N_SECTIONS)
+            )
             return float(sec @ norm), sec
         return 0.0, np.zeros(N_SECTIONS)
 
@@ -506,8 +546,8 @@ class ArrayIndex:
             local = docnums[at] - leaf.base
             if self.section_b is None:
                 out[at] = leaf.lennorm[local]
-            else:  # secnorm is 1 / (1 − b_f + b_f · len_f / avglen_f); body is section 0
-                norm = leaf.secnorm[local, 0]
+            else:  # bodynorm is 1 / (1 − b + b · len / avglen) of the body
+                norm = leaf.bodynorm[local]
                 out[at] = self.k1 / np.where(norm > 0, norm, 1.0)
         return out
 

@@ -92,8 +92,10 @@ INDEX_NAME = "spidersite"
 #: file), so that an index of another format is refused until it is rebuilt.  2: the
 #: ``words`` field without Whoosh term vectors, array postings in every segment.  3: each
 #: posting's weighted count per section (its Whoosh value and the array postings), each
-#: document's weighted length per section, for per-field BM25F.
-FORMAT = 3
+#: document's weighted length per section, for per-field BM25F.  4: the array postings'
+#: counts per section kept by section (the body's of every posting, the others' of the
+#: postings that have them).
+FORMAT = 4
 #: The file of the index folder that records its format (a name Whoosh's own clean-up of
 #: unused files leaves alone).
 FORMAT_FILE = "spidersite-format.json"

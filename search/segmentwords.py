@@ -60,6 +60,7 @@ class SegmentWords:
         #: :attr:`long_terms`, by position (:meth:`term` reads either).
         self.terms, self.long_terms = fixed_width(self._array("text"), self._array("text_starts"))
         self._starts = self._array("starts")
+        self._extra_starts = self._array("extra_starts")
 
     def term(self, i: int) -> bytes:
         """The bytes of term *i*."""
@@ -88,21 +89,37 @@ class SegmentWords:
         starts = self._starts
         n_terms = len(starts) - 1
         lo, a = 0, 0
+        extra = 0  # the first posting counting beyond the body at or after a, among those
         while lo < n_terms:
             hi = int(np.searchsorted(starts, a + size, side="right")) - 1
             hi = min(max(hi, lo + 1), n_terms)
             b = min(int(starts[hi]), a + size)
-            sections = self._array("sections", a * N_SECTIONS, (b - a) * N_SECTIONS)
             cuts = np.minimum(np.maximum(starts[lo : hi + 1], a), b) - a
+            sections = np.zeros((b - a, N_SECTIONS), dtype=SECTION_DTYPE)
+            sections[:, 0] = self._array("body", a, b - a)
+            extra, rows, at = self._extras(extra, a, b)
+            sections[at - a, 1:] = rows
             yield WordsChunk(
                 lo,
                 cuts,
                 self._array("docs", a, b - a),
                 self._array("tfs", a, b - a),
-                sections.view(SECTION_DTYPE).reshape(-1, N_SECTIONS),
+                sections,
             )
             a = b
             lo = hi if b == int(starts[hi]) else hi - 1
+
+    def _extras(self, first: int, a: int, b: int) -> tuple[int, np.ndarray, np.ndarray]:
+        """The postings ``a … b - 1`` that count beyond the body, the first of them
+        *first* among those: where the next ones start, their counts in the other sections
+        and their positions.  No more than ``b - a`` of them are read."""
+        n_extra = int(self._extra_starts[-1])
+        window = self._array("extra_at", first, min(b - a, n_extra - first))
+        term = np.searchsorted(self._extra_starts, np.arange(first, first + len(window)), "right")
+        at = self._starts[term - 1] + window
+        count = int(np.searchsorted(at, b))
+        rows = self._array("extra", first * (N_SECTIONS - 1), count * (N_SECTIONS - 1))
+        return first + count, rows.reshape(-1, N_SECTIONS - 1), at[:count]
 
     def close(self) -> None:
         self._file.close()

@@ -399,6 +399,52 @@ def test_per_field_bm25f_normalises_each_section_by_its_own_length(tmp_path: Pat
             assert hits[2] < hits[1] * 0.9
 
 
+def _dense_sections(a: dict[str, np.ndarray]) -> np.ndarray:
+    """The weighted counts per section of every posting of a decoded array file (one row
+    a posting), from its body's and its other sections' arrays."""
+    starts, extra_starts = a["starts"], a["extra_starts"]
+    out = np.zeros((len(a["body"]), 6))
+    out[:, 0] = a["body"]
+    extra = a["extra"].reshape(-1, 5)
+    for term in range(len(starts) - 1):
+        first, last = extra_starts[term], extra_starts[term + 1]
+        out[starts[term] + a["extra_at"][first:last], 1:] = extra[first:last]
+    return out
+
+
+def test_sections_by_section_whatever_the_writers_buffer() -> None:
+    """Counts per section in other sections than the body, at any place among terms of
+    any size, read back the same; the file the same byte for byte whatever the number of
+    postings the writer reads at a time (its chunks cut terms anywhere)."""
+    rng = np.random.default_rng(7)
+    sizes = rng.integers(0, 9, size=40)
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    n_post, n_docs = int(starts[-1]), 12
+    docs = np.concatenate([np.sort(rng.choice(n_docs, size=n, replace=False)) for n in sizes])
+    sections = np.zeros((n_post, 6))
+    sections[:, 0] = rng.integers(0, 4, size=n_post)
+    beyond = rng.random(n_post) < 0.3
+    sections[beyond, 1:] = rng.integers(0, 3, size=(int(beyond.sum()), 5))
+    sections[sections.sum(axis=1) == 0, 0] = 1.0
+    tfs = sections.sum(axis=1).astype(np.float32)
+    files = [
+        arrayfile.encode_arrays(
+            [b"t%03d" % i for i in range(len(sizes))],
+            starts.tobytes(),
+            docs.astype(np.uint32).tobytes(),
+            tfs.tobytes(),
+            bytes([5] * n_docs),
+            buffer=buffer,
+            sections=sections,
+        )
+        for buffer in (None, 1, 3, 7, 50)
+    ]
+    assert all(f == files[0] for f in files[1:])
+    a = arrayfile.decode_arrays(np.frombuffer(files[0], dtype=np.uint8))
+    assert _dense_sections(a).tolist() == sections.tolist()
+    assert len(a["extra_at"]) == int((sections[:, 1:] != 0).any(axis=1).sum())
+
+
 def test_array_file_round_trip() -> None:
     data = arrayfile.encode_arrays(
         [b"alpha", "\u4e2d\u6587".encode(), b"zeta"],
@@ -415,7 +461,8 @@ def test_array_file_round_trip() -> None:
     assert a["fwd_terms"].tolist() == [0, 2, 1, 2, 0]
     assert a["fwd_tfs"].tolist() == [1.0, 1.0, 4.0, 3.0, 2.5]
     # Without counts per section, each weight is the body's; lengths are their sums.
-    assert a["sections"].reshape(-1, 6)[:, 0].tolist() == [1.0, 2.5, 4.0, 1.0, 3.0]
+    assert _dense_sections(a).tolist() == [[w, 0, 0, 0, 0, 0] for w in (1.0, 2.5, 4.0, 1.0, 3.0)]
+    assert len(a["extra_at"]) == 0 and a["extra_starts"].tolist() == [0, 0, 0, 0]
     assert a["section_lengths"].reshape(-1, 6)[:, 0].tolist() == [2.0, 4.0, 3.0, 2.5]
     sections = np.zeros((5, 6))
     sections[:, 1] = [0.5, 1.0, 4.0, 1.0, 3.0]  # the title's
@@ -429,7 +476,11 @@ def test_array_file_round_trip() -> None:
         sections=sections,
     )
     a = arrayfile.decode_arrays(np.frombuffer(data, dtype=np.uint8))
-    assert a["sections"].reshape(-1, 6).tolist() == sections.tolist()
+    assert _dense_sections(a).tolist() == sections.tolist()
+    # Stored by section: every posting's body, the other sections of those that have any.
+    assert a["body"].tolist() == [0.5, 1.5, 0.0, 0.0, 0.0]
+    assert a["extra_starts"].tolist() == [0, 2, 3, 5]
+    assert a["extra_at"].tolist() == [0, 1, 0, 0, 1]  # offsets among each term's postings
     assert a["section_lengths"].reshape(-1, 6)[:, :2].tolist() == [
         [0.5, 1.5],  # postings 0 and 3
         [0.0, 4.0],
@@ -548,7 +599,7 @@ def test_a_merge_holds_a_bounded_buffer_of_postings(
     assert held and max(held) < 2 * 50  # a full buffer, or one range's postings beyond it
     assert len(whole) == len(bounded) == 1
     names = ("starts", "docs", "tfs", "lengths", "fwd_starts", "fwd_terms", "fwd_tfs")
-    for name in (*names, "sections", "section_lengths"):
+    for name in (*names, "body", "extra_starts", "extra_at", "extra", "section_lengths"):
         assert getattr(whole[0], name).tolist() == getattr(bounded[0], name).tolist(), name
     assert whole[0].terms == bounded[0].terms
     assert not [p for p in (tmp_path / "bounded").iterdir() if p.suffix == ".tmp"]

@@ -262,6 +262,48 @@ def test_a_merged_segment_is_read_in_chunks_of_at_most_its_size(tmp_path: Path, 
     assert got == expected
 
 
+class _Segment:
+    """What the array file's reader asks of a Whoosh segment: its files' names."""
+
+    def make_filename(self, ext: str) -> str:
+        return "seg" + ext
+
+    def is_compound(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 13, 10**6])
+def test_a_merge_reads_each_posting_s_counts_per_section(tmp_path: Path, size: int) -> None:
+    """The chunks of a segment's postings carry each posting's weighted counts per
+    section as they were written, the body's and the others' (stored apart: every
+    posting's body, the others only where a posting has any), whatever the chunks' size."""
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(0, 7, size=25)
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    n_post = int(starts[-1])
+    docs = np.concatenate([np.sort(rng.choice(10, size=n, replace=False)) for n in sizes])
+    sections = np.zeros((n_post, 6))
+    sections[:, 0] = rng.integers(1, 4, size=n_post)
+    beyond = rng.random(n_post) < 0.4
+    sections[beyond, 1:] = rng.integers(0, 3, size=(int(beyond.sum()), 5))
+    (tmp_path / "seg.wpa").write_bytes(
+        arrayfile.encode_arrays(
+            [b"t%02d" % i for i in range(len(sizes))],
+            starts.tobytes(),
+            docs.astype(np.uint32).tobytes(),
+            sections.sum(axis=1).astype(np.float32).tobytes(),
+            bytes([5] * 10),
+            sections=sections,
+        )
+    )
+    with SegmentWords(tmp_path, _Segment()) as words:
+        chunks = list(words.chunks(size))
+    assert all(len(c.docs) <= size for c in chunks)
+    got = np.concatenate([c.sections for c in chunks]).astype(np.float64)
+    assert got.tolist() == sections.tolist()
+    assert np.concatenate([c.docs for c in chunks]).tolist() == docs.tolist()
+
+
 def test_long_posting_lists_written_in_pieces_are_whoosh_s(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
