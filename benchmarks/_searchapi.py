@@ -9,6 +9,7 @@ import contextlib
 import http.client
 import json
 import math
+import shutil
 import socket
 import statistics
 import subprocess
@@ -89,6 +90,47 @@ class Api:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def page_cache(data: Path) -> dict[str, Any] | None:
+    """How much of the data folder's database and index files is in the OS's page cache
+    (MB resident and MB in all, by util-linux's ``fincore``; None without it).  A query
+    that reads a page not in it waits for the disk; on a machine that pages out what has
+    not been read for a while (benchmarks/README.md, "Queries and the page cache"), the
+    same index answers slower after a pause."""
+    groups = {"database": sorted(data.glob("*.db")), "index": sorted(data.glob("index/*"))}
+    files = [f for group in groups.values() for f in group if f.is_file()]
+    if not files or shutil.which("fincore") is None:
+        return None
+    proc = subprocess.run(
+        ["fincore", "--bytes", "--noheadings", "--raw", "--output", "RES,SIZE,FILE"]
+        + [str(f) for f in files],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        return None
+    rows = {}
+    for line in proc.stdout.splitlines():
+        res, size, name = line.split(" ", 2)
+        rows[name] = (int(res), int(size))
+    out: dict[str, Any] = {}
+    for group, paths in groups.items():
+        got = [rows[str(f)] for f in paths if str(f) in rows]
+        out[f"{group}_resident_mb"] = sum(r for r, _ in got) / 2**20
+        out[f"{group}_mb"] = sum(size for _, size in got) / 2**20
+    return out
+
+
+def describe_page_cache(cache: dict[str, Any] | None) -> str:
+    if not cache:
+        return "page cache: not measured (no fincore)"
+    return (
+        f"page cache: database {cache['database_resident_mb']:,.0f} of "
+        f"{cache['database_mb']:,.0f} MB, index {cache['index_resident_mb']:,.0f} of "
+        f"{cache['index_mb']:,.0f} MB"
+    )
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -46,6 +46,7 @@ WARM_UP = 20
 def serve_run(data: Path, queries: list[str], log: Path) -> dict[str, Any]:
     """One fresh server: its first query, then the warm ones."""
     load = os.getloadavg()[0]
+    cache = _searchapi.page_cache(data)
     started = time.perf_counter()
     with _searchapi.search_server(data, log) as port:
         listening_s = time.perf_counter() - started
@@ -64,6 +65,7 @@ def serve_run(data: Path, queries: list[str], log: Path) -> dict[str, Any]:
     p50 = statistics.median(times)
     return {
         "load": load,
+        "page_cache": cache,
         "listening_s": listening_s,
         "first_ms": first_s * 1000,
         "first_search_ms": first["seconds"] * 1000,
@@ -111,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             f"(search {run['first_search_ms']:.0f}); warm p50 {run['p50_ms']:.1f} / p95 "
             f"{run['p95_ms']:.1f} / max {run['max_ms']:.0f} ms (search alone p50 "
             f"{run['search_p50_ms']:.1f} / p95 {run['search_p95_ms']:.1f}); listening after "
-            f"{run['listening_s']:.1f} s",
+            f"{run['listening_s']:.1f} s; {_searchapi.describe_page_cache(run['page_cache'])}",
             flush=True,
         )
     for i in range(args.cli_runs):

@@ -53,7 +53,14 @@ import _synthetic
 import crawl
 from _recrawl import run_recrawl
 from _scalesite import MARKERS, Words, generate_site, marker, page_path
-from _searchapi import Api, cli_first_query, measure_queries, search_server
+from _searchapi import (
+    Api,
+    cli_first_query,
+    describe_page_cache,
+    measure_queries,
+    page_cache,
+    search_server,
+)
 
 SAMPLE_INTERVAL = 1.0
 
@@ -155,6 +162,8 @@ class Report:
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)
     markers: dict[str, Any] | None = None
     latency: dict[str, Any] | None = None
+    #: The data folder's files in the page cache when the server started.
+    page_cache: dict[str, Any] | None = None
     reindex: dict[str, Any] | None = None
     disk: dict[str, Any] | None = None
     #: What the unchanged re-crawl downloaded (responses by status, bytes, changed pages).
@@ -248,6 +257,7 @@ def print_report(report: Report) -> None:
             f" / p95 {fmt(lat.get('p95_ms'))} ms over {lat.get('queries')} queries; CLI first "
             f"query {fmt(lat.get('cli_query_ms'))} ms (process {fmt(lat.get('cli_wall_s'))} s)"
         )
+        print(f"  {describe_page_cache(report.page_cache)}, when the server started")
     if report.reindex:
         r = report.reindex
         print(
@@ -342,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
             report.disk = disk_use(data, product.documents)
             print("searching ...", flush=True)
             vocab = Words(args.seed).vocab
+            report.page_cache = page_cache(data)
             try:
                 with search_server(data, work / "serve.log") as port:
                     api = Api(port)
