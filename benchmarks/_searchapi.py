@@ -9,6 +9,7 @@ import contextlib
 import http.client
 import json
 import math
+import re
 import shutil
 import socket
 import statistics
@@ -115,7 +116,7 @@ def page_cache(data: Path) -> dict[str, Any] | None:
     for line in proc.stdout.splitlines():
         res, size, name = line.split(" ", 2)
         rows[name] = (int(res), int(size))
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"generation": index_generation(data), **write_back_mb()}
     for group, paths in groups.items():
         got = [rows[str(f)] for f in paths if str(f) in rows]
         out[f"{group}_resident_mb"] = sum(r for r, _ in got) / 2**20
@@ -123,14 +124,43 @@ def page_cache(data: Path) -> dict[str, Any] | None:
     return out
 
 
+def index_generation(data: Path) -> int | None:
+    """The generation of the data folder's index (Whoosh's highest TOC file number; None
+    without one): a commit between two readings means the queries between them were
+    answered by two index generations, the first of the new one reading its arrays."""
+    numbers = [
+        int(m.group(1))
+        for toc in data.glob("index/_*_*.toc")
+        if (m := re.search(r"_(\d+)\.toc$", toc.name))
+    ]
+    return max(numbers) if numbers else None
+
+
+def write_back_mb() -> dict[str, float]:
+    """The machine's dirty pages and pages being written back (``/proc/meminfo``, MB): a
+    read waits behind a large write-back."""
+    out = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            name, _, rest = line.partition(":")
+            if name in ("Dirty", "Writeback"):
+                out[name.lower() + "_mb"] = int(rest.split()[0]) / 1024
+    return out
+
+
 def describe_page_cache(cache: dict[str, Any] | None) -> str:
     if not cache:
         return "page cache: not measured (no fincore)"
-    return (
+    text = (
         f"page cache: database {cache['database_resident_mb']:,.0f} of "
         f"{cache['database_mb']:,.0f} MB, index {cache['index_resident_mb']:,.0f} of "
         f"{cache['index_mb']:,.0f} MB"
     )
+    if "dirty_mb" in cache:
+        text += f"; dirty {cache['dirty_mb']:,.0f} MB, write-back {cache['writeback_mb']:,.0f} MB"
+    if "generation" in cache:
+        text += f"; index generation {cache['generation']}"
+    return text
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -57,6 +57,7 @@ from _searchapi import (
     Api,
     cli_first_query,
     describe_page_cache,
+    index_generation,
     measure_queries,
     page_cache,
     search_server,
@@ -258,6 +259,9 @@ def print_report(report: Report) -> None:
             f"query {fmt(lat.get('cli_query_ms'))} ms (process {fmt(lat.get('cli_wall_s'))} s)"
         )
         print(f"  {describe_page_cache(report.page_cache)}, when the server started")
+        after = lat.get("index_generation_after")
+        if report.page_cache and after != report.page_cache.get("generation"):
+            print(f"  the index changed while the queries ran: generation {after} after them")
     if report.reindex:
         r = report.reindex
         print(
@@ -363,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
                     finally:
                         api.close()
                 if report.latency is not None:
+                    report.latency["index_generation_after"] = index_generation(data)
                     query = _synthetic.make_queries(vocab, 1, args.seed + 7)[0]
                     report.latency.update(cli_first_query(data, query))
             except (RuntimeError, TimeoutError, OSError, ValueError) as exc:
