@@ -87,6 +87,8 @@ assert len(SECTIONS) == N_SECTIONS
 assert tuple(SECTION_B) == SECTIONS
 
 INDEX_NAME = "spidersite"
+#: The name of each generation's table of contents of the index (Whoosh's ``TOC``).
+_TOC_NAME = re.compile(rf"_{INDEX_NAME}_\d+\.toc\Z")
 
 #: The index format: raise it when what an index holds changes (schema, codec, array
 #: file), so that an index of another format is refused until it is rebuilt.  2: the
@@ -176,7 +178,15 @@ class Index:
         self.path = Path(path)
 
     def exists(self) -> bool:
-        return whoosh_index.exists_in(str(self.path), indexname=INDEX_NAME)
+        """Whether the folder holds an index: a table of contents of some generation
+        (Whoosh's ``exists_in`` without opening it, which reads and unpickles that table,
+        its schema and every segment's entry: the web application asks before every
+        search)."""
+        try:
+            names = os.listdir(self.path)
+        except OSError:
+            return False
+        return any(_TOC_NAME.match(name) for name in names)
 
     def format(self) -> int | None:
         """The format recorded in the index folder (None: none recorded)."""

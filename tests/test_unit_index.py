@@ -161,10 +161,16 @@ def test_docids_of_missing_index_raises(tmp_path: Path) -> None:
         Index(tmp_path / "nothing").docids()
 
 
-def test_open_create(tmp_path: Path) -> None:
+def test_open_create(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ix = Index(tmp_path / "new" / "ix")
+    (tmp_path / "new" / "ix").mkdir(parents=True)
+    (tmp_path / "new" / "ix" / "_other_1.toc").write_text("")
+    assert not ix.exists()  # a folder without the index's table of contents
     ix.open(create=True)
-    assert ix.exists()
+    with monkeypatch.context() as m:  # told by the file's name, without reading it
+        m.setattr("whoosh.index.open_dir", lambda *a, **k: pytest.fail("opened"))
+        m.setattr("whoosh.index.FileIndex", lambda *a, **k: pytest.fail("opened"))
+        assert ix.exists()
     assert ix.doc_count() == 0
     assert ix.docids() == set()
 
