@@ -135,8 +135,8 @@ class ArrayIndex:
         self.section_avglen = np.ones(N_SECTIONS, dtype=np.float64)
         if section_b is not None:
             self._section_norms(np.asarray(section_b, dtype=np.float64))
-        #: Values per document number that readers of the database attach to this index
-        #: generation (the searcher's linkranks), by name.
+        #: Values per document number attached to this index generation, by name (the
+        #: database ids, the searcher's linkranks, DPH's page lengths).
         self.per_doc: dict[str, Any] = {}
 
     def _section_norms(self, bs: np.ndarray) -> None:
@@ -212,6 +212,13 @@ class ArrayIndex:
                 leaf.arrays, end - leaf.base, partial(_stored_at, searcher, leaf.base)
             )
         return out
+
+    def docids_cached(self, searcher: Any) -> np.ndarray:
+        """:meth:`docids`, read once for this index generation (:attr:`per_doc`)."""
+        ids = self.per_doc.get("docid")
+        if ids is None:
+            ids = self.per_doc["docid"] = self.docids(searcher)
+        return ids
 
     @property
     def texts(self) -> list[str]:

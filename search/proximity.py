@@ -35,6 +35,7 @@ ones stay above the rest of the ranking.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -111,7 +112,7 @@ def rerank(
             continue
         extra = weight * document_bonus(row.text, row.language, weights, k, k1, window)
         if extra > 0:
-            head[i] = Ranked(r.score + extra, r.docid, r.url, r.docnum)
+            head[i] = dataclasses.replace(r, score=r.score + extra)
             added[r.docnum] = extra
     head.sort(key=lambda r: (-r.score, r.docnum))
     return head + list(ranked[depth:]), added

@@ -10,6 +10,7 @@ the time taken.  Every type renders itself for the command line, HTML and JSON.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -24,12 +25,25 @@ class Segment:
 
 @dataclass(slots=True)
 class Ranked:
-    """One ranked document, before the database is read."""
+    """One ranked document, before the database is read: its score, database id and
+    Whoosh document number, and its URL, given, or read from the index's stored fields
+    (*stored*: document number to stored fields) when first asked (a search's own hits
+    read it with their rows, from the database; the evaluation asks the index)."""
 
     score: float
     docid: int
-    url: str
+    _url: str | None = field(compare=False)
     docnum: int
+    _stored: Callable[[int], Mapping[str, Any]] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    @property
+    def url(self) -> str:
+        if self._url is None:
+            assert self._stored is not None, "a Ranked without its URL nor its stored fields"
+            self._url = str(self._stored(self.docnum)["url"])
+        return self._url
 
 
 @dataclass(slots=True)

@@ -117,7 +117,7 @@ class Searcher:
         if cached is not None and now - cached[0] < LINKRANK_MAX_AGE:
             return cached[1]
         assert self.engine is not None
-        ranks = LinkRanks(self.engine, arrays.docids(searcher))
+        ranks = LinkRanks(self.engine, arrays.docids_cached(searcher))
         if cached is not None and cached[1].complete:
             ranks.read_all()
         arrays.per_doc["linkrank"] = (now, ranks)

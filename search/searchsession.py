@@ -225,7 +225,18 @@ class SearchSession:
         return self._ranked(self.arrays.best(self._scores(weights, wquery), limit))
 
     def _ranked(self, best: list[tuple[float, int]]) -> list[Ranked]:
-        return [Ranked(score, *stored(self.s, docnum), docnum) for score, docnum in best]
+        """The hits *best* with their database ids, from the array files (their URLs read
+        from Whoosh's stored fields only if asked: each read unpickles a document's)."""
+        ids = self.arrays.docids_cached(self.s)
+        out = []
+        for score, docnum in best:
+            docid = int(ids[docnum])
+            if docid < 0:  # a file without the id: the stored fields
+                docid, url = stored(self.s, docnum)
+                out.append(Ranked(score, docid, url, docnum))
+            else:
+                out.append(Ranked(score, docid, None, docnum, self.s.stored_fields))
+        return out
 
     def _scores(
         self,

@@ -603,3 +603,42 @@ def test_a_merge_holds_a_bounded_buffer_of_postings(
         assert getattr(whole[0], name).tolist() == getattr(bounded[0], name).tolist(), name
     assert whole[0].terms == bounded[0].terms
     assert not [p for p in (tmp_path / "bounded").iterdir() if p.suffix == ".tmp"]
+
+
+def test_hits_take_their_ids_from_the_arrays_and_their_urls_when_asked(
+    index: Index, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ranking's hits carry the database ids of the array files, without reading Whoosh's
+    stored fields (each read unpickles a document's); a hit's URL is read from them when
+    first asked, and is the document's.  A document the array file gives no id is read
+    from its stored fields."""
+    with index.open().searcher(weighting=BM25()) as s:
+        session = SearchSession(s)
+        reads: list[int] = []
+        real = s.stored_fields
+
+        def counting(docnum: int) -> dict:
+            reads.append(docnum)
+            return real(docnum)
+
+        monkeypatch.setattr(s, "stored_fields", counting)
+        hits = session.rank(parse_query("w1 w2"), 10, expand=False)
+        assert len(hits) == 10 and not reads
+        for hit in hits:
+            fields = real(hit.docnum)
+            assert hit.docid == int(fields["docid"])
+            assert hit.url == fields["url"] == f"http://{hit.url.split('/')[2]}/{hit.docid}"
+        assert reads == [hit.docnum for hit in hits]
+        assert hits[0].url  # read once
+        assert len(reads) == 10
+        # The first hit's id unknown to the arrays: it is read with its URL.
+        ids = session.arrays.docids(s).copy()
+        ids[hits[0].docnum] = -1
+        session.arrays.per_doc["docid"] = ids
+        try:
+            reads.clear()
+            again = session.rank(parse_query("w1 w2"), 10, expand=False)
+            assert [(h.docid, h.docnum) for h in again] == [(h.docid, h.docnum) for h in hits]
+            assert reads == [hits[0].docnum]
+        finally:
+            del session.arrays.per_doc["docid"]  # the arrays are cached for the module
