@@ -9,7 +9,6 @@ import contextlib
 import http.client
 import json
 import math
-import re
 import shutil
 import socket
 import statistics
@@ -24,6 +23,8 @@ from typing import Any
 import _corpus
 import _synthetic
 import crawl
+
+from search.index import Index
 
 
 def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
@@ -97,7 +98,8 @@ def page_cache(data: Path) -> dict[str, Any] | None:
     """How much of the data folder's database and index files is in the OS's page cache
     (MB resident and MB in all, by util-linux's ``fincore``; None without it).  A query
     that reads a page not in it waits for the disk; on a machine that pages out what has
-    not been read for a while (benchmarks/README.md, "Queries and the page cache"), the
+    not been read for a while (benchmarks/README.md, "Counts per section by section, and
+    queries against the page cache"), the
     same index answers slower after a pause."""
     groups = {"database": sorted(data.glob("*.db")), "index": sorted(data.glob("index/*"))}
     files = [f for group in groups.values() for f in group if f.is_file()]
@@ -125,15 +127,10 @@ def page_cache(data: Path) -> dict[str, Any] | None:
 
 
 def index_generation(data: Path) -> int | None:
-    """The generation of the data folder's index (Whoosh's highest TOC file number; None
-    without one): a commit between two readings means the queries between them were
-    answered by two index generations, the first of the new one reading its arrays."""
-    numbers = [
-        int(m.group(1))
-        for toc in data.glob("index/_*_*.toc")
-        if (m := re.search(r"_(\d+)\.toc$", toc.name))
-    ]
-    return max(numbers) if numbers else None
+    """The generation of the data folder's index (None without one): a commit between two
+    readings means the queries between them were answered by two index generations, the
+    first of the new one reading its arrays."""
+    return Index(data / "index").generation()
 
 
 def write_back_mb() -> dict[str, float]:

@@ -88,7 +88,7 @@ assert tuple(SECTION_B) == SECTIONS
 
 INDEX_NAME = "spidersite"
 #: The name of each generation's table of contents of the index (Whoosh's ``TOC``).
-_TOC_NAME = re.compile(rf"_{INDEX_NAME}_\d+\.toc\Z")
+_TOC_NAME = re.compile(rf"_{INDEX_NAME}_(\d+)\.toc\Z")
 
 #: The index format: raise it when what an index holds changes (schema, codec, array
 #: file), so that an index of another format is refused until it is rebuilt.  2: the
@@ -182,11 +182,17 @@ class Index:
         (Whoosh's ``exists_in`` without opening it, which reads and unpickles that table,
         its schema and every segment's entry: the web application asks before every
         search)."""
+        return self.generation() is not None
+
+    def generation(self) -> int | None:
+        """The index's latest generation, by its tables of contents' file names (None: no
+        index), without opening it."""
         try:
             names = os.listdir(self.path)
         except OSError:
-            return False
-        return any(_TOC_NAME.match(name) for name in names)
+            return None
+        found = [int(m.group(1)) for name in names if (m := _TOC_NAME.match(name))]
+        return max(found) if found else None
 
     def format(self) -> int | None:
         """The format recorded in the index folder (None: none recorded)."""

@@ -166,7 +166,9 @@ def test_open_create(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "new" / "ix").mkdir(parents=True)
     (tmp_path / "new" / "ix" / "_other_1.toc").write_text("")
     assert not ix.exists()  # a folder without the index's table of contents
+    assert ix.generation() is None
     ix.open(create=True)
+    assert ix.generation() == 0
     with monkeypatch.context() as m:  # told by the file's name, without reading it
         m.setattr("whoosh.index.open_dir", lambda *a, **k: pytest.fail("opened"))
         m.setattr("whoosh.index.FileIndex", lambda *a, **k: pytest.fail("opened"))
@@ -177,6 +179,7 @@ def test_open_create(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_add_and_search(index: Index) -> None:
     assert index.exists()
+    assert index.generation() == index.open().latest_generation() > 0  # Whoosh's own
     assert index.doc_count() == 3
     assert index.docids() == {1, 2, 3}
     assert search(index, "words", "vacuum") == [1, 3]
