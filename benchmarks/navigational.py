@@ -13,7 +13,9 @@ page first and in the top 3, then a two-fold cross-validation of the weight (que
 alternately into two folds; each fold ranked with the weight of best MRR on the other).
 A query names its page by the end of its URL path.  ``--vary proximity`` varies the
 weight of the term-proximity bonus instead (``Params.proximity``, the prior at its
-default); ``--proximity W`` sets it while the prior's weight varies.
+default); ``--proximity W`` sets it while the prior's weight varies; ``--vary
+fb_min_words`` varies the fewest distinct words of a query expanded (``Params.fb_min_words``,
+1 to 5: which keyword queries query expansion rewrites).
 """
 
 from __future__ import annotations
@@ -27,6 +29,12 @@ from search.query import parse_query
 from search.searcher import Searcher
 
 WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
+#: The values each varied parameter takes; the first is the "off" the held-out line names.
+VALUES: dict[str, tuple[float, ...]] = {
+    "linkrank": WEIGHTS,
+    "proximity": WEIGHTS,
+    "fb_min_words": (5, 4, 3, 2, 1),
+}
 
 
 def main() -> None:
@@ -36,7 +44,7 @@ def main() -> None:
     p.add_argument(
         "--bm25f", choices=ranking.BM25F_FORMS, default=ranking.DEFAULT.bm25f, help="BM25F form"
     )
-    p.add_argument("--vary", choices=("linkrank", "proximity"), default="linkrank")
+    p.add_argument("--vary", choices=tuple(VALUES), default="linkrank")
     p.add_argument("--proximity", type=float, default=ranking.DEFAULT.proximity)
     args = p.parse_args()
     base = ranking.DEFAULT.with_values(bm25f=args.bm25f, proximity=args.proximity)
@@ -46,7 +54,8 @@ def main() -> None:
     engine = db.create(f"sqlite:///{args.data_dir / 'spidersite.db'}")
     searcher = Searcher(engine, Index(args.data_dir / "index"))
     reciprocal: dict[float, list[float]] = {}
-    for weight in WEIGHTS:
+    values = VALUES[name]
+    for weight in values:
         with searcher.session(base.with_values(**{name: weight})) as session:
             ranks = []
             for query, page in rows:
@@ -61,12 +70,13 @@ def main() -> None:
     held: list[float] = []
     for i, test in enumerate(folds):
         train = folds[1 - i]
-        best = max(WEIGHTS, key=lambda w: (mean([reciprocal[w][j] for j in train]), -w))
+        best = max(values, key=lambda w: (mean([reciprocal[w][j] for j in train]), -w))
         fitted = mean([reciprocal[best][j] for j in train])
         out = [reciprocal[best][j] for j in test]
         held += out
         print(f"fold {i + 1}: {name} {best}, MRR fitted {fitted:.3f}, held out {mean(out):.3f}")
-    print(f"held out: MRR {mean(held):.3f} ({name} 0: {mean(reciprocal[0.0]):.3f})")
+    off = values[0]
+    print(f"held out: MRR {mean(held):.3f} ({name} {off}: {mean(reciprocal[off]):.3f})")
 
 
 def mean(values: list[float]) -> float:

@@ -38,8 +38,9 @@ first ranking as relevant and adds ``fb_terms`` of their stems to the query:
   (:func:`feedback_terms`), the product's earlier method;
 - ``none``: no expansion.
 
-Only queries of :data:`FEEDBACK_MIN_WORDS` distinct words or more are expanded (keyword
-queries mean exactly their words), on indexes of :data:`FEEDBACK_MIN_DOCS` or more.
+Only queries of ``fb_min_words`` distinct words or more are expanded (by default
+:data:`FEEDBACK_MIN_WORDS`: keyword queries mean exactly their words), on indexes of
+``fb_min_docs`` documents or more (:data:`FEEDBACK_MIN_DOCS`).
 
 The link-graph prior (``linkrank`` 0.5; 0 switches it off) adds to each hit's score a saturating
 function of its PageRank *s* (:mod:`search.linkrank`, scaled to a mean of 1 over the
@@ -117,11 +118,15 @@ ROCCHIO_MAX_DF_SHARE = 0.05
 #: discounts a stem by its frequency in the collection.
 BO1_MAX_DF_SHARE = 1.0
 #: Expansion applies to queries of at least this many distinct words (descriptions,
-#: questions: where the user's words alone miss the vocabulary of relevant pages) ...
+#: questions: where the user's words alone miss the vocabulary of relevant pages; keyword
+#: queries expanded lose their page: the navigational queries' MRR 0.895 → 0.566 with every
+#: query expanded, 0.759 from two words, 0.878 from three; benchmarks/README.md) ...
 FEEDBACK_MIN_WORDS = 4
-#: ... on an index of at least this many documents (on a small one, the feedback documents
-#: are not a sample of the relevant pages but most of the index).
-FEEDBACK_MIN_DOCS = 1000
+#: ... on an index of at least this many documents (on a smaller one the feedback documents
+#: are not a sample of the relevant pages but a large share of the index).  Ten times the
+#: default feedback documents; Anserini and Terrier have no such floor, and the classic test
+#: collections (MED's 1,033 abstracts, Cranfield's 1,400) are well above it.
+FEEDBACK_MIN_DOCS = 100
 #: The linkrank at which the prior gives half its weight: the mean page's.
 LINKRANK_K = 1.0
 #: Most candidates the term-proximity bonus may re-rank (their texts are read at once).
@@ -184,6 +189,10 @@ class Params:
     #: The position decay applies to queries of at most this many distinct words (keyword queries,
     #: those :data:`FEEDBACK_MIN_WORDS` does not expand); 0: to every query.
     decay_words: int = FEEDBACK_MIN_WORDS - 1
+    #: Queries of fewer distinct words than this are not expanded (1: every query is).
+    fb_min_words: int = FEEDBACK_MIN_WORDS
+    #: Nor are queries on an index of fewer documents than this (0: whatever its size).
+    fb_min_docs: int = FEEDBACK_MIN_DOCS
 
     def __post_init__(self) -> None:
         if self.k1 < 0:
@@ -209,6 +218,8 @@ class Params:
             raise ValueError("fb_docs and fb_terms must be >= 1")
         if not 0 < self.fb_weight <= 1:
             raise ValueError("fb_weight must be above 0 and at most 1")
+        if self.fb_min_words < 1 or self.fb_min_docs < 0:
+            raise ValueError("fb_min_words must be >= 1 and fb_min_docs >= 0")
         if self.linkrank < 0:
             raise ValueError("linkrank must be >= 0")
         if self.proximity < 0:
@@ -299,10 +310,14 @@ def link_prior(linkrank: Any, weight: float, k: float = LINKRANK_K) -> Any:
     return weight * s / (s + k)
 
 
-def expands(words: int, doc_count: int) -> bool:
+def expands(words: int, doc_count: int, params: Params = DEFAULT) -> bool:
     """Whether a query of *words* distinct words is expanded on an index of *doc_count*
-    documents (:data:`FEEDBACK_MIN_WORDS`, :data:`FEEDBACK_MIN_DOCS`)."""
-    return words >= FEEDBACK_MIN_WORDS and doc_count >= FEEDBACK_MIN_DOCS
+    documents under *params* (its expansion, ``fb_min_words`` and ``fb_min_docs``)."""
+    return (
+        params.expansion != "none"
+        and words >= params.fb_min_words
+        and doc_count >= params.fb_min_docs
+    )
 
 
 def query_weights(

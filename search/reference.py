@@ -81,7 +81,7 @@ class ReferenceSession:
         return ranking.idf(self.n, self.df(stem))
 
     def expands(self, weights: dict[str, float]) -> bool:
-        return self.params.expansion != "none" and ranking.expands(len(weights), self.n)
+        return ranking.expands(len(weights), self.n, self.params)
 
     def rank(
         self,

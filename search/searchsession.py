@@ -194,7 +194,7 @@ class SearchSession:
 
     def expands(self, weights: dict[str, float]) -> bool:
         """Whether a query is expanded (see :mod:`search.ranking`)."""
-        return self.params.expansion != "none" and ranking.expands(len(weights), self.n)
+        return ranking.expands(len(weights), self.n, self.params)
 
     def expand(self, weights: dict[str, float], feedback: list[Ranked]) -> dict[str, float]:
         """Pseudo-relevance feedback from the documents *feedback* (the best of the first

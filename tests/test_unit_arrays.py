@@ -276,6 +276,25 @@ def test_no_expansion_method_adds_nothing(index: Index) -> None:
     assert fast.rank(q, 10) == fast.rank(q, 10, expand=False)
 
 
+def test_expansion_gates_on_query_words_and_index_size(index: Index) -> None:
+    # README "Ranking": a query of fewer than fb_min_words distinct words, or on an index of
+    # fewer than fb_min_docs documents, is ranked as typed; the array postings and the
+    # reference expand the same queries.
+    q = parse_query("w3 w10")
+    weights = build_query(q).weights
+    default, _ = _sessions(index)
+    assert default.n >= ranking.DEFAULT.fb_min_docs
+    assert not default.expands(weights)
+    every = ranking.Params(fb_min_words=1)
+    fast, slow = _sessions(index, every)
+    assert fast.expands(weights) and slow.expands(weights)
+    assert fast.rank(q, 10) != fast.rank(q, 10, expand=False)
+    assert _ranking(fast.rank(q, 10)) == _ranking(slow.rank(q, 10))
+    small, ref = _sessions(index, ranking.Params(fb_min_words=1, fb_min_docs=default.n + 1))
+    assert not small.expands(weights) and not ref.expands(weights)
+    assert small.rank(q, 10) == small.rank(q, 10, expand=False)
+
+
 @pytest.mark.parametrize(
     "text",
     ["w3 w10 site:b.example", "w1 w2 -w5", "w4 site:a.example -w7", "+w1 +w2 +w30", "w0 w0 w9"],

@@ -17,6 +17,10 @@ def test_defaults_are_the_published_ones() -> None:
     # navigational test's cross-validated weight).
     assert Params(1.2, 0.75, 0.25, "rm3", 10, 10, 0.5, 0.5) == DEFAULT
     assert DEFAULT.decay_words == 3
+    # Expansion of queries of 4 distinct words or more (the navigational queries lose with
+    # shorter ones expanded), on indexes of 100 documents or more (10 feedback documents
+    # are a tenth of it).
+    assert (DEFAULT.fb_min_words, DEFAULT.fb_min_docs) == (4, 100)
     # BM25F in Robertson & Zaragoza's per-field form, every section's b the same 0.75.
     assert DEFAULT.bm25f == "per-field"
     assert DEFAULT.section_b() == (0.75,) * 6
@@ -42,6 +46,8 @@ def test_section_b_of_each_section_or_b() -> None:
         {"expansion": "x"},
         {"fb_docs": 0},
         {"fb_weight": 0},
+        {"fb_min_words": 0},
+        {"fb_min_docs": -1},
         {"bm25f": "fielded"},
         {"b_title": 1.5},
         {"model": "lm"},

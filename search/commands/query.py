@@ -129,6 +129,22 @@ def add_ranking_options(p: argparse.ArgumentParser) -> None:
         help=f"RM3: weight of the query as typed (default: {DEFAULT.fb_weight})",
     )
     p.add_argument(
+        "--fb-min-words",
+        type=int,
+        default=DEFAULT.fb_min_words,
+        metavar="N",
+        help="expand only queries of at least N distinct words; 1: every query "
+        f"(default: {DEFAULT.fb_min_words})",
+    )
+    p.add_argument(
+        "--fb-min-docs",
+        type=int,
+        default=DEFAULT.fb_min_docs,
+        metavar="N",
+        help="expand only on an index of at least N documents; 0: any "
+        f"(default: {DEFAULT.fb_min_docs})",
+    )
+    p.add_argument(
         "--linkrank",
         type=float,
         default=DEFAULT.linkrank,
@@ -185,6 +201,8 @@ def ranking_params(args: argparse.Namespace) -> Any:
             fb_docs=args.fb_docs,
             fb_terms=args.fb_terms,
             fb_weight=args.fb_weight,
+            fb_min_words=args.fb_min_words,
+            fb_min_docs=args.fb_min_docs,
             linkrank=args.linkrank,
             proximity=args.proximity,
             proximity_depth=args.proximity_depth,
