@@ -75,8 +75,13 @@ class ParsedQuery:
         return {t.stem: t.surface for t in self.terms}
 
 
-def parse_query(text: str, require_all: bool = False, language: str | None = None) -> ParsedQuery:
-    """Parse *text*; raise :class:`QueryError` when nothing searchable is left."""
+def parse_query(
+    text: str, require_all: bool = False, language: str | None = None, syntax: bool = True
+) -> ParsedQuery:
+    """Parse *text*; raise :class:`QueryError` when nothing searchable is left.  Without
+    *syntax*, every word of *text* is a word to search for: quotes, a leading ``-`` and
+    ``site:`` mean nothing (a judged query of an evaluation is a description to rank by, not
+    a user's syntax: a quoted word of it would become a phrase every hit must hold)."""
     if not text or not text.strip():
         raise QueryError("empty query: give one or more words to search for")
     check_size(text)
@@ -97,7 +102,7 @@ def parse_query(text: str, require_all: bool = False, language: str | None = Non
                 q.terms.append(QueryTerm(token.stem, token.surface, len(q.terms)))
         return stems
 
-    for m in _PART_RE.finditer(text):
+    for m in _PART_RE.finditer(text) if syntax else ():
         negative, phrase, word = m.group(1), m.group(2), m.group(3)
         if phrase is not None:
             length = sum(1 for _ in analyzer.words(phrase))
@@ -122,6 +127,8 @@ def parse_query(text: str, require_all: bool = False, language: str | None = Non
             q.excluded.extend(t.stem for t in analyzer.tokens(word[1:]))
         else:
             add_terms(word)
+    if not syntax:
+        add_terms(text)
     if len(q.sites) > MAX_SITES:
         raise QueryError(
             f"the query has {len(q.sites)} site: restrictions: at most {MAX_SITES} "

@@ -257,3 +257,34 @@ def test_cli_folds_need_a_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "--folds needs --sweep" in capsys.readouterr().err
     assert main([*args, "--b", "3"]) == 2
     assert "b must be between 0 and 1" in capsys.readouterr().err
+
+
+def test_cli_reads_judged_queries_as_words(tmp_path: Path) -> None:
+    # A judged query is a description: its quotes, a leading "-" and "site:" are words (a
+    # quoted word would otherwise be a phrase every hit must hold, and "-lock" would drop
+    # the relevant page); --query-syntax reads them as `query` does.
+    from search import db
+    from search.analysis import analyze_document
+    from search.index import Index, IndexDoc
+
+    db.connect(f"sqlite:///{tmp_path / 'spidersite.db'}", upgrade=True).dispose()
+    texts = ["vacuum full lock table", "checkpoint interval log", "vacuum statistics"]
+    with Index(tmp_path / "index").writer() as w:
+        for i, text in enumerate(texts, 1):
+            records = analyze_document({"title": "", "body": text})
+            w.add(IndexDoc.from_records(i, f"http://h/d{i}", "h", records.values()))
+    (tmp_path / "q.tsv").write_text('1\tthe "vacuum" of a -lock\n2\t"checkpoint log" vacuum\n')
+    (tmp_path / "qrels.txt").write_text("1 0 /d1 1\n2 0 /d3 1\n")
+    args = ["eval", "--data-dir", str(tmp_path), "--queries", str(tmp_path / "q.tsv")]
+    args += ["--qrels", str(tmp_path / "qrels.txt"), "--json", "--per-query"]
+
+    def per_query(*extra: str) -> dict[str, float]:
+        out = io.StringIO()
+        assert main([*args, *extra], out) == 0
+        data = json.loads(out.getvalue())
+        return {q: m["MAP"] for q, m in data["per_query"].items()}
+
+    # As words: q1 finds /d1 first (vacuum and lock); q2 finds /d3 (vacuum) after /d2.
+    assert per_query() == {"1": 1.0, "2": 0.5}
+    # As syntax: "-lock" removes /d1; the phrase "checkpoint log" keeps /d2 alone.
+    assert per_query("--query-syntax") == {"1": 0.0, "2": 0.0}

@@ -247,3 +247,12 @@ def test_site_restrictions_are_bounded() -> None:
         parse_query("lion " + " ".join(sites))
     with pytest.raises(QueryError, match=f"{MAX_SITES + 1} site: restrictions"):
         parse_query("lion " + " ".join(sites[: MAX_SITES + 1]))
+
+
+def test_without_syntax_every_word_is_searched() -> None:
+    q = parse_query('the "Office of the Future," -based site:example.org words', syntax=False)
+    assert q.phrases == [] and q.excluded == [] and q.sites == []
+    assert q.stems == parse_query("office future based site example org words").stems
+    syntax = parse_query('the "Office of the Future," -based site:example.org words')
+    assert syntax.phrases == [["offic", "futur"]] and syntax.excluded == ["base"]
+    assert syntax.sites == ["example.org"]

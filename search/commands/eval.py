@@ -67,6 +67,12 @@ def add_parser(sub: Any, common: Any) -> None:
     )
     p.add_argument("--per-query", action="store_true", help="also print each query's figures")
     p.add_argument(
+        "--query-syntax",
+        action="store_true",
+        help='read each query with the search syntax ("a phrase" every hit must hold, '
+        "-excluded, site:host), as query does; by default a judged query is its words",
+    )
+    p.add_argument(
         "-k", type=int, default=1000, metavar="K", help="documents ranked per query (default 1000)"
     )
     p.add_argument(
@@ -152,7 +158,7 @@ def search_run(
     skipped: list[str] = []
     for qid, text in queries.items():
         try:
-            parsed[qid] = parse_query(text, language=args.language)
+            parsed[qid] = parse_query(text, language=args.language, syntax=args.query_syntax)
         except QueryError:
             skipped.append(qid)
     runs: list[Run] = []
