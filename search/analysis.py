@@ -23,7 +23,7 @@ import threading
 from array import array
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import accumulate, compress, count, islice
@@ -343,6 +343,10 @@ class Analyzer:
     def __init__(self, language: str = "english") -> None:
         self.language = snowball_language(language)
         self._stemmer = snowballstemmer.stemmer(self.language)
+        if hasattr(self._stemmer, "maxCacheSize"):
+            # PyStemmer's own cache (10,000 words, purged by sorting them all) stands
+            # behind this one's and costs a new word 1.3 µs instead of 0.3.
+            self._stemmer.maxCacheSize = 0
         #: Stop words of this language, Chinese ones included.
         self.stop_words: frozenset[str] = (
             _STOP_WORDS.get(self.language, frozenset()) | CHINESE_STOP_WORDS
@@ -402,6 +406,42 @@ class Analyzer:
                     surfaces[stem] = (*surfaces.get(stem, ()), word)
             self.known_bytes += size
         return stem
+
+    def cache_stems(self, words: Collection[str]) -> None:
+        """Stem *words* (lowercased, not cached yet, no stop words) into the cache, as
+        :meth:`stem` would one by one, in one call to the stemmer and one lock: 1.3 µs a
+        new word where :meth:`stem` takes 1.8 (the snippets' words of a search; a text
+        read after the cache was emptied holds a few hundred)."""
+        batch = list(words)
+        stems = self._stemmer.stemWords(batch)
+        if not all(map(str.isascii, batch)):
+            stems = [w if _CJK_RE.match(w) else s for w, s in zip(batch, stems, strict=True)]
+        known = self.known_stems
+        surfaces = self.surfaces  # read after known: see track_surfaces
+        size = (
+            STEM_ENTRY_BYTES * len(batch)
+            + sum(map(sys.getsizeof, batch))
+            + sum(map(sys.getsizeof, stems))
+        )
+        if surfaces is not None:
+            new = {s for s in stems if s not in surfaces}
+            size += SURFACE_BYTES * len(batch) + (STEM_ENTRY_BYTES + SURFACES_BYTES) * len(new)
+        if size > STEM_CACHE_BYTES:  # more than the whole cache: one by one, as it fills
+            for word in batch:
+                self.stem(word)
+            return
+        if self.known_bytes + size > STEM_CACHE_BYTES:
+            known.clear()
+            if surfaces is not None:
+                surfaces.clear()
+            self.generation += 1
+            self.known_bytes = 0
+        known.update(zip(batch, stems, strict=True))
+        if surfaces is not None:
+            with _TRACKING_LOCK:
+                for word, stem in zip(batch, stems, strict=True):
+                    surfaces[stem] = (*surfaces.get(stem, ()), word)
+        self.known_bytes += size
 
     def spans(self, text: str, limit: int | None = None) -> Iterator[tuple[int, int, str]]:
         """The token stream: (start, end, lowercased word) of every word of *text*, CJK

@@ -169,9 +169,10 @@ def _query_words(analyzer: Analyzer, distinct: set[str], stems: set[str]) -> dic
     found = dict.fromkeys(distinct.intersection(stop), "") if "" in stems else {}
     surfaces = analyzer.surfaces if analyzer.surfaces is not None else analyzer.track_surfaces()
     generation = analyzer.generation
-    for word in distinct.difference(analyzer.known_stems):
-        if word not in stop:  # (a stop word is never stemmed here)
-            analyzer.stem(word)
+    unknown = distinct.difference(analyzer.known_stems)
+    unknown.difference_update(stop)  # (a stop word is never stemmed here)
+    if unknown:
+        analyzer.cache_stems(unknown)
     for stem in stems:
         for word in surfaces.get(stem, ()):
             if word in distinct and word not in stop:

@@ -142,6 +142,15 @@ def test_stem_cache_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None
     assert analyzer.stem(words[-1]) == words[-1][:-4]
 
 
+def test_only_the_analyzer_caches_stems() -> None:
+    # PyStemmer's own cache (purged by sorting its 10,000 words) would stand behind the
+    # analyzer's and cost a new word 1.3 µs instead of 0.3.
+    stemmer = Analyzer("english")._stemmer
+    if hasattr(stemmer, "maxCacheSize"):
+        assert stemmer.maxCacheSize == 0
+    assert Analyzer("english").stem("caches") == "cach"
+
+
 def test_get_analyzer_is_cached_per_language() -> None:
     assert get_analyzer("en") is get_analyzer("en")
     assert get_analyzer("de").language == "german"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Collection
 
 import pytest
 
@@ -209,18 +210,26 @@ def test_text_words_read_from_the_text_are_word_stems(text: str, stems: set[str]
 def test_snippet_stems_each_distinct_word_once(monkeypatch: pytest.MonkeyPatch) -> None:
     analyzer = get_analyzer(None)
     stemmed: list[str] = []
-    real = analyzer.stem
+    real, real_many = analyzer.stem, analyzer.cache_stems
 
     def counting(word: str) -> str:
         stemmed.append(word)
         return real(word)
 
+    def counting_many(words: Collection[str]) -> None:
+        stemmed.extend(words)
+        real_many(words)
+
     monkeypatch.setattr(analyzer, "stem", counting)
+    monkeypatch.setattr(analyzer, "cache_stems", counting_many)
     monkeypatch.setattr(analyzer, "known_stems", {})  # nothing stemmed yet
     text = "zebras graze while lions watch. " * 200
     segments = make_snippet(text, {"lion"})
     assert set(marked(segments)) == {"lions"}
     assert sorted(stemmed) == sorted({"zebras", "graze", "lions", "watch"})
+    stemmed.clear()
+    assert make_snippet(text + " zebra", {"lion"}) == segments
+    assert stemmed == ["zebra"]  # the others are cached
 
 
 _FORMS = ["lion", "lions", "lioness", "zebra", "zebras", "run", "runs", "running", "ran"]
@@ -251,6 +260,33 @@ def test_query_words_are_the_words_whose_stem_is_asked(
         if "" in stems:
             expected |= dict.fromkeys(distinct & analyzer.stop_words, "")
         assert _query_words(analyzer, distinct, stems) == expected
+
+
+@pytest.mark.parametrize("surfaces", [False, True])
+def test_cache_stems_is_stem_word_by_word(monkeypatch: pytest.MonkeyPatch, surfaces: bool) -> None:
+    """Stemming a batch of words caches what stem() would, one by one: the same stems
+    (Chinese words unchanged), the same bytes, the surfaces; past the cap the cache starts
+    again empty with the batch; a batch larger than the whole cache goes word by word."""
+    monkeypatch.setattr(analysis, "STEM_CACHE_BYTES", 1 << 30)
+    one, many = analysis.Analyzer("english"), analysis.Analyzer("english")
+    if surfaces:
+        one.track_surfaces(), many.track_surfaces()
+    words = [*_FORMS, "café", "naïve", "数据库", "walking", "walked", "Ωmega"]
+    for word in words:
+        one.stem(word)
+    many.cache_stems(words)
+    assert many.known_stems == one.known_stems and many.known_bytes == one.known_bytes
+    assert many.known_stems["数据库"] == "数据库" and many.known_stems["walked"] == "walk"
+    assert many.surfaces == one.surfaces
+    batch = many.known_bytes
+    monkeypatch.setattr(analysis, "STEM_CACHE_BYTES", batch + batch // 2)
+    many.cache_stems([f"zq{i}x" for i in range(len(words))])  # does not fit beside: emptied
+    assert many.generation == (2 if surfaces else 1) and "lions" not in many.known_stems
+    assert 0 < many.known_bytes <= analysis.STEM_CACHE_BYTES
+    monkeypatch.setattr(analysis, "STEM_CACHE_BYTES", 500)
+    many.cache_stems([f"zq{i}running" for i in range(40)])  # larger than the cache
+    assert 0 < many.known_bytes <= 500
+    assert all(many.known_stems[w] == w[:-4] for w in many.known_stems)
 
 
 def test_surfaces_are_kept_once_asked_for_and_count_in_the_cap(
