@@ -399,17 +399,7 @@ class ArrayIndex:
         among the document numbers *among* when given (those the caller knows hold the
         best, so that the others are not read)."""
         candidates = np.flatnonzero(scores > 0) if among is None else among[scores[among] > 0]
-        if limit <= 0 or not len(candidates):
-            return []
-        values = scores[candidates]
-        if len(candidates) > limit:
-            # The limit-th best score; every document scoring at least as much is kept
-            # (ties included), then the sort below decides.
-            kth = np.partition(values, len(values) - limit)[len(values) - limit]
-            keep = values >= kth
-            candidates, values = candidates[keep], values[keep]
-        order = np.lexsort((candidates, -values))[:limit]
-        return [(float(values[i]), int(candidates[i])) for i in order]
+        return best_of(candidates, scores[candidates], limit)
 
     def _forward(self, docnum: int) -> tuple[int, np.ndarray, np.ndarray, int] | None:
         """Where document *docnum*'s vector is: its leaf, its term numbers there and
@@ -582,6 +572,22 @@ def leaf_postings(
             continue
         starts = leaf.arrays.starts
         yield i, leaf, present, starts[local[present]].tolist(), starts[local[present] + 1].tolist()
+
+
+def best_of(candidates: np.ndarray, values: np.ndarray, limit: int) -> list[tuple[float, int]]:
+    """The *limit* best ``(value, document number)`` pairs of documents *candidates*
+    scoring *values*: value descending, then document number ascending (the order Whoosh
+    keeps among equal scores)."""
+    if limit <= 0 or not len(candidates):
+        return []
+    if len(candidates) > limit:
+        # The limit-th best score; every document scoring at least as much is kept
+        # (ties included), then the sort below decides.
+        kth = np.partition(values, len(values) - limit)[len(values) - limit]
+        keep = values >= kth
+        candidates, values = candidates[keep], values[keep]
+    order = np.lexsort((candidates, -values))[:limit]
+    return [(float(values[i]), int(candidates[i])) for i in order]
 
 
 def sum_parts(

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from search import dfr, expansion, proximity, ranking
-from search.arrays import ArrayIndex, Memo
+from search.arrays import ArrayIndex, Memo, best_of
 from search.index import REINDEX, IndexOutdated
 from search.indexquery import WhooshQuery, build_query, matching_docs, stored
 from search.query import ParsedQuery
@@ -168,15 +168,16 @@ class SearchSession:
         hits = np.flatnonzero(scores > 0)
         if not len(hits):
             return []
+        values = scores[hits]
         if len(hits) > limit > 0:
             # A prior is below *weight*: a hit scoring less than the limit-th best score
             # minus *weight* stays below the best *limit* (each scores that much or more),
             # prior or not, so its linkrank is not needed, and it is no candidate.
-            kth = np.partition(scores[hits], len(hits) - limit)[len(hits) - limit]
-            hits = hits[scores[hits] + weight >= kth]
-        out = scores.astype(np.float64)  # a copy
-        out[hits] += ranking.link_prior(self.linkranks[hits], weight)
-        return self.arrays.best(out, limit, among=hits)
+            kth = np.partition(values, len(hits) - limit)[len(hits) - limit]
+            keep = values + weight >= kth
+            hits, values = hits[keep], values[keep]
+        values = values + ranking.link_prior(self.linkranks[hits], weight)
+        return best_of(hits, values, limit)
 
     def prior(self, docnum: int) -> float:
         """The link-graph prior added to document *docnum*'s score (0 when off)."""
