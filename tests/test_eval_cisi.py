@@ -54,9 +54,10 @@ def test_cisi_map_through_the_product(cisi_url: str, tmp_path: Path) -> None:
 
     figures = json.loads(proc.stdout)
     assert figures["queries"] == 76
-    # Measured with the defaults (published BM25 and RM3 parameters): MAP 0.253, P@10 0.383;
-    # held out (parameters chosen on CISI, cross-validated over 2 folds) MAP 0.249 to 0.255.
-    # Asserted: the lowest held-out figure measured (0.244) less 0.01.  The references on
-    # the raw text are 0.202 (Whoosh BM25F) and 0.235 (TF-IDF cosine); benchmarks/README.md.
-    assert figures["MAP"] >= 0.234
-    assert figures["P@10"] >= 0.36
+    # Measured with the defaults (published BM25 and RM3 parameters, the queries read as
+    # words): MAP 0.2559, P@10 0.387; held out (parameters chosen on CISI, cross-validated
+    # over 2 folds) MAP 0.2505 to 0.2598.  Asserted: the defaults' figure less 0.01.  The
+    # references on the raw text are 0.202 (Whoosh BM25F) and 0.235 (TF-IDF cosine);
+    # benchmarks/README.md.
+    assert figures["MAP"] >= 0.245
+    assert figures["P@10"] >= 0.37
