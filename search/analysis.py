@@ -391,13 +391,7 @@ class Analyzer:
                 size += SURFACE_BYTES
                 if stem not in surfaces:
                     size += STEM_ENTRY_BYTES + SURFACES_BYTES
-            if self.known_bytes + size > STEM_CACHE_BYTES:
-                # Emptied in place, both, and counted.
-                known.clear()
-                if surfaces is not None:
-                    surfaces.clear()
-                self.generation += 1
-                self.known_bytes = 0
+            self._make_room(size, known, surfaces)
             # The word first: emptied between the two, the surfaces may keep a word the
             # cache lost (harmless), never the reverse.
             known[word] = stem
@@ -406,6 +400,18 @@ class Analyzer:
                     surfaces[stem] = (*surfaces.get(stem, ()), word)
             self.known_bytes += size
         return stem
+
+    def _make_room(
+        self, size: int, known: dict[str, str], surfaces: dict[str, tuple[str, ...]] | None
+    ) -> None:
+        """Empty the cache (*known* and *surfaces*, in place, and counted) if *size* more
+        bytes would take it past :data:`STEM_CACHE_BYTES`."""
+        if self.known_bytes + size > STEM_CACHE_BYTES:
+            known.clear()
+            if surfaces is not None:
+                surfaces.clear()
+            self.generation += 1
+            self.known_bytes = 0
 
     def cache_stems(self, words: Collection[str]) -> None:
         """Stem *words* (lowercased, not cached yet, no stop words) into the cache, as
@@ -430,12 +436,7 @@ class Analyzer:
             for word in batch:
                 self.stem(word)
             return
-        if self.known_bytes + size > STEM_CACHE_BYTES:
-            known.clear()
-            if surfaces is not None:
-                surfaces.clear()
-            self.generation += 1
-            self.known_bytes = 0
+        self._make_room(size, known, surfaces)
         known.update(zip(batch, stems, strict=True))
         if surfaces is not None:
             with _TRACKING_LOCK:

@@ -212,12 +212,20 @@ def test_cross_validation_by_hand() -> None:
     assert held_out["MAP"] == pytest.approx(0.3)
 
 
-def test_cli_sweep_and_folds(tmp_path: Path) -> None:
+def _tiny_data_dir(data: Path, texts: list[str]) -> None:
+    """A data folder whose index holds *texts* as the bodies of http://h/d1, /d2 …"""
     from search import db
     from search.analysis import analyze_document
     from search.index import Index, IndexDoc
 
-    db.connect(f"sqlite:///{tmp_path / 'spidersite.db'}", upgrade=True).dispose()
+    db.connect(f"sqlite:///{data / 'spidersite.db'}", upgrade=True).dispose()
+    with Index(data / "index").writer() as w:
+        for i, text in enumerate(texts, 1):
+            records = analyze_document({"title": "", "body": text})
+            w.add(IndexDoc.from_records(i, f"http://h/d{i}", "h", records.values()))
+
+
+def test_cli_sweep_and_folds(tmp_path: Path) -> None:
     texts = [
         "vacuum full lock table",
         "vacuum analyze statistics",
@@ -226,10 +234,7 @@ def test_cli_sweep_and_folds(tmp_path: Path) -> None:
         "checkpoint interval log",
         "table partition rows",
     ]
-    with Index(tmp_path / "index").writer() as w:
-        for i, text in enumerate(texts, 1):
-            records = analyze_document({"title": "", "body": text})
-            w.add(IndexDoc.from_records(i, f"http://h/d{i}", "h", records.values()))
+    _tiny_data_dir(tmp_path, texts)
     (tmp_path / "q.tsv").write_text("1\tvacuum lock\n2\tcheckpoint log\n3\ttable rows\n")
     (tmp_path / "qrels.txt").write_text("1 0 /d1 1\n2 0 /d4 1\n3 0 /d6 1\n")
     args = ["eval", "--data-dir", str(tmp_path), "--queries", str(tmp_path / "q.tsv")]
@@ -263,16 +268,8 @@ def test_cli_reads_judged_queries_as_words(tmp_path: Path) -> None:
     # A judged query is a description: its quotes, a leading "-" and "site:" are words (a
     # quoted word would otherwise be a phrase every hit must hold, and "-lock" would drop
     # the relevant page); --query-syntax reads them as `query` does.
-    from search import db
-    from search.analysis import analyze_document
-    from search.index import Index, IndexDoc
-
-    db.connect(f"sqlite:///{tmp_path / 'spidersite.db'}", upgrade=True).dispose()
     texts = ["vacuum full lock table", "checkpoint interval log", "vacuum statistics"]
-    with Index(tmp_path / "index").writer() as w:
-        for i, text in enumerate(texts, 1):
-            records = analyze_document({"title": "", "body": text})
-            w.add(IndexDoc.from_records(i, f"http://h/d{i}", "h", records.values()))
+    _tiny_data_dir(tmp_path, texts)
     (tmp_path / "q.tsv").write_text('1\tthe "vacuum" of a -lock\n2\t"checkpoint log" vacuum\n')
     (tmp_path / "qrels.txt").write_text("1 0 /d1 1\n2 0 /d3 1\n")
     args = ["eval", "--data-dir", str(tmp_path), "--queries", str(tmp_path / "q.tsv")]
