@@ -5,7 +5,6 @@ RSS sampled as the first crawl's was."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -15,17 +14,23 @@ import crawl
 
 
 def run_recrawl(
-    data: Path, work: Path, timeout: float, interval: float, settings: list[str]
+    data: Path,
+    work: Path,
+    timeout: float,
+    interval: float,
+    settings: list[str],
+    database_url: str | None = None,
 ) -> tuple[crawl.RunResult, dict[str, Any]]:
-    """Re-crawl the product's data folder *data*: its run's figures, and what it
-    downloaded (responses by status, bytes, pages found changed)."""
+    """Re-crawl the product's data folder *data* (and its database at *database_url*,
+    when given): its run's figures, and what it downloaded (responses by status, bytes,
+    pages found changed)."""
     result = crawl.RunResult(run="unchanged re-crawl (scrapy crawl site -a recrawl=all)")
     log = data / "recrawl.log"
     cmd = crawl.product_command(data, log, settings, "-a", "recrawl=all")
     measured = _measure.run_measured(
         cmd,
         cwd=_corpus.REPO_ROOT,
-        env=crawl.clean_env(),
+        env=crawl.clean_env(database_url),
         stdout_path=work / "recrawl-stdout.txt",
         stderr_path=work / "recrawl-stderr.txt",
         timeout=timeout,
@@ -41,8 +46,8 @@ def run_recrawl(
         ) + f" (log: {log})\n{crawl.tail(log)}"
         return result, fetched
     try:
-        stats, started_at, finished_at, documents = crawl.read_product_db(data / "spidersite.db")
-    except (sqlite3.Error, LookupError, ValueError) as exc:
+        stats, started_at, finished_at, documents = crawl.read_store(data, database_url)
+    except crawl.READ_ERRORS as exc:
         result.message = f"cannot read figures: {exc}"
         return result, fetched
     crawl.apply_stats(result, stats, documents, started_at, finished_at)

@@ -40,14 +40,15 @@ def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> 
 
 
 @contextlib.contextmanager
-def search_server(data: Path, log: Path) -> Iterator[int]:
-    """``python -m search serve`` on ``data``, on a free port; yield the port."""
+def search_server(data: Path, log: Path, database_url: str | None = None) -> Iterator[int]:
+    """``python -m search serve`` on ``data`` (and the database at *database_url*, when
+    given), on a free port; yield the port."""
     port = _corpus.free_port()
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "search", "serve", "--port", str(port), "--data-dir", str(data)],
             cwd=_corpus.REPO_ROOT,
-            env=crawl.clean_env(),
+            env=crawl.clean_env(database_url),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -148,9 +149,14 @@ def write_back_mb() -> dict[str, float]:
 def describe_page_cache(cache: dict[str, Any] | None) -> str:
     if not cache:
         return "page cache: not measured (no fincore)"
+    # A PostgreSQL database's files are the server's, not the data folder's.
+    database = (
+        f"database {cache['database_resident_mb']:,.0f} of {cache['database_mb']:,.0f} MB, "
+        if cache["database_mb"]
+        else ""
+    )
     text = (
-        f"page cache: database {cache['database_resident_mb']:,.0f} of "
-        f"{cache['database_mb']:,.0f} MB, index {cache['index_resident_mb']:,.0f} of "
+        f"page cache: {database}index {cache['index_resident_mb']:,.0f} of "
         f"{cache['index_mb']:,.0f} MB"
     )
     if "dirty_mb" in cache:
@@ -182,14 +188,15 @@ def measure_queries(api: Api, vocab: list[str], count: int, seed: int) -> dict[s
     }
 
 
-def cli_first_query(data: Path, query: str) -> dict[str, Any]:
-    """``python -m search query --json`` in a fresh process: its own reported seconds,
-    and the wall time of the whole process."""
+def cli_first_query(data: Path, query: str, database_url: str | None = None) -> dict[str, Any]:
+    """``python -m search query --json`` in a fresh process (on *data*, and the database
+    at *database_url* when given): its own reported seconds, and the wall time of the
+    whole process."""
     started = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "search", "query", "--json", "--data-dir", str(data), query],
         cwd=_corpus.REPO_ROOT,
-        env=crawl.clean_env(),
+        env=crawl.clean_env(database_url),
         capture_output=True,
         text=True,
         check=False,

@@ -40,7 +40,9 @@ from typing import Any
 
 import _corpus
 import _measure
+import _postgres
 from _crawlreport import fmt, print_ratios, print_table, ratios
+from sqlalchemy.exc import SQLAlchemyError
 
 
 @dataclass
@@ -126,14 +128,18 @@ def tail(path: Path, lines: int = 15) -> str:
     return "\n".join("    " + line for line in text.splitlines()[-lines:])
 
 
-def clean_env() -> dict[str, str]:
+def clean_env(database_url: str | None = None) -> dict[str, str]:
     """This environment without Scrapy's and spidersite's own variables.
 
     Without ``DATABASE_URL`` and ``SPIDERSITE_*``, the product stores into the SQLite file
-    and Whoosh index under the ``SPIDERSITE_DATA_DIR`` given on its command line.
+    and Whoosh index under the ``SPIDERSITE_DATA_DIR`` given on its command line; with
+    *database_url*, into that database (``DATABASE_URL``) and the folder's index.
     """
     dropped = ("SCRAPY_", "SPIDERSITE_", "DATABASE_URL")
-    return {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
+    if database_url:
+        env["DATABASE_URL"] = database_url
+    return env
 
 
 def apply_memory(result: RunResult, measured: _measure.Measured) -> None:
@@ -212,6 +218,21 @@ def read_product_db(db: Path) -> tuple[dict[str, Any], Any, Any, int]:
     return stats, started_at, finished_at, int(documents)
 
 
+#: What reading a product's figures may raise (:func:`read_store`).
+READ_ERRORS = (sqlite3.Error, SQLAlchemyError, LookupError, ValueError)
+
+
+def read_store(data: Path, database_url: str | None = None) -> tuple[dict[str, Any], Any, Any, int]:
+    """:func:`read_product_db` of the data folder *data*'s SQLite file, or of the database
+    at *database_url* when given."""
+    if database_url:
+        return _postgres.read_crawl(database_url)
+    db = data / "spidersite.db"
+    if not db.is_file():
+        raise LookupError(f"no database at {db}")
+    return read_product_db(db)
+
+
 def apply_stats(
     result: RunResult, stats: dict[str, Any], documents: int, started_at: Any, finished_at: Any
 ) -> float | None:
@@ -251,9 +272,10 @@ def run_product(
     timeout: float,
     interval: float = 0.2,
     settings: Sequence[str] = (),
+    database_url: str | None = None,
 ) -> RunResult:
-    """Crawl ``seeds`` with the product into ``work/product``; ``settings`` are more
-    ``NAME=VALUE`` pairs for ``-s``."""
+    """Crawl ``seeds`` with the product into ``work/product`` (and the database at
+    *database_url* when given); ``settings`` are more ``NAME=VALUE`` pairs for ``-s``."""
     result = RunResult(run="product (scrapy crawl site)")
     data = work / "product"
     data.mkdir()
@@ -264,7 +286,7 @@ def run_product(
         measured = _measure.run_measured(
             cmd,
             cwd=_corpus.REPO_ROOT,
-            env=clean_env(),
+            env=clean_env(database_url),
             stdout_path=stdout,
             stderr_path=stderr,
             timeout=timeout,
@@ -283,14 +305,12 @@ def run_product(
             + (tail(stderr) or tail(log) or tail(stdout))
         )
         return result
-    db = data / "spidersite.db"
-    if not db.is_file():
-        result.message += f"no database at {db} (log: {log})\n" + (tail(log) or tail(stderr))
-        return result
     try:
-        stats, started_at, finished_at, documents = read_product_db(db)
-    except (sqlite3.Error, LookupError, ValueError) as exc:
-        result.message += f"cannot read figures from {db}: {exc}"
+        stats, started_at, finished_at, documents = read_store(data, database_url)
+    except READ_ERRORS as exc:
+        result.message += f"cannot read the crawl's figures: {exc} (log: {log})\n" + (
+            tail(log) or tail(stderr)
+        )
         return result
     start = apply_stats(result, stats, documents, started_at, finished_at)
     missing = []

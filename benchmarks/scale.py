@@ -2,7 +2,8 @@
 
     python benchmarks/scale.py [--pages 100000] [--seed 1] [--skip-baseline] [--skip-product]
                                [--skip-queries] [--skip-reindex] [--recrawl] [--queries 300]
-                               [--set NAME=VALUE ...] [--json FILE] [--keep] [--timeout S]
+                               [--set NAME=VALUE ...] [--postgres [ADMIN_URL]]
+                               [--json FILE] [--keep] [--timeout S]
 
 1. A site of ``--pages`` pages is generated once into ``benchmarks/.cache/scale/`` (reused
    while ``--pages`` and ``--seed`` match): each page has a title, a meta description and
@@ -27,6 +28,13 @@
    conditional GET with each page's ETag and Last-Modified): the bodies it downloaded
    (target 0), its time against the first crawl's (target at most a third), its RSS.
 
+With ``--postgres``, the product stores into a fresh PostgreSQL database created beside
+*ADMIN_URL* (default ``postgresql+psycopg://127.0.0.1:5432/postgres``; dropped at the end
+unless ``--keep``) instead of the data folder's SQLite file, and every step above uses it
+(``DATABASE_URL``); the disk use is then ``pg_database_size`` and the index folder, and the
+PostgreSQL server's own memory (the proportional set size of its processes, sampled every
+5 s) is reported beside the process tree's, which does not include the server.
+
 It prints every figure and issue 13's targets, met or not. The exit status is 1 when a run
 fails or a check of correctness does (a page not stored, a marker not found), never
 because a target is missed.
@@ -49,6 +57,7 @@ from typing import Any
 
 import _corpus
 import _measure
+import _postgres
 import _synthetic
 import crawl
 from _recrawl import run_recrawl
@@ -113,11 +122,13 @@ def check_markers(api: Api, base_url: str, pages: int, seed: int) -> dict[str, A
     return {"checked": len(sample), "found": len(sample) - len(missed), "missed": missed[:10]}
 
 
-def run_reindex(data: Path, work: Path, documents: int, timeout: float) -> dict[str, Any]:
+def run_reindex(
+    data: Path, work: Path, documents: int, timeout: float, database_url: str | None = None
+) -> dict[str, Any]:
     measured = _measure.run_measured(
         [sys.executable, "-m", "search", "reindex", "--quiet", "--data-dir", str(data)],
         cwd=_corpus.REPO_ROOT,
-        env=crawl.clean_env(),
+        env=crawl.clean_env(database_url),
         stdout_path=work / "reindex-stdout.txt",
         stderr_path=work / "reindex-stderr.txt",
         timeout=timeout,
@@ -135,13 +146,19 @@ def run_reindex(data: Path, work: Path, documents: int, timeout: float) -> dict[
     }
 
 
-def disk_use(data: Path, documents: int) -> dict[str, Any]:
+def disk_use(data: Path, documents: int, database_url: str | None = None) -> dict[str, Any]:
+    """The database's size (the SQLite file with its journal, or ``pg_database_size``) and
+    the index folder's, in MB, and their sum a page in kB."""
+
     def size(path: Path) -> int:
         if path.is_file():
             return path.stat().st_size
         return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
-    db = sum(size(p) for p in data.glob("spidersite.db*"))
+    if database_url:
+        db = _postgres.database_bytes(database_url)
+    else:
+        db = sum(size(p) for p in data.glob("spidersite.db*"))
     index = size(data / "index") if (data / "index").exists() else 0
     return {
         "database_mb": db / 1e6,
@@ -159,6 +176,8 @@ class Report:
     seed: int
     server: str
     load_start: tuple[float, float, float]
+    #: ``sqlite`` (the data folder's file) or ``postgresql`` (``--postgres``).
+    database: str = "sqlite"
     load_end: tuple[float, float, float] | None = None
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)
     markers: dict[str, Any] | None = None
@@ -169,6 +188,8 @@ class Report:
     disk: dict[str, Any] | None = None
     #: What the unchanged re-crawl downloaded (responses by status, bytes, changed pages).
     recrawl: dict[str, Any] | None = None
+    #: With ``--postgres``: the server's memory (PSS of its processes, MB) over the run.
+    postgres_memory: dict[str, float] | None = None
     targets: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
@@ -227,8 +248,8 @@ def fmt(value: Any, pattern: str = "{:,.1f}") -> str:
 def print_report(report: Report) -> None:
     print()
     print(
-        f"{report.pages:,} pages, served by {report.server}; load {report.load_start} -> "
-        f"{report.load_end}"
+        f"{report.pages:,} pages, served by {report.server}, stored in {report.database}; "
+        f"load {report.load_start} -> {report.load_end}"
     )
     for name, run in report.runs.items():
         print(f"\n{name}: {run['run']}")
@@ -275,6 +296,13 @@ def print_report(report: Report) -> None:
             f"robots.txt), {r['status_304']:,} not modified "
             f"(304), {r['response_bytes']:,} bytes received, {r['changed']:,} pages changed"
         )
+    if report.postgres_memory:
+        m = report.postgres_memory
+        print(
+            f"PostgreSQL server (not in the process tree): PSS of its processes "
+            f"{fmt(m['first_mb'], '{:,.0f}')} MB at the start, peak "
+            f"{fmt(m['peak_mb'], '{:,.0f}')} MB, {fmt(m['last_mb'], '{:,.0f}')} MB at the end"
+        )
     if report.disk:
         d = report.disk
         print(
@@ -312,8 +340,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="NAME=VALUE",
         help="a Scrapy setting for the product's crawl (repeatable)",
     )
+    parser.add_argument(
+        "--postgres",
+        nargs="?",
+        const=_postgres.DEFAULT_ADMIN_URL,
+        metavar="ADMIN_URL",
+        help="store into a fresh PostgreSQL database created beside ADMIN_URL's (default "
+        f"{_postgres.DEFAULT_ADMIN_URL}) instead of SQLite",
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures here")
-    parser.add_argument("--keep", action="store_true", help="keep the logs and the data folder")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the logs, the data folder and the database"
+    )
     parser.add_argument(
         "--timeout", type=float, default=7200, help="seconds allowed per crawl (7200)"
     )
@@ -323,12 +361,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    report = Report(args.pages, args.seed, "", os.getloadavg())
-    root = generate_site(args.pages, args.seed)
-    report.server = _corpus.ensure_server_kind()
-    work = Path(tempfile.mkdtemp(prefix="spidersite-bench-scale-"))
+def run_all(
+    args: argparse.Namespace, report: Report, root: Path, work: Path, database_url: str | None
+) -> None:
+    """Serve the site, crawl it, search, reindex and re-crawl, as *args* say, into
+    *report*; the product's data folder is ``work/product`` (its database *database_url*
+    when given)."""
     product: crawl.RunResult | None = None
     with _corpus.serve(root, report.server) as base_url:
         seeds = [urllib.parse.urljoin(base_url, page_path(0))]
@@ -343,7 +381,9 @@ def main(argv: list[str] | None = None) -> int:
                 report.problems.append(f"baseline: {baseline.responses} responses")
         if not args.skip_product:
             print("crawling with the product ...", flush=True)
-            product = crawl.run_product(seeds, work, args.timeout, SAMPLE_INTERVAL, args.set)
+            product = crawl.run_product(
+                seeds, work, args.timeout, SAMPLE_INTERVAL, args.set, database_url
+            )
             report.runs["product"] = run_figures(product)
             if not product.ok:
                 report.problems.append(f"product: {product.message}")
@@ -353,12 +393,12 @@ def main(argv: list[str] | None = None) -> int:
                 )
         data = work / "product"
         if product is not None and product.documents:
-            report.disk = disk_use(data, product.documents)
+            report.disk = disk_use(data, product.documents, database_url)
             print("searching ...", flush=True)
             vocab = Words(args.seed).vocab
             report.page_cache = page_cache(data)
             try:
-                with search_server(data, work / "serve.log") as port:
+                with search_server(data, work / "serve.log", database_url) as port:
                     api = Api(port)
                     try:
                         if not args.skip_queries:
@@ -369,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
                 if report.latency is not None:
                     report.latency["index_generation_after"] = index_generation(data)
                     query = _synthetic.make_queries(vocab, 1, args.seed + 7)[0]
-                    report.latency.update(cli_first_query(data, query))
+                    report.latency.update(cli_first_query(data, query, database_url))
             except (RuntimeError, TimeoutError, OSError, ValueError) as exc:
                 report.problems.append(f"search: {exc}")
             if report.markers and report.markers["found"] != report.markers["checked"]:
@@ -377,17 +417,41 @@ def main(argv: list[str] | None = None) -> int:
             if not args.skip_reindex:
                 print("reindexing ...", flush=True)
                 try:
-                    report.reindex = run_reindex(data, work, product.documents, args.timeout)
+                    report.reindex = run_reindex(
+                        data, work, product.documents, args.timeout, database_url
+                    )
                 except RuntimeError as exc:
                     report.problems.append(f"reindex: {exc}")
             if args.recrawl:
                 print("re-crawling the unchanged site ...", flush=True)
                 again, report.recrawl = run_recrawl(
-                    data, work, args.timeout, SAMPLE_INTERVAL, args.set
+                    data, work, args.timeout, SAMPLE_INTERVAL, args.set, database_url
                 )
                 report.runs["recrawl"] = run_figures(again)
                 if not again.ok:
                     report.problems.append(f"re-crawl: {again.message}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    report = Report(args.pages, args.seed, "", os.getloadavg())
+    root = generate_site(args.pages, args.seed)
+    report.server = _corpus.ensure_server_kind()
+    work = Path(tempfile.mkdtemp(prefix="spidersite-bench-scale-"))
+    database_url = None
+    memory = None
+    if args.postgres:
+        report.database = "postgresql"
+        database_name = f"spidersite_bench_scale_{os.getpid()}"
+        database_url = _postgres.fresh_database(args.postgres, database_name)
+        memory = _postgres.ServerMemory().start()
+    try:
+        run_all(args, report, root, work, database_url)
+    finally:
+        if memory is not None:
+            report.postgres_memory = memory.stop()
+        if args.postgres and not args.keep:
+            _postgres.drop_database(args.postgres, database_name)
     report.load_end = os.getloadavg()
     report.targets = targets(report)
     print_report(report)

@@ -48,6 +48,7 @@ from typing import Any
 import _corpus
 import _measure
 import crawl
+from _postgres import DEFAULT_ADMIN_URL, drop_database, fresh_database
 from _scalesite import generate_site, page_path
 from sqlalchemy import create_engine, text
 
@@ -93,23 +94,6 @@ class CpuLimit:
     def remove(self) -> None:
         with contextlib.suppress(OSError):  # a process still in it: left for the system
             self.path.rmdir()
-
-
-def fresh_database(admin_url: str, name: str) -> str:
-    """Create the empty database *name* next to *admin_url*'s; its URL."""
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return admin_url.rsplit("/", 1)[0] + "/" + name
-
-
-def drop_database(admin_url: str, name: str) -> None:
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
 
 
 def run_nodes(
@@ -230,7 +214,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--redis", default="redis://127.0.0.1:6379/15", help="Redis URL")
     ap.add_argument(
         "--postgres",
-        default="postgresql+psycopg://127.0.0.1:5432/postgres",
+        default=DEFAULT_ADMIN_URL,
         help="a PostgreSQL database URL; the runs' databases are created beside it",
     )
     ap.add_argument(
