@@ -176,8 +176,10 @@ class Report:
     seed: int
     server: str
     load_start: tuple[float, float, float]
-    #: ``sqlite`` (the data folder's file) or ``postgresql`` (``--postgres``).
+    #: ``sqlite`` (the data folder's file) or ``postgresql`` (``--postgres``) ...
     database: str = "sqlite"
+    #: ... and then the name of the run's database.
+    database_name: str | None = None
     load_end: tuple[float, float, float] | None = None
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)
     markers: dict[str, Any] | None = None
@@ -442,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     memory = None
     if args.postgres:
         report.database = "postgresql"
-        database_name = f"spidersite_bench_scale_{os.getpid()}"
+        report.database_name = database_name = f"spidersite_bench_scale_{os.getpid()}"
         database_url = _postgres.fresh_database(args.postgres, database_name)
         memory = _postgres.ServerMemory().start()
     try:

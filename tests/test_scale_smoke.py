@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
 
-from tests.conftest import ROOT
+from tests.conftest import PG_ADMIN_URL, ROOT
 
 PAGES = 300
 
@@ -65,3 +66,54 @@ def test_scale_benchmark_stores_every_page_and_finds_every_marker(tmp_path: Path
     assert recrawl["page_bodies"] == 0 and recrawl["changed"] == 0
     assert recrawl["status_304"] == PAGES
     assert {entry["met"] for entry in figures["targets"].values()} <= {True, False}
+
+
+@pytest.mark.slow
+def test_scale_benchmark_on_postgresql(tmp_path: Path) -> None:
+    """``--postgres``: the product crawls, serves, reindexes and re-crawls on a fresh
+    PostgreSQL database, reports its size and the server's memory, and drops it."""
+    pages = 150
+    figures_file = tmp_path / "scale.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "scale.py"),
+            "--pages",
+            str(pages),
+            "--skip-baseline",
+            "--queries",
+            "10",
+            "--recrawl",
+            "--postgres",
+            PG_ADMIN_URL,
+            "--json",
+            str(figures_file),
+            "--timeout",
+            "900",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    figures = json.loads(figures_file.read_text(encoding="utf-8"))
+
+    assert figures["problems"] == [] and figures["database"] == "postgresql"
+    assert figures["runs"]["product"]["documents"] == pages
+    assert figures["markers"]["found"] == figures["markers"]["checked"] == min(100, pages)
+    assert figures["reindex"]["docs_per_s"] is not None
+    assert figures["recrawl"]["page_bodies"] == 0 and figures["recrawl"]["status_304"] == pages
+    # The database's size is PostgreSQL's; the data folder holds no SQLite file.
+    assert figures["disk"]["database_mb"] > 0 and figures["disk"]["index_mb"] > 0
+    assert figures["postgres_memory"]["peak_mb"] > 0
+    # The run's database is dropped at the end.
+    admin = create_engine(PG_ADMIN_URL)
+    with admin.connect() as conn:
+        left = conn.execute(
+            text("SELECT count(*) FROM pg_database WHERE datname = :name"),
+            {"name": figures["database_name"]},
+        ).scalar_one()
+    admin.dispose()
+    assert figures["database_name"].startswith("spidersite_bench_scale_") and left == 0
