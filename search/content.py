@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from lxml import etree
+
 from search.analysis import get_analyzer, remainder_words
 
 logger = logging.getLogger(__name__)
@@ -66,13 +68,29 @@ def main_text(html: bytes, encoding: str | None = None) -> str | None:
 
     markup = html.decode(encoding or "utf-8", "replace")
     try:
-        text = trafilatura.extract(markup, options=_options())
+        tree = trafilatura.load_html(markup)
+        if tree is None:
+            return None
+        flatten_code(tree)
+        text = trafilatura.extract(tree, options=_options())
     except Exception:  # hostile markup: the whole text stays the body
         logger.debug("No main content extracted", exc_info=True)
         return None
     if not text:
         return None
     return _WS_RE.sub(" ", _MARKS_RE.sub("", text)).strip() or None
+
+
+def flatten_code(tree: Any) -> None:
+    """Remove the ``<span>`` elements within the ``<pre>`` and ``<code>`` elements of the
+    lxml *tree*, their text and tails kept in place: a highlighter's markup (Pygments,
+    highlight.js; Sphinx wraps each inline literal in one too), a fifth to a half of a
+    documentation page's elements.  The extractor tests every element against its
+    discard rules, which are about the page's chrome, never within code; without these
+    elements it keeps the same words in 18 % less time on the corpus (benchmarks/README.md,
+    "Main-content extraction")."""
+    for element in list(tree.iter("pre", "code")):
+        etree.strip_tags(element, "span")
 
 
 @cache

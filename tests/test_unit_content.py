@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
+import lxml.html
 import pytest
 
 from search import db
@@ -19,7 +20,7 @@ from search.analysis import (
     remainder_words,
 )
 from search.analysispool import analyze_rows
-from search.content import MAX_HTML_BYTES, main_text, split_content
+from search.content import MAX_HTML_BYTES, flatten_code, main_text, split_content
 from search.index import Index
 from search.query import parse_query
 from search.reindex import reindex
@@ -297,3 +298,47 @@ def test_python_docs_snippet_is_the_text_not_the_navigation() -> None:
     assert "asyncio" in after and "Source code: Lib/asyncio/exceptions.py" in after
     # The navigation's words are not dropped: they are the boilerplate section's.
     assert {"show", "source", "navigation", "modules"} <= set(content.boilerplate.split())
+
+
+def test_flatten_code_removes_the_spans_of_code_only() -> None:
+    tree = lxml.html.fromstring(
+        "<html><body><div class='share'><span class='byline'>By Ann</span> news</div>"
+        "<pre><span></span><span class='kn'>import</span> <span class='nn'>os</span>"
+        "<span class='c1'># a comment</span>\nx</pre>"
+        "<p>Call <code class='literal'><span class='pre'>os.close()</span></code> now"
+        "<a href='/x'><code><span class='pre'>fd</span></code></a> here.</p></body></html>"
+    )
+    text = tree.text_content()
+    flatten_code(tree)
+    assert not tree.xpath("//pre//span | //code//span")
+    assert tree.xpath("//div/span[@class='byline']")  # outside code: the extractor's to judge
+    assert tree.text_content() == text  # every text and tail kept, in its place
+    assert tree.xpath("string(//pre)") == "import os# a comment\nx"
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        "python-3.11-docs/library/json.html",
+        "python-3.11-docs/tutorial/controlflow.html",
+        "postgresql-15-docs/plpgsql-control-structures.html",
+    ],
+)
+def test_code_pages_keep_the_extractors_words(page: str) -> None:
+    """Highlighted code flattened before the extractor (:func:`flatten_code`), a page keeps
+    the words the extractor keeps of the page as served."""
+    import trafilatura
+
+    from search.content import _options
+
+    with tarfile.open(CORPUS / f"{page.split('/')[0]}.tar.gz") as tar:
+        member = tar.extractfile(page)
+        assert member is not None
+        html = member.read()
+    tree = lxml.html.fromstring(html)
+    assert tree.xpath("count(//pre//span | //code//span)") > 20  # code the change is about
+    analyzer = get_analyzer("en")
+    as_served = trafilatura.extract(html.decode("utf-8"), options=_options())
+    got = main_text(html, "utf-8")
+    assert got is not None and as_served is not None
+    assert analyzer.words(got) == analyzer.words(as_served)
