@@ -26,6 +26,7 @@ def fresh_database(admin_url: str, name: str) -> str:
 
 
 def drop_database(admin_url: str, name: str) -> None:
+    """Drop the database *name* beside *admin_url*'s, its connections closed first."""
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -15,22 +16,20 @@ from tests.conftest import PG_ADMIN_URL, ROOT
 PAGES = 300
 
 
-@pytest.mark.slow
-def test_scale_benchmark_stores_every_page_and_finds_every_marker(tmp_path: Path) -> None:
+def run_scale(tmp_path: Path, *args: str) -> dict[str, Any]:
+    """``benchmarks/scale.py`` with *args* (and ``--recrawl``): its figures, once it has
+    exited with status 0."""
     figures_file = tmp_path / "scale.json"
     proc = subprocess.run(
         [
             sys.executable,
             str(ROOT / "benchmarks" / "scale.py"),
-            "--pages",
-            str(PAGES),
-            "--queries",
-            "30",
+            *args,
+            "--recrawl",
             "--json",
             str(figures_file),
             "--timeout",
             "900",
-            "--recrawl",
         ],
         cwd=ROOT,
         capture_output=True,
@@ -39,7 +38,13 @@ def test_scale_benchmark_stores_every_page_and_finds_every_marker(tmp_path: Path
         check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    figures = json.loads(figures_file.read_text(encoding="utf-8"))
+    figures: dict[str, Any] = json.loads(figures_file.read_text(encoding="utf-8"))
+    return figures
+
+
+@pytest.mark.slow
+def test_scale_benchmark_stores_every_page_and_finds_every_marker(tmp_path: Path) -> None:
+    figures = run_scale(tmp_path, "--pages", str(PAGES), "--queries", "30")
 
     assert figures["problems"] == []
     baseline, product = figures["runs"]["baseline"], figures["runs"]["product"]
@@ -73,32 +78,11 @@ def test_scale_benchmark_on_postgresql(tmp_path: Path) -> None:
     """``--postgres``: the product crawls, serves, reindexes and re-crawls on a fresh
     PostgreSQL database, reports its size and the server's memory, and drops it."""
     pages = 150
-    figures_file = tmp_path / "scale.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "scale.py"),
-            "--pages",
-            str(pages),
-            "--skip-baseline",
-            "--queries",
-            "10",
-            "--recrawl",
-            "--postgres",
-            PG_ADMIN_URL,
-            "--json",
-            str(figures_file),
-            "--timeout",
-            "900",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        check=False,
+    figures = run_scale(
+        tmp_path,
+        *("--pages", str(pages), "--skip-baseline", "--queries", "10"),
+        *("--postgres", PG_ADMIN_URL),
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    figures = json.loads(figures_file.read_text(encoding="utf-8"))
 
     assert figures["problems"] == [] and figures["database"] == "postgresql"
     assert figures["runs"]["product"]["documents"] == pages
