@@ -55,7 +55,7 @@ def test_scale_benchmark_stores_every_page_and_finds_every_marker(tmp_path: Path
     assert figures["markers"]["found"] == figures["markers"]["checked"]
 
     for run in (baseline, product):
-        for key in ("pages_per_s", "tree_peak_rss_mb", "growth_second_half"):
+        for key in ("pages_per_s", "tree_peak_rss_mb", "growth_second_half", "growth_of_peaks"):
             assert run[key] is not None, key
         assert set(run["rss_at_mb"]) == {"25%", "50%", "75%", "100%"}
     for key in ("stored_per_s", "searchable_per_s"):
