@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from itertools import repeat
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, bindparam, delete, insert, select, update
+from sqlalchemy import Engine, bindparam, delete, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
@@ -52,6 +52,54 @@ ANALYZED_TABLES = ("documents", "words", "postings", "links")
 #: ``autovacuum_analyze_threshold`` and ``autovacuum_analyze_scale_factor``).
 ANALYZE_THRESHOLD = 50
 ANALYZE_SCALE = 0.1
+#: The tables whose rows a crawl or a rebuild replaces or updates (the old versions stay
+#: as dead rows until a ``VACUUM``), vacuumed where autovacuum is off ...
+VACUUMED_TABLES = ("documents", "postings", "links", "inlinks", "words")
+#: ... once their dead rows exceed 50 + 20 % of their live ones (autovacuum's own
+#: defaults, ``autovacuum_vacuum_threshold`` and ``autovacuum_vacuum_scale_factor``).
+VACUUM_THRESHOLD = 50
+VACUUM_SCALE = 0.2
+
+
+def vacuum_dead_rows(engine: Engine) -> list[str]:
+    """Where PostgreSQL's autovacuum is off, ``VACUUM (ANALYZE)`` each of
+    :data:`VACUUMED_TABLES` whose dead rows exceed what autovacuum would let pass
+    (:data:`VACUUM_THRESHOLD`, :data:`VACUUM_SCALE`); the tables vacuumed.  Called at the
+    end of a crawl and of ``python -m search reindex``: each page's ``documents`` row is
+    updated several times over a crawl (marked indexed, given its linkrank, re-visited),
+    a changed page's postings and links are replaced, and a rebuild rewrites the links by
+    target; without it the old versions stay on disk (589,812 for 100,000 live documents
+    after a crawl, a rebuild and a re-crawl; benchmarks/README.md).  Does nothing on
+    SQLite or where autovacuum is on; a failure is logged, never raised."""
+    if engine.dialect.name != "postgresql":
+        return []
+    done: list[str] = []
+    try:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            if conn.exec_driver_sql("SHOW autovacuum").scalar() == "on":
+                return []
+            rows = conn.execute(
+                text(
+                    "SELECT relname, n_dead_tup, n_live_tup FROM pg_stat_user_tables "
+                    "WHERE schemaname = current_schema() AND relname = ANY(:names)"
+                ),
+                {"names": list(VACUUMED_TABLES)},
+            ).all()
+            for name, dead, live in sorted(rows):
+                if dead > VACUUM_THRESHOLD + VACUUM_SCALE * live:
+                    started = time.monotonic()
+                    conn.exec_driver_sql(f'VACUUM (ANALYZE) "{name}"')
+                    done.append(name)
+                    logger.info(
+                        "VACUUM of %s: %d dead rows beside %d (autovacuum is off), %.1f s",
+                        name,
+                        dead,
+                        live,
+                        time.monotonic() - started,
+                    )
+    except DBAPIError as exc:
+        logger.warning("The store could not vacuum its tables: %s", exc)
+    return done
 
 
 def unreachable(exc: BaseException) -> bool:

@@ -22,7 +22,7 @@ from search.indexer import Batch, IndexerProcess
 from search.linkrank import update_linkrank
 from search.process import freeze_startup, release_memory
 from search.rows import BatchResult, ErrorRow
-from search.store import DocumentStore, unreachable
+from search.store import DocumentStore, unreachable, vacuum_dead_rows
 from search.urls import netloc
 from search.worker import Report, WorkBatch, WorkerConfig
 
@@ -241,6 +241,7 @@ class Worker:
 
     def finish_crawl(self, reason: str, stats: dict[str, Any]) -> None:
         self.store.finish_crawl(reason, stats, datetime.now(UTC))
+        vacuum_dead_rows(self.store.engine)  # PostgreSQL without autovacuum only
         self.store.engine.dispose()
 
 

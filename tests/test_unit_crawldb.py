@@ -4,6 +4,7 @@ store's retries while the database is unreachable."""
 from __future__ import annotations
 
 import pickle
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -473,5 +474,45 @@ def test_the_store_analyzes_its_tables_where_autovacuum_does_not(
         assert _analyzed(engine)["documents"] == 60  # one short of the threshold
         store.write_batch([page("http://a.example/last", "x")])
         assert _analyzed(engine)["documents"] == 60 + short + 1
+    finally:
+        engine.dispose()
+
+
+def _dead_rows(engine: Any, table: str) -> int:
+    with engine.connect() as conn:
+        return int(
+            conn.execute(
+                text_sql("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = :t"),
+                {"t": table},
+            ).scalar_one()
+        )
+
+
+def test_dead_rows_are_vacuumed_where_autovacuum_is_off(pg_url: str, tmp_path: Any) -> None:
+    """Where autovacuum is off, a crawl's or a rebuild's end vacuums the tables whose
+    dead rows exceed autovacuum's own threshold (50 + 20 % of the live rows)."""
+    from search.store import vacuum_dead_rows
+
+    assert vacuum_dead_rows(db.connect(f"sqlite:///{tmp_path / 'x.db'}")) == []
+    engine = db.connect(pg_url)
+    try:
+        with engine.connect() as conn:
+            if conn.exec_driver_sql("SHOW autovacuum").scalar() == "on":
+                pytest.skip("autovacuum is on here: the store leaves the tables to it")
+        DocumentStore(engine).write_batch(
+            [page(f"http://a.example/{i}", f"word{i}") for i in range(40)]
+        )
+        with engine.begin() as conn:  # each row updated three times: 120 dead rows
+            for rank in (1.0, 2.0, 3.0):
+                conn.execute(update(Document).values(linkrank=rank))
+        engine.dispose()  # its backend reports its counts as it ends
+        for _ in range(100):  # the statistics are reported asynchronously
+            if _dead_rows(engine, "documents") >= 120:
+                break
+            time.sleep(0.05)
+        assert _dead_rows(engine, "documents") >= 120 > 50 + 0.2 * 40
+        assert "documents" in vacuum_dead_rows(engine)
+        assert _dead_rows(engine, "documents") == 0
+        assert "documents" not in vacuum_dead_rows(engine)  # nothing left to reclaim
     finally:
         engine.dispose()

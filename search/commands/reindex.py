@@ -92,6 +92,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from tqdm import tqdm
 
     from search.reindex import count_indexable, rebuild, reindex, use_reader
+    from search.store import vacuum_dead_rows
 
     if args.batch_size < 1:
         raise CLIError("--batch-size must be at least 1", 2)
@@ -127,6 +128,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         write_linkrank(engine, out)
     elif not args.new and result.linkrank is not None:
         print_linkrank(result.linkrank, out)
+    vacuumed = vacuum_dead_rows(engine)  # PostgreSQL without autovacuum only
+    if vacuumed:
+        out.write(f"Vacuumed {', '.join(vacuumed)} (autovacuum is off)\n")
     return 0
 
 
