@@ -4,7 +4,6 @@ the figures read from it, its size, and the memory of the server's processes."""
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -33,9 +32,9 @@ def drop_database(admin_url: str, name: str) -> None:
     admin.dispose()
 
 
-def read_crawl(url: str) -> tuple[dict[str, Any], Any, Any, int]:
-    """As ``crawl.read_product_db`` on SQLite: the last crawl's stats, started_at and
-    finished_at, and the document count of the database at *url*."""
+def last_crawl(url: str) -> tuple[Any, Any, Any, int]:
+    """The last ``crawls`` row of the database at *url* (started_at, finished_at, stats)
+    and its document count, for ``crawl.crawl_figures``."""
     engine = create_engine(url)
     try:
         with engine.connect() as conn:
@@ -47,11 +46,7 @@ def read_crawl(url: str) -> tuple[dict[str, Any], Any, Any, int]:
             documents = conn.execute(text("SELECT count(*) FROM documents")).scalar_one()
     finally:
         engine.dispose()
-    started_at, finished_at, raw_stats = row
-    stats = json.loads(raw_stats) if isinstance(raw_stats, str | bytes) else raw_stats
-    if not isinstance(stats, dict):
-        raise ValueError(f"crawls.stats is not a JSON object: {raw_stats!r:.80}")
-    return stats, started_at, finished_at, int(documents)
+    return row[0], row[1], row[2], int(documents)
 
 
 def database_bytes(url: str) -> int:

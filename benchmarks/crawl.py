@@ -211,7 +211,14 @@ def read_product_db(db: Path) -> tuple[dict[str, Any], Any, Any, int]:
         if row is None:
             raise LookupError("the crawls table is empty")
         (documents,) = conn.execute("SELECT count(*) FROM documents").fetchone()
-    started_at, finished_at, raw_stats = row
+    return crawl_figures(*row, documents)
+
+
+def crawl_figures(
+    started_at: Any, finished_at: Any, raw_stats: Any, documents: int
+) -> tuple[dict[str, Any], Any, Any, int]:
+    """A ``crawls`` row's stats (JSON text on SQLite, already parsed on PostgreSQL),
+    started_at and finished_at, and the document count, as the readers return them."""
     stats = json.loads(raw_stats) if isinstance(raw_stats, str | bytes) else raw_stats
     if not isinstance(stats, dict):
         raise ValueError(f"crawls.stats is not a JSON object: {raw_stats!r:.80}")
@@ -226,7 +233,7 @@ def read_store(data: Path, database_url: str | None = None) -> tuple[dict[str, A
     """:func:`read_product_db` of the data folder *data*'s SQLite file, or of the database
     at *database_url* when given."""
     if database_url:
-        return _postgres.read_crawl(database_url)
+        return crawl_figures(*_postgres.last_crawl(database_url))
     db = data / "spidersite.db"
     if not db.is_file():
         raise LookupError(f"no database at {db}")
