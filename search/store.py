@@ -61,45 +61,64 @@ VACUUM_THRESHOLD = 50
 VACUUM_SCALE = 0.2
 
 
+def autovacuum_on(conn: Any) -> bool:
+    """Whether the PostgreSQL server of *conn* runs autovacuum (``SHOW autovacuum``)."""
+    return bool(conn.exec_driver_sql("SHOW autovacuum").scalar() == "on")
+
+
 def vacuum_dead_rows(engine: Engine) -> list[str]:
     """Where PostgreSQL's autovacuum is off, ``VACUUM (ANALYZE)`` each of
     :data:`VACUUMED_TABLES` whose dead rows exceed what autovacuum would let pass
     (:data:`VACUUM_THRESHOLD`, :data:`VACUUM_SCALE`); the tables vacuumed.  Called at the
-    end of a crawl and of ``python -m search reindex``: each page's ``documents`` row is
-    updated several times over a crawl (marked indexed, given its linkrank, re-visited),
-    a changed page's postings and links are replaced, and a rebuild rewrites the links by
-    target; without it the old versions stay on disk (589,812 for 100,000 live documents
-    after a crawl, a rebuild and a re-crawl; benchmarks/README.md).  Does nothing on
-    SQLite or where autovacuum is on; a failure is logged, never raised."""
+    end of a crawl and of ``python -m search reindex``, and by the store during a crawl
+    (:meth:`DocumentStore._keep_tables`): each page's ``documents`` row is updated several
+    times over a crawl (marked indexed, given its linkrank, re-visited), a changed page's
+    postings and links are replaced, and a rebuild rewrites the links by target; without
+    it the old versions stay on disk (589,812 for 100,000 live documents after a crawl, a
+    rebuild and a re-crawl; benchmarks/README.md).  Does nothing on SQLite or where
+    autovacuum is on; a failure is logged, never raised."""
     if engine.dialect.name != "postgresql":
         return []
-    done: list[str] = []
     try:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            if conn.exec_driver_sql("SHOW autovacuum").scalar() == "on":
+            if autovacuum_on(conn):
                 return []
-            rows = conn.execute(
-                text(
-                    "SELECT relname, n_dead_tup, n_live_tup FROM pg_stat_user_tables "
-                    "WHERE schemaname = current_schema() AND relname = ANY(:names)"
-                ),
-                {"names": list(VACUUMED_TABLES)},
-            ).all()
-            for name, dead, live in sorted(rows):
-                if dead > VACUUM_THRESHOLD + VACUUM_SCALE * live:
-                    started = time.monotonic()
-                    conn.exec_driver_sql(f'VACUUM (ANALYZE) "{name}"')
-                    done.append(name)
-                    logger.info(
-                        "VACUUM of %s: %d dead rows beside %d (autovacuum is off), %.1f s",
-                        name,
-                        dead,
-                        live,
-                        time.monotonic() - started,
-                    )
+            return _vacuum_or_analyze(conn, ())
     except DBAPIError as exc:
         logger.warning("The store could not vacuum its tables: %s", exc)
-    return done
+        return []
+
+
+def _vacuum_or_analyze(conn: Any, analyze: Sequence[str]) -> list[str]:
+    """On *conn* (autocommit): ``VACUUM (ANALYZE)`` each of :data:`VACUUMED_TABLES` whose
+    dead rows exceed autovacuum's threshold, ``ANALYZE`` each other table of *analyze*;
+    the tables vacuumed.  A table another session is vacuuming or analyzing is skipped
+    (``SKIP_LOCKED``: two crawls on one database do not wait on each other)."""
+    rows = conn.execute(
+        text(
+            "SELECT relname, n_dead_tup, n_live_tup FROM pg_stat_user_tables "
+            "WHERE schemaname = current_schema() AND relname = ANY(:names)"
+        ),
+        {"names": list(VACUUMED_TABLES)},
+    ).all()
+    vacuumed: list[str] = []
+    for name, dead, live in sorted(rows):
+        if dead > VACUUM_THRESHOLD + VACUUM_SCALE * live:
+            started = time.monotonic()
+            conn.exec_driver_sql(f'VACUUM (ANALYZE, SKIP_LOCKED) "{name}"')
+            vacuumed.append(name)
+            logger.info(
+                "VACUUM of %s: %d dead rows beside %d (autovacuum is off), %.1f s",
+                name,
+                dead,
+                live,
+                time.monotonic() - started,
+            )
+    analyzed = [t for t in analyze if t not in vacuumed]
+    if analyzed:
+        conn.exec_driver_sql("ANALYZE (SKIP_LOCKED) " + ", ".join(analyzed))
+        logger.info("ANALYZE of %s (autovacuum is off)", ", ".join(analyzed))
+    return vacuumed
 
 
 def unreachable(exc: BaseException) -> bool:
@@ -136,7 +155,7 @@ class DocumentStore:
         self.crawl_id: int | None = None
         self.duplicates = DuplicateMarker()
         #: Whether PostgreSQL's autovacuum keeps the tables' statistics (None: not asked
-        #: yet); where it does not, :meth:`_keep_statistics` does.
+        #: yet); where it does not, :meth:`_keep_tables` does.
         self.autovacuum: bool | None = None if self.dialect == "postgresql" else True
         self._stored_since_analyze = 0
         self._analyze_after: float = ANALYZE_THRESHOLD
@@ -297,32 +316,37 @@ class DocumentStore:
         and links replaced), failures, re-visits that found a page unchanged (only its
         index times move), and pages gone (404/410) or moved (they leave the index)."""
         result = self._retrying(lambda: self._write_batch(docs, errors, revisits, gone))
-        self._keep_statistics(len(docs))
+        self._keep_tables(len(docs))
         return result
 
-    def _keep_statistics(self, stored: int) -> None:
-        """Where PostgreSQL's autovacuum is off, ``ANALYZE`` the tables a crawl grows as
-        autovacuum would (:data:`ANALYZE_THRESHOLD`, :data:`ANALYZE_SCALE`).
+    def _keep_tables(self, stored: int) -> None:
+        """Where PostgreSQL's autovacuum is off, keep the tables a crawl grows as
+        autovacuum would: ``ANALYZE`` them (:data:`ANALYZED_TABLES`) once the documents
+        stored since the last time reach 50 + 10 % of those the table then held
+        (:data:`ANALYZE_THRESHOLD`, :data:`ANALYZE_SCALE`), and ``VACUUM (ANALYZE)``
+        instead each table whose dead rows then exceed 50 + 20 % of its live ones
+        (:func:`vacuum_dead_rows`' rule).
 
         PostgreSQL chooses its plans from these statistics.  Without any, it takes an
         ``IN`` list of a batch's 100 ids to match half of a table, and replacing a batch's
         postings became a scan of every posting: on the scale-out benchmark's fresh
-        database the crawl slowed to a fifth of its speed (benchmarks/README.md)."""
+        database the crawl slowed to a fifth of its speed (benchmarks/README.md).  The
+        vacuum lets a row's later versions (marked indexed, its linkrank) reuse the space
+        of its earlier ones during the crawl, instead of each adding to the table."""
         if self.autovacuum or not stored:
             return
-        # The batch is committed: a failure here costs the statistics, not the batch.
+        # The batch is committed: a failure here costs the upkeep, not the batch.
         try:
-            if self.autovacuum is None:
-                with self.engine.connect() as conn:
-                    self.autovacuum = conn.exec_driver_sql("SHOW autovacuum").scalar() == "on"
-                if self.autovacuum:
+            with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                if self.autovacuum is None:
+                    self.autovacuum = autovacuum_on(conn)
+                    if self.autovacuum:
+                        return
+                self._stored_since_analyze += stored
+                if self._stored_since_analyze < self._analyze_after:
                     return
-            self._stored_since_analyze += stored
-            if self._stored_since_analyze < self._analyze_after:
-                return
-            self._stored_since_analyze = 0  # tried again after as many more, if it fails
-            with self.engine.begin() as conn:
-                conn.exec_driver_sql("ANALYZE " + ", ".join(ANALYZED_TABLES))
+                self._stored_since_analyze = 0  # tried again after as many more, if it fails
+                _vacuum_or_analyze(conn, ANALYZED_TABLES)
                 held = conn.exec_driver_sql(
                     "SELECT reltuples FROM pg_class WHERE relname = 'documents'"
                 ).scalar()
@@ -330,7 +354,6 @@ class DocumentStore:
             logger.warning("The store could not keep the tables' statistics: %s", exc)
             return
         self._analyze_after = ANALYZE_THRESHOLD + ANALYZE_SCALE * max(0.0, float(held or 0))
-        logger.info("ANALYZE of %s (autovacuum is off)", ", ".join(ANALYZED_TABLES))
 
     def _write_batch(
         self,

@@ -488,6 +488,46 @@ def _dead_rows(engine: Any, table: str) -> int:
         )
 
 
+def _vacuumed(engine: Any) -> dict[str, bool]:
+    """Whether each crawl table has been vacuumed by hand since it was made."""
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT relname, last_vacuum IS NOT NULL FROM pg_stat_user_tables "
+            "WHERE relname IN ('documents', 'words', 'postings', 'links')"
+        )
+        return {name: bool(done) for name, done in rows}
+
+
+def test_the_store_vacuums_during_a_crawl_where_autovacuum_does_not(pg_url: str) -> None:
+    """Where autovacuum is off, the store's upkeep during a crawl vacuums a table whose
+    dead rows exceed 50 + 20 % of its live ones, and only analyzes the others."""
+    engine = db.connect(pg_url)
+    try:
+        store = DocumentStore(engine)
+        store.autovacuum = False  # whatever the test server's setting
+        store.write_batch([page(f"http://a.example/{i}", f"word{i}") for i in range(60)])
+        assert not any(_vacuumed(engine).values())
+        with engine.begin() as conn:  # each row updated three times: 180 dead rows
+            for rank in (1.0, 2.0, 3.0):
+                conn.execute(update(Document).values(linkrank=rank))
+        for _ in range(100):  # the statistics are reported asynchronously
+            if _dead_rows(engine, "documents") >= 180:
+                break
+            time.sleep(0.05)
+        assert _dead_rows(engine, "documents") >= 180 > 50 + 0.2 * 60
+        threshold = int(store._analyze_after)  # 50 + 10 % of 60 more documents: upkeep
+        store.write_batch([page(f"http://a.example/b{i}", "bloat") for i in range(threshold)])
+        assert _vacuumed(engine) == {
+            "documents": True,
+            "words": False,
+            "postings": False,
+            "links": False,
+        }
+        assert _analyzed(engine)["postings"] > 60  # analyzed, not vacuumed
+    finally:
+        engine.dispose()
+
+
 def test_dead_rows_are_vacuumed_where_autovacuum_is_off(pg_url: str, tmp_path: Any) -> None:
     """Where autovacuum is off, a crawl's or a rebuild's end vacuums the tables whose
     dead rows exceed autovacuum's own threshold (50 + 20 % of the live rows)."""
