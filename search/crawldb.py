@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
@@ -423,22 +424,25 @@ class CrawlDB:
         with self.engine.connect() as conn:
             return list(conn.execute(stmt).all())
 
-    def linkranks(self, ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def linkranks(
+        self, ids: np.ndarray | None = None, conn: Any = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The documents that have a linkrank, or those of *ids* that have one: their ids
         (``int64``) and linkranks (``float32``).  Every document's: one statement through
         the driver's own cursor, its rows straight into numpy (through SQLAlchemy's rows it
         took ~0.3 s at 100,000 documents), answered on SQLite from the index on
         ``documents.linkrank`` without the pages' rows.  Those of *ids*: by primary key,
-        :data:`LINKRANK_CHUNK` at a time."""
+        :data:`LINKRANK_CHUNK` at a time, on connection *conn* when given (a transaction
+        that writes them)."""
         rows: list[Any] = []
         if ids is not None:
             stmt = select(Document.id, Document.linkrank).where(
                 Document.id.in_(bindparam("ids", expanding=True)), Document.linkrank.is_not(None)
             )
-            with self.engine.connect() as conn:
+            with nullcontext(conn) if conn is not None else self.engine.connect() as reader:
                 for lo in range(0, len(ids), LINKRANK_CHUNK):
                     chunk = ids[lo : lo + LINKRANK_CHUNK].tolist()
-                    rows += conn.execute(stmt, {"ids": chunk}).all()
+                    rows += reader.execute(stmt, {"ids": chunk}).all()
         else:
             raw = self.engine.raw_connection()
             try:

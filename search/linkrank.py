@@ -66,6 +66,8 @@ class LinkRankResult:
     seconds: float
     #: Rows of the links by target rebuilt with the ranks (:class:`search.models.InLink`).
     inlinks: int = 0
+    #: Documents whose stored linkrank changed (the others were not written again).
+    written: int = 0
 
 
 def pagerank(
@@ -223,25 +225,39 @@ def update_linkrank(engine: Engine, chunk: int = 20_000) -> LinkRankResult:
         links = edges.edges
         ranks, iterations = pagerank_of_file(edges, len(ids))
     scaled = ranks * len(ids)
-    table = Document.__table__
-    assert isinstance(table, Table)
-    stmt = update(table).where(table.c.id == bindparam("doc_id")).values(linkrank=bindparam("rank"))
+    written = _write_linkranks(engine, crawldb, ids, scaled)
+    inlinks = crawldb.rebuild_inlinks()
+    result = LinkRankResult(
+        len(ids), links, iterations, time.perf_counter() - started, inlinks, written
+    )
+    logger.info(
+        "linkrank: %d documents (%d changed), %d links, %d iterations, %d links by target, %.1f s",
+        result.documents,
+        result.written,
+        result.links,
+        result.iterations,
+        result.inlinks,
+        result.seconds,
+    )
+    return result
+
+
+def _write_linkranks(engine: Engine, crawldb: CrawlDB, ids: np.ndarray, ranks: np.ndarray) -> int:
+    """Store *ranks* as the linkranks of documents *ids* (ascending), in one transaction,
+    :data:`WRITE_CHUNK` at a time; the number of rows written.
+
+    A document whose stored linkrank is the same as a 32-bit float (the precision a
+    search reads them in, :class:`LinkRanks`) is not written: a rebuild or a crawl that
+    changed no link rewrites no row (on PostgreSQL each row written is a new version of
+    it, in the table and in each of its indexes, until a ``VACUUM``)."""
+    starts = np.arange(0, len(ids), WRITE_CHUNK)
     for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
         try:
             with engine.begin() as conn:
-                for lo in range(0, len(ids), WRITE_CHUNK):
-                    conn.execute(
-                        stmt,
-                        [
-                            {"doc_id": doc_id, "rank": rank}
-                            for doc_id, rank in zip(
-                                ids[lo : lo + WRITE_CHUNK].tolist(),
-                                scaled[lo : lo + WRITE_CHUNK].tolist(),
-                                strict=True,
-                            )
-                        ],
-                    )
-            break
+                return sum(
+                    _write_changed(conn, crawldb, ids[lo:hi], ranks[lo:hi])
+                    for lo, hi in zip(starts.tolist(), (starts + WRITE_CHUNK).tolist(), strict=True)
+                )
         except DBAPIError as exc:
             # Another writer updated the same rows in another order (a rebuild marking
             # its documents indexed while its reader writes the linkranks): PostgreSQL
@@ -250,17 +266,28 @@ def update_linkrank(engine: Engine, chunk: int = 20_000) -> LinkRankResult:
                 raise
             logger.info("linkrank: deadlocked with another writer; writing again")
             time.sleep(0.05 * attempt)
-    inlinks = crawldb.rebuild_inlinks()
-    result = LinkRankResult(len(ids), links, iterations, time.perf_counter() - started, inlinks)
-    logger.info(
-        "linkrank: %d documents, %d links, %d iterations, %d links by target, %.1f s",
-        result.documents,
-        result.links,
-        result.iterations,
-        result.inlinks,
-        result.seconds,
+    return 0  # (not reached: the last attempt returns or raises)
+
+
+def _write_changed(conn: Any, crawldb: CrawlDB, ids: np.ndarray, ranks: np.ndarray) -> int:
+    """Of documents *ids* (ascending), write the *ranks* that differ from those stored,
+    in the transaction of *conn*; how many."""
+    stored_ids, stored = crawldb.linkranks(ids, conn)
+    changed = np.ones(len(ids), dtype=bool)
+    at = np.searchsorted(ids, stored_ids)
+    changed[at] = stored != ranks[at].astype(np.float32)
+    if not changed.any():
+        return 0
+    table = Document.__table__
+    assert isinstance(table, Table)
+    conn.execute(
+        update(table).where(table.c.id == bindparam("doc_id")).values(linkrank=bindparam("rank")),
+        [
+            {"doc_id": doc_id, "rank": rank}
+            for doc_id, rank in zip(ids[changed].tolist(), ranks[changed].tolist(), strict=True)
+        ],
     )
-    return result
+    return int(changed.sum())
 
 
 class LinkRanks:

@@ -234,6 +234,7 @@ class Worker:
             return report
         report.values["linkrank/read_at"] = read_at
         report.values["linkrank/documents"] = result.documents
+        report.values["linkrank/written"] = result.written
         report.values["linkrank/links"] = result.links
         report.values["linkrank/inlinks"] = result.inlinks
         report.values["linkrank/seconds"] = round(result.seconds, 3)

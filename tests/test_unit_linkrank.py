@@ -187,10 +187,13 @@ def test_update_linkrank_stores_a_mean_of_one_over_followable_links(engine: Any)
     assert sum(stored) / len(stored) == pytest.approx(1.0)
     assert ranks["hub"] > ranks["b"] > ranks["a"] == pytest.approx(ranks["c"])
     assert ranks["a"] > ranks["nofollow"]  # "nofollow" has no in-links: the teleport only
-    # Recomputed from the links as they are now.
+    assert result.written == 5
+    # Over the same links, the same ranks: no row is written again.
+    assert update_linkrank(engine).written == 0 and linkranks(engine) == ranks
+    # Recomputed from the links as they are now: written where they changed.
     with engine.begin() as conn:
         conn.execute(update(Document).where(Document.url == BASE + "hub").values(nofollow=True))
-    update_linkrank(engine)
+    assert 0 < update_linkrank(engine).written <= 5
     assert linkranks(engine)["b"] > linkranks(engine)["a"] == pytest.approx(linkranks(engine)["c"])
 
 
@@ -228,6 +231,8 @@ def test_a_linkrank_write_the_database_rolls_back_for_a_deadlock_is_made_again(
             raise DBAPIError("UPDATE documents", {}, Other("another failure"))
         return execute(self, statement, parameters, **kw)
 
+    with engine.begin() as conn:  # (ranks as stored are not written again)
+        conn.execute(update(Document).values(linkrank=None))
     monkeypatch.setattr(Connection, "execute", refuse)
     with pytest.raises(DBAPIError):  # anything else is not tried again
         update_linkrank(engine)
@@ -384,8 +389,10 @@ def test_reindex_command_recomputes_the_linkranks(tmp_path: Path) -> None:
     assert "Linkrank" not in proc.stdout and set(linkranks(engine).values()) == {None}
     proc = run_search("reindex", "--quiet", data_dir=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "Linkrank of 2 documents over 2 links" in proc.stdout
+    assert "Linkrank of 2 documents over 2 links, 2 changed" in proc.stdout
     assert linkranks(engine) == {"a": pytest.approx(1.0), "b": pytest.approx(1.0)}
+    proc = run_search("reindex", "--quiet", data_dir=tmp_path)
+    assert "Linkrank of 2 documents over 2 links, 0 changed" in proc.stdout
     engine.dispose()
 
 

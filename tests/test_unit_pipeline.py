@@ -426,6 +426,7 @@ def test_the_link_graph_prior_is_computed_when_the_crawl_ends(tmp_path: Path) ->
     pipeline = StorePipeline.from_crawler(crawler)
     asyncio.run(_run(pipeline, [_page(1), _page(2), _page(3)]))  # p1 -> p2 -> p3 -> p4
     assert crawler.stats.get_value("linkrank/documents") == 3
+    assert crawler.stats.get_value("linkrank/written") == 3  # none had one
     assert crawler.stats.get_value("linkrank/links") == 2  # p3's link leads to no page
     ranks = {
         row["url"].rsplit("/", 1)[1]: row["linkrank"]

@@ -142,8 +142,8 @@ def write_linkrank(engine: Any, out: TextIO) -> None:
 
 def print_linkrank(result: Any, out: TextIO) -> None:
     out.write(
-        f"Linkrank of {result.documents} documents over {result.links} links "
-        f"({result.seconds:.1f} s)\n"
+        f"Linkrank of {result.documents} documents over {result.links} links, "
+        f"{result.written} changed ({result.seconds:.1f} s)\n"
     )
 
 
