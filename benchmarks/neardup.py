@@ -2,7 +2,7 @@
 
 Pages of the synthetic site's kind (``_synthetic``: ~600 words of a Zipf vocabulary) are
 fingerprinted and looked up in a :class:`search.simhash.SimhashIndex` the way
-``DocumentStore._mark_near_duplicates`` does (fingerprint, ``nearest``, ``add``), without
+``DuplicateMarker.mark_near_duplicates`` does (fingerprint, ``nearest``, ``add``), without
 the database.  At each checkpoint the next ``--window`` pages are timed.  Prints the time
 per page, the candidates compared and the pages marked::
 

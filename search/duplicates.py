@@ -70,50 +70,65 @@ class DuplicateMarker:
             conn.execute(update(Document).where(Document.id == did).values(clone_of_id=original))
         return clones
 
+    def load(self, conn: Any) -> None:
+        """Read the stored pages' fingerprints into the near-duplicate index, unless held
+        already (before a batch's own are written: they are added as it is marked)."""
+        if self._simhashes is not None:
+            return
+        query = (
+            select(Document.id, Document.simhash)
+            .where(Document.simhash.is_not(None), Document.gone_at.is_(None))
+            .order_by(Document.id)
+            .execution_options(yield_per=20_000)
+        )
+        self._simhashes = SimhashIndex(
+            (did, to_unsigned(value)) for did, value in conn.execute(query)
+        )
+
+    @staticmethod
+    def fingerprints(rows: list[DocumentRow]) -> dict[str, int | None]:
+        """The fingerprint (simhash of its body's word shingles; None for too few words)
+        of each page of *rows* that has words, by URL: what its upsert writes as
+        ``simhash`` (:func:`fingerprint_columns`) and :meth:`mark_near_duplicates` tests."""
+        return {r.url: fingerprint(r.values.get("text")) for r in rows if r.words}
+
     def mark_near_duplicates(
-        self, conn: Any, rows: list[DocumentRow], ids: dict[str, int], clones: dict[int, int]
+        self,
+        conn: Any,
+        rows: list[DocumentRow],
+        ids: dict[str, int],
+        clones: dict[int, int],
+        fingerprints: dict[str, int | None],
     ) -> dict[int, int]:
-        """Fingerprint every indexable page (simhash of its body's word shingles) and record
-        the earlier page it nearly duplicates, if any (see :mod:`search.simhash` for the
-        threshold and the bound on the candidates compared)."""
-        if self._simhashes is None:
-            query = (
-                select(Document.id, Document.simhash)
-                .where(Document.simhash.is_not(None), Document.gone_at.is_(None))
-                .order_by(Document.id)
-                .execution_options(yield_per=20_000)
-            )
-            self._simhashes = SimhashIndex(
-                (did, to_unsigned(value)) for did, value in conn.execute(query)
-            )
+        """Record the earlier page each page of *fingerprints* (:meth:`fingerprints`, which
+        their upsert wrote, the index read by :meth:`load` before it) nearly duplicates, if
+        any (see :mod:`search.simhash` for the threshold and the bound on the candidates
+        compared): only the pages with one are updated."""
+        self.load(conn)
+        assert self._simhashes is not None
         near: dict[int, int] = {}
-        updates = []
         for r in rows:
-            if not r.words:
-                continue
+            value = fingerprints.get(r.url)
             did = ids[r.url]
-            value = fingerprint(r.values.get("text"))
-            other = None
-            if value is not None and did not in clones:
+            if value is None or did in clones:
                 # An exact duplicate's fingerprint is its original's: not added twice.
-                other = self._simhashes.nearest(value, exclude=did)
-                if other is not None and other > did:
-                    other = None
-                self._simhashes.add(did, value)
-            if other is not None:
+                continue
+            other = self._simhashes.nearest(value, exclude=did)
+            self._simhashes.add(did, value)
+            if other is not None and other < did:
                 near[did] = other
-            updates.append(
-                {
-                    "doc_id": did,
-                    "simhash": None if value is None else to_signed(value),
-                    "near": other,
-                }
-            )
-        if updates:
+        if near:
             conn.execute(
                 update(Document)
                 .where(Document.id == bindparam("doc_id"))
-                .values(simhash=bindparam("simhash"), near_duplicate_of_id=bindparam("near")),
-                updates,
+                .values(near_duplicate_of_id=bindparam("near")),
+                [{"doc_id": did, "near": other} for did, other in near.items()],
             )
         return near
+
+
+def fingerprint_columns(value: int | None) -> dict[str, Any]:
+    """What a page's upsert writes for the near-duplicate test: its fingerprint *value*,
+    and no near-duplicate yet (:meth:`DuplicateMarker.mark_near_duplicates` writes the one
+    it finds)."""
+    return {"simhash": None if value is None else to_signed(value), "near_duplicate_of_id": None}

@@ -26,7 +26,7 @@ from search import faults
 from search.analysis import SECTIONS, PackedWords
 from search.budgets import WORD_CACHE_BYTES
 from search.db import DEADLOCK_ATTEMPTS, chunks, deadlocked
-from search.duplicates import DuplicateMarker
+from search.duplicates import DuplicateMarker, fingerprint_columns
 from search.models import Crawl, CrawlError, Document, Link, Posting, Server, Word
 from search.rows import BatchResult, DocumentRow, ErrorRow, GoneRow, RevisitRow, StoredDocument
 
@@ -417,10 +417,15 @@ class DocumentStore:
         return result
 
     def _write_documents(self, conn: Any, rows: list[DocumentRow]) -> list[StoredDocument]:
+        # The stored fingerprints are read before this batch's own are written with it.
+        self.duplicates.load(conn)
+        prints = self.duplicates.fingerprints(rows)
         values = []
         for row in rows:
             v = dict(row.values)
             v["url"] = row.url
+            if row.url in prints:
+                v.update(fingerprint_columns(prints[row.url]))
             v["server_id"] = self.server_id(conn, row.server)
             crawled = v.get("crawled_at")
             if crawled is not None:
@@ -475,7 +480,7 @@ class DocumentStore:
         if links:
             self._bulk_insert(conn, "links", ("from_id", "to_url", "anchor", "nofollow"), links)
         clones = self.duplicates.mark_clones(conn, rows, ids)
-        near = self.duplicates.mark_near_duplicates(conn, rows, ids, clones)
+        near = self.duplicates.mark_near_duplicates(conn, rows, ids, clones, prints)
         return [
             StoredDocument(ids[r.url], r, clones.get(ids[r.url]), near.get(ids[r.url]))
             for r in rows
