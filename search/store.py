@@ -337,15 +337,16 @@ class DocumentStore:
             return
         # The batch is committed: a failure here costs the upkeep, not the batch.
         try:
-            with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-                if self.autovacuum is None:
+            if self.autovacuum is None:
+                with self.engine.connect() as conn:
                     self.autovacuum = autovacuum_on(conn)
-                    if self.autovacuum:
-                        return
-                self._stored_since_analyze += stored
-                if self._stored_since_analyze < self._analyze_after:
+                if self.autovacuum:
                     return
-                self._stored_since_analyze = 0  # tried again after as many more, if it fails
+            self._stored_since_analyze += stored
+            if self._stored_since_analyze < self._analyze_after:
+                return
+            self._stored_since_analyze = 0  # tried again after as many more, if it fails
+            with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
                 _vacuum_or_analyze(conn, ANALYZED_TABLES)
                 held = conn.exec_driver_sql(
                     "SELECT reltuples FROM pg_class WHERE relname = 'documents'"
