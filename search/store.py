@@ -530,6 +530,13 @@ class DocumentStore:
         self._retrying(lambda: self._mark_indexed(doc_ids))
 
     def _mark_indexed(self, doc_ids: Sequence[int]) -> None:
+        # Only the rows not marked yet: a rebuild of an index whose documents were all
+        # marked writes none (on PostgreSQL, an UPDATE that changes nothing still makes a
+        # new version of the row, in the table and in each of its indexes).
         with self.engine.begin() as conn:
             for part in chunks(list(doc_ids)):
-                conn.execute(update(Document).where(Document.id.in_(part)).values(indexed=True))
+                conn.execute(
+                    update(Document)
+                    .where(Document.id.in_(part), Document.indexed.is_not(True))
+                    .values(indexed=True)
+                )

@@ -488,6 +488,30 @@ def _dead_rows(engine: Any, table: str) -> int:
         )
 
 
+def test_marking_indexed_rewrites_no_row_already_marked(pg_url: str) -> None:
+    """A row already marked indexed is not written again (a rebuild marks every document:
+    on PostgreSQL an UPDATE that changes nothing still makes a new version of the row)."""
+    engine = db.connect(pg_url)
+    try:
+        store = DocumentStore(engine)
+        store.write_batch([page(f"http://a.example/{i}", "vacuum") for i in range(3)])
+        ids = sorted(ids_by_url(engine).values())
+
+        def versions() -> list[str]:  # the transaction that wrote each row's version
+            with engine.connect() as conn:
+                return list(conn.scalars(text_sql("SELECT xmin::text FROM documents ORDER BY id")))
+
+        store.mark_indexed(ids[:1])
+        before = versions()
+        store.mark_indexed(ids)
+        after = versions()
+        assert after[0] == before[0] and after[1:] != before[1:]
+        with engine.connect() as conn:
+            assert conn.scalar(text_sql("SELECT count(*) FROM documents WHERE indexed")) == 3
+    finally:
+        engine.dispose()
+
+
 def _vacuumed(engine: Any) -> dict[str, bool]:
     """Whether each crawl table has been vacuumed by hand since it was made."""
     with engine.connect() as conn:
