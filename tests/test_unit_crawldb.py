@@ -436,14 +436,20 @@ def test_links_by_target_are_rebuilt_by_the_link_analysis(engine: Any) -> None:
     assert [r.url for r in crawldb.inbound(ids[c], limit=1)] == [a]
 
 
-def _analyzed(engine: Any) -> dict[str, float]:
-    """Each crawl table's row count as PostgreSQL's statistics hold it (-1: never analyzed)."""
+def _per_table(engine: Any, select: str) -> dict[str, Any]:
+    """*select* (``relname`` and one value, from a catalog with ``relname``) for each of
+    the tables a crawl grows."""
     with engine.connect() as conn:
         rows = conn.exec_driver_sql(
-            "SELECT relname, reltuples FROM pg_class WHERE relname IN "
-            "('documents', 'words', 'postings', 'links')"
+            f"{select} WHERE relname IN ('documents', 'words', 'postings', 'links')"
         )
-        return {name: float(n) for name, n in rows}
+        return dict(rows.all())
+
+
+def _analyzed(engine: Any) -> dict[str, float]:
+    """Each crawl table's row count as PostgreSQL's statistics hold it (-1: never analyzed)."""
+    counts = _per_table(engine, "SELECT relname, reltuples FROM pg_class")
+    return {name: float(n) for name, n in counts.items()}
 
 
 @pytest.mark.parametrize("autovacuum", [False, True])
@@ -514,12 +520,8 @@ def test_marking_indexed_rewrites_no_row_already_marked(pg_url: str) -> None:
 
 def _vacuumed(engine: Any) -> dict[str, bool]:
     """Whether each crawl table has been vacuumed by hand since it was made."""
-    with engine.connect() as conn:
-        rows = conn.exec_driver_sql(
-            "SELECT relname, last_vacuum IS NOT NULL FROM pg_stat_user_tables "
-            "WHERE relname IN ('documents', 'words', 'postings', 'links')"
-        )
-        return {name: bool(done) for name, done in rows}
+    done = _per_table(engine, "SELECT relname, last_vacuum IS NOT NULL FROM pg_stat_user_tables")
+    return {name: bool(v) for name, v in done.items()}
 
 
 def test_the_store_vacuums_during_a_crawl_where_autovacuum_does_not(pg_url: str) -> None:
