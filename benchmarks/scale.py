@@ -102,7 +102,11 @@ def rss_profile(timeline: list[tuple[float, float, float]]) -> dict[str, Any]:
 
     at_half = at(0.5)
     second_half = max(s[1] for s in timeline if s[0] >= 0.5 * end)
-    second_quarter = max((s[1] for s in timeline if 0.25 * end <= s[0] < 0.5 * end), default=0)
+    # (A run of a few seconds, sampled once a second, may have no sample from 25 to 50 %:
+    # then the one at 50 %.)
+    second_quarter = max(
+        (s[1] for s in timeline if 0.25 * end <= s[0] < 0.5 * end), default=at_half
+    )
     return {
         "rss_at_mb": {f"{p}%": round(at(p / 100), 1) for p in (25, 50, 75, 100)},
         "growth_second_half": (second_half / at_half - 1) if at_half else None,

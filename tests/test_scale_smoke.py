@@ -101,3 +101,17 @@ def test_scale_benchmark_on_postgresql(tmp_path: Path) -> None:
         ).scalar_one()
     admin.dispose()
     assert figures["database_name"].startswith("spidersite_bench_scale_") and left == 0
+
+
+def test_rss_profile_of_a_run_too_short_for_a_sample_between_25_and_50_percent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The peaks' growth of a run of a few seconds (no sample from 25 to 50 %) is taken
+    against the sample at 50 %, not left out."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import scale
+
+    short = scale.rss_profile([(0.0, 100.0, 0.0), (3.0, 130.0, 0.0)])
+    assert short["growth_second_half"] == short["growth_of_peaks"] == pytest.approx(0.3)
+    longer = [(float(t), 100.0 + (20.0 if t == 3 else 0.0), 0.0) for t in range(11)]
+    assert scale.rss_profile(longer)["growth_of_peaks"] == pytest.approx(100 / 120 - 1)
