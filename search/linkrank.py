@@ -250,13 +250,14 @@ def _write_linkranks(engine: Engine, crawldb: CrawlDB, ids: np.ndarray, ranks: n
     search reads them in, :class:`LinkRanks`) is not written: a rebuild or a crawl that
     changed no link rewrites no row (on PostgreSQL each row written is a new version of
     it, in the table and in each of its indexes, until a ``VACUUM``)."""
-    starts = np.arange(0, len(ids), WRITE_CHUNK)
     for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
         try:
             with engine.begin() as conn:
                 return sum(
-                    _write_changed(conn, crawldb, ids[lo:hi], ranks[lo:hi])
-                    for lo, hi in zip(starts.tolist(), (starts + WRITE_CHUNK).tolist(), strict=True)
+                    _write_changed(
+                        conn, crawldb, ids[lo : lo + WRITE_CHUNK], ranks[lo : lo + WRITE_CHUNK]
+                    )
+                    for lo in range(0, len(ids), WRITE_CHUNK)
                 )
         except DBAPIError as exc:
             # Another writer updated the same rows in another order (a rebuild marking

@@ -70,13 +70,13 @@ def vacuum_dead_rows(engine: Engine) -> list[str]:
     """Where PostgreSQL's autovacuum is off, ``VACUUM (ANALYZE)`` each of
     :data:`VACUUMED_TABLES` whose dead rows exceed what autovacuum would let pass
     (:data:`VACUUM_THRESHOLD`, :data:`VACUUM_SCALE`); the tables vacuumed.  Called at the
-    end of a crawl and of ``python -m search reindex``, and by the store during a crawl
-    (:meth:`DocumentStore._keep_tables`): each page's ``documents`` row is updated several
-    times over a crawl (marked indexed, given its linkrank, re-visited), a changed page's
-    postings and links are replaced, and a rebuild rewrites the links by target; without
-    it the old versions stay on disk (589,812 for 100,000 live documents after a crawl, a
-    rebuild and a re-crawl; benchmarks/README.md).  Does nothing on SQLite or where
-    autovacuum is on; a failure is logged, never raised."""
+    end of a crawl and of ``python -m search reindex``; the store applies the same rule
+    during a crawl (:meth:`DocumentStore._keep_tables`): each page's ``documents`` row is
+    updated several times over a crawl (marked indexed, given its linkrank, re-visited),
+    a changed page's postings and links are replaced, and a rebuild rewrites the links by
+    target; without it the old versions stay on disk (589,812 for 100,000 live documents
+    after a crawl, a rebuild and a re-crawl; benchmarks/README.md).  Does nothing on SQLite
+    or where autovacuum is on; a failure is logged, never raised."""
     if engine.dialect.name != "postgresql":
         return []
     try:
