@@ -317,18 +317,14 @@ class TermSpace:
                     home[1] if home is not None and j == home[0] else seg.find_many(raws)
                     for j, seg in enumerate(self.segments)
                 ]
-            out = np.empty(len(raws), dtype=np.int64)
-            new: list[int] = []
-            for i in range(len(raws)):
-                given = next(
-                    (int(self._to_global[j][f[i]]) for j, f in enumerate(found) if f[i] >= 0),
-                    -1,
-                )
-                if given >= 0:
-                    out[i] = given
-                else:
-                    new.append(i)
-            if not new:
+            # A term given an id has it in every segment that holds it (set below), so
+            # the greatest over the segments is its id, and -1 that it has none yet.
+            out = np.full(len(raws), -1, dtype=np.int64)
+            for j, f in enumerate(found):
+                present = f >= 0
+                out[present] = np.maximum(out[present], self._to_global[j][f[present]])
+            new = np.flatnonzero(out < 0)
+            if not len(new):
                 return out
             first = len(self.texts)
             gids = np.arange(first, first + len(new), dtype=np.int64)
@@ -342,7 +338,7 @@ class TermSpace:
                 starts = self._sizes[j]
                 df[present] += starts[numbers[present] + 1] - starts[numbers[present]]
             self._df[gids] = df
-            texts = [raws[i].decode("utf-8") for i in new]
+            texts = [raws[i].decode("utf-8") for i in new.tolist()]
             self.texts.extend(texts)
             self._ids.update(zip(texts, gids.tolist(), strict=True))
             # Last: what other threads read without the lock.
