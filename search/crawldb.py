@@ -324,8 +324,12 @@ class CrawlDB:
         running, is not known to have finished its writes, and an analysis by ``python -m
         search reindex`` is not recorded: then this is False, and the analysis runs again.
         The times are the writing processes' clocks: crawl processes on machines whose
-        clocks differ could misjudge the order of a write and an analysis."""
+        clocks differ could misjudge the order of a write and an analysis.
+
+        False too when the links by target are gone though that analysis wrote some: a
+        crash of PostgreSQL empties them (the table is ``UNLOGGED``)."""
         read_at: float | None = None
+        inlinks_written: Any = None
         changed_until = 0.0
         stmt = select(Crawl.id, Crawl.finished_at, Crawl.stats)
         with self.engine.connect() as conn:
@@ -338,6 +342,7 @@ class CrawlDB:
                 at = stats.get("linkrank/read_at")
                 if isinstance(at, int | float) and (read_at is None or at > read_at):
                     read_at = float(at)
+                    inlinks_written = stats.get("linkrank/inlinks")
                 counts = (stats.get("store/documents"), stats.get("store/gone"))
                 if not all(isinstance(n, int) and n == 0 for n in counts):
                     # Its last write: its last batch's, else (no count of them) its end.
@@ -347,7 +352,11 @@ class CrawlDB:
                             finished_at = finished_at.replace(tzinfo=UTC)
                         last = finished_at.timestamp()
                     changed_until = max(changed_until, float(last))
-        return read_at is not None and changed_until <= read_at
+            if read_at is None or changed_until > read_at:
+                return False
+            if isinstance(inlinks_written, int) and inlinks_written > 0:
+                return conn.scalar(select(InLink.to_id).limit(1)) is not None
+        return True
 
     def graph_documents(self) -> list[int]:
         """The ids of the link graph's documents: every stored one not gone."""

@@ -139,6 +139,30 @@ def test_links_analyzed_knows_when_no_page_changed_since_the_last_analysis(
     assert not crawldb.links_analyzed(current)  # a crawl without counts: not known unchanged
 
 
+def test_links_analyzed_not_when_the_links_by_target_it_wrote_are_gone(engine: Any) -> None:
+    """A crash of PostgreSQL empties the links by target (an ``UNLOGGED`` table): an
+    analysis that wrote some, with none there now, is not known to hold."""
+    crawldb = CrawlDB(engine)
+    store = DocumentStore(engine)
+    one, two = "http://a.example/1", "http://a.example/2"
+    store.write_batch([page(one, links=[(two, "two", False)]), page(two)])
+    store.start_crawl("site", {}, NOW)
+    stats = {"store/documents": 2, "store/gone": 0, "store/flushed_at_last": NOW.timestamp()}
+    stats |= {"linkrank/read_at": NOW.timestamp() + 1, "linkrank/inlinks": 1}
+    store.finish_crawl("finished", stats, NOW + timedelta(seconds=2))
+    assert crawldb.rebuild_inlinks() == 1
+    assert crawldb.links_analyzed(None)
+    with engine.begin() as conn:
+        conn.execute(text_sql("DELETE FROM inlinks"))
+    assert not crawldb.links_analyzed(None)
+    # An analysis that found no link to a stored page wrote none: nothing is missing.
+    with engine.begin() as conn:
+        conn.execute(text_sql("DELETE FROM crawls"))
+    store.start_crawl("site", {}, NOW)
+    store.finish_crawl("finished", stats | {"linkrank/inlinks": 0}, NOW + timedelta(seconds=2))
+    assert crawldb.links_analyzed(None)
+
+
 def test_crawl_unfinished_without_tables(tmp_path: Any) -> None:
     engine = db.create(f"sqlite:///{tmp_path / 'empty.db'}")
     try:

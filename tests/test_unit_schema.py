@@ -277,3 +277,53 @@ def test_a_new_database_has_no_foreign_keys_per_posting(db_url: str) -> None:
         assert _foreign_keys(engine) == {"postings": [], "links": []}
     finally:
         engine.dispose()
+
+
+def _persistence(engine: Any) -> str | None:
+    """``inlinks``' persistence on PostgreSQL (``u``: unlogged, ``p``: logged)."""
+    with engine.connect() as conn:
+        return conn.exec_driver_sql(
+            "SELECT relpersistence FROM pg_class WHERE relname = 'inlinks'"
+        ).scalar()
+
+
+def test_a_new_database_keeps_the_links_by_target_without_log(db_url: str) -> None:
+    """A new PostgreSQL database's ``inlinks`` is ``UNLOGGED``; SQLite has no such tables
+    and makes a plain one."""
+    engine = db.connect(db_url)
+    try:
+        assert inspect(engine).has_table("inlinks")
+        if engine.dialect.name == "postgresql":
+            assert _persistence(engine) == "u"
+    finally:
+        engine.dispose()
+
+
+def test_the_upgrade_keeps_the_links_by_target_without_log(db_url: str) -> None:
+    """Migration 0013 makes PostgreSQL's ``inlinks`` ``UNLOGGED``, its rows kept; its
+    downgrade logs it again.  On SQLite both are no-ops."""
+    from alembic import command
+
+    engine = db.create(db_url)
+    try:
+        db.run_migrations(engine, "0012")
+        with engine.begin() as conn:
+            conn.exec_driver_sql("INSERT INTO inlinks (to_id, link_id) VALUES (1, 2), (1, 3)")
+        postgresql = engine.dialect.name == "postgresql"
+        if postgresql:
+            assert _persistence(engine) == "p"
+        db.migrate(engine)
+        assert db.schema_revision(engine) == "0013"
+        if postgresql:
+            assert _persistence(engine) == "u"
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT count(*) FROM inlinks").scalar() == 2
+        config = Config()
+        config.attributes["engine"] = engine
+        with db._migrations_folder() as folder:
+            config.set_main_option("script_location", folder)
+            command.downgrade(config, "0012")
+        if postgresql:
+            assert _persistence(engine) == "p"
+    finally:
+        engine.dispose()
