@@ -223,21 +223,29 @@ def update_linkrank(engine: Engine, chunk: int = 20_000) -> LinkRankResult:
             known &= src != dst  # a page does not vote for itself
             edges.write(src_node[known], dst_node[known])
         links = edges.edges
+        read = time.perf_counter()
         ranks, iterations = pagerank_of_file(edges, len(ids))
+    ranked = time.perf_counter()
     scaled = ranks * len(ids)
     written = _write_linkranks(engine, crawldb, ids, scaled)
+    stored = time.perf_counter()
     inlinks = crawldb.rebuild_inlinks()
     result = LinkRankResult(
         len(ids), links, iterations, time.perf_counter() - started, inlinks, written
     )
     logger.info(
-        "linkrank: %d documents (%d changed), %d links, %d iterations, %d links by target, %.1f s",
+        "linkrank: %d documents (%d changed), %d links, %d iterations, %d links by target, "
+        "%.1f s (links read %.1f, ranked %.1f, written %.1f, links by target %.1f)",
         result.documents,
         result.written,
         result.links,
         result.iterations,
         result.inlinks,
         result.seconds,
+        read - started,
+        ranked - read,
+        stored - ranked,
+        started + result.seconds - stored,
     )
     return result
 
