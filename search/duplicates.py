@@ -95,7 +95,6 @@ class DuplicateMarker:
     def mark_near_duplicates(
         self,
         conn: Any,
-        rows: list[DocumentRow],
         ids: dict[str, int],
         clones: dict[int, int],
         fingerprints: dict[str, int | None],
@@ -107,9 +106,8 @@ class DuplicateMarker:
         self.load(conn)
         assert self._simhashes is not None
         near: dict[int, int] = {}
-        for r in rows:
-            value = fingerprints.get(r.url)
-            did = ids[r.url]
+        for url, value in fingerprints.items():  # in the batch's order
+            did = ids[url]
             if value is None or did in clones:
                 # An exact duplicate's fingerprint is its original's: not added twice.
                 continue

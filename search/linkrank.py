@@ -230,9 +230,8 @@ def update_linkrank(engine: Engine, chunk: int = 20_000) -> LinkRankResult:
     written = _write_linkranks(engine, crawldb, ids, scaled)
     stored = time.perf_counter()
     inlinks = crawldb.rebuild_inlinks()
-    result = LinkRankResult(
-        len(ids), links, iterations, time.perf_counter() - started, inlinks, written
-    )
+    done = time.perf_counter()
+    result = LinkRankResult(len(ids), links, iterations, done - started, inlinks, written)
     logger.info(
         "linkrank: %d documents (%d changed), %d links, %d iterations, %d links by target, "
         "%.1f s (links read %.1f, ranked %.1f, written %.1f, links by target %.1f)",
@@ -245,7 +244,7 @@ def update_linkrank(engine: Engine, chunk: int = 20_000) -> LinkRankResult:
         read - started,
         ranked - read,
         stored - ranked,
-        started + result.seconds - stored,
+        done - stored,
     )
     return result
 

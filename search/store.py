@@ -481,7 +481,7 @@ class DocumentStore:
         if links:
             self._bulk_insert(conn, "links", ("from_id", "to_url", "anchor", "nofollow"), links)
         clones = self.duplicates.mark_clones(conn, rows, ids)
-        near = self.duplicates.mark_near_duplicates(conn, rows, ids, clones, prints)
+        near = self.duplicates.mark_near_duplicates(conn, ids, clones, prints)
         return [
             StoredDocument(ids[r.url], r, clones.get(ids[r.url]), near.get(ids[r.url]))
             for r in rows
