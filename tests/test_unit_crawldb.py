@@ -606,3 +606,98 @@ def test_dead_rows_are_vacuumed_where_autovacuum_is_off(pg_url: str, tmp_path: A
         assert "documents" not in vacuum_dead_rows(engine)  # nothing left to reclaim
     finally:
         engine.dispose()
+
+
+def test_a_process_storing_the_same_new_stems_waits_not_for_the_others_batch(
+    pg_url: str, monkeypatch: Any
+) -> None:
+    """Two crawl processes storing pages with the same new stem: the second does not wait
+    for the first's batch to commit (the stems are committed in a transaction of their
+    own, before the batch's postings and links are written)."""
+    import threading
+
+    from search import faults
+
+    engine = db.connect(pg_url)
+    first, second = DocumentStore(engine), DocumentStore(engine)
+    for store in (first, second):  # as each crawl process does as it starts
+        store.upsert_servers([("http://a.example/", {})], NOW)
+    written, release = threading.Event(), threading.Event()
+    original = faults.point
+
+    def hold(name: str) -> None:  # the first batch is written, its transaction open
+        if name == "store_commit" and threading.current_thread().name == "first":
+            written.set()
+            release.wait(30)
+        original(name)
+
+    monkeypatch.setattr(faults, "point", hold)
+    thread = threading.Thread(
+        target=first.write_batch,
+        args=([page("http://a.example/1", "okapi quagga zebra")],),
+        name="first",
+    )
+    thread.start()
+    try:
+        assert written.wait(30)
+        stored = threading.Thread(
+            target=second.write_batch, args=([page("http://a.example/2", "okapi tapir")],)
+        )
+        stored.start()
+        stored.join(10)
+        assert not stored.is_alive(), "the second process waited for the first's batch"
+    finally:
+        release.set()
+        thread.join(30)
+        engine.dispose()
+    engine = db.connect(pg_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text_sql(
+                    "SELECT d.url, w.stem FROM postings p JOIN documents d ON d.id = "
+                    "p.document_id JOIN words w ON w.id = p.word_id "
+                    "WHERE w.stem IN ('okapi', 'quagga', 'zebra', 'tapir') ORDER BY 1, 2"
+                )
+            ).all()
+        assert [(u[-1], s) for u, s in rows] == [
+            ("1", "okapi"),
+            ("1", "quagga"),
+            ("1", "zebra"),
+            ("2", "okapi"),
+            ("2", "tapir"),
+        ]
+    finally:
+        engine.dispose()
+
+
+def _last_analyze(engine: Any) -> Any:
+    with engine.connect() as conn:
+        return conn.exec_driver_sql(
+            "SELECT last_analyze FROM pg_stat_user_tables WHERE relname = 'documents'"
+        ).scalar()
+
+
+def test_two_crawl_processes_analyze_the_tables_once_not_each(pg_url: str) -> None:
+    """Where autovacuum is off, the store's ANALYZE follows the documents every process
+    stored in the database: one process analyzes when the two of them together stored
+    enough, and the other, having stored as many itself since, does not analyze again."""
+    one, other = db.connect(pg_url), db.connect(pg_url)
+    try:
+        first, second = DocumentStore(one), DocumentStore(other)
+        first.autovacuum = second.autovacuum = False  # whatever the test server's setting
+        first.write_batch([page(f"http://a.example/{i}", "vacuum") for i in range(60)])
+        analyzed = _last_analyze(one)
+        assert analyzed is not None  # 60 documents at once: analyzed (50 + 10 % of none)
+        assert first._analyze_after == 56  # 50 + 10 % of 60
+        second.write_batch([page(f"http://a.example/b{i}", "x") for i in range(40)])
+        assert _last_analyze(one) == analyzed  # 40 since: not yet
+        first.write_batch([page(f"http://a.example/c{i}", "x") for i in range(20)])
+        again = _last_analyze(one)
+        assert again != analyzed  # 40 + 20 since, by the two of them: analyzed
+        second.write_batch([page(f"http://a.example/d{i}", "x") for i in range(20)])
+        assert _last_analyze(one) == again  # the other's 40 + 20 were analyzed: not again
+        assert second._analyze_after == 50 + 0.1 * 120
+    finally:
+        one.dispose()
+        other.dispose()

@@ -24,8 +24,8 @@ def test_a_retried_batch_does_not_reuse_ids_of_the_rolled_back_transaction(
     original = store._write_documents
     calls = []
 
-    def fail_once(conn: Any, rows: Any) -> Any:
-        written = original(conn, rows)  # stems and the server inserted, then cached
+    def fail_once(conn: Any, rows: Any, stems: Any) -> Any:
+        written = original(conn, rows, stems)  # stems and the server inserted, then cached
         calls.append(1)
         if len(calls) == 1:  # the database goes away before the commit
             raise OperationalError("COMMIT", {}, Exception("server closed the connection"))
@@ -48,8 +48,8 @@ def test_fingerprints_of_a_rolled_back_transaction_are_forgotten(
     words = " ".join(f"word{n}" for n in range(300))
     original = store._write_documents
 
-    def refused(conn: Any, rows: Any) -> Any:
-        original(conn, rows)  # fingerprints taken and remembered, then the batch fails
+    def refused(conn: Any, rows: Any, stems: Any) -> Any:
+        original(conn, rows, stems)  # fingerprints taken and remembered, then the batch fails
         raise OperationalError("COMMIT", {}, Exception("server closed the connection"))
 
     monkeypatch.setattr(store, "_write_documents", refused)
