@@ -121,26 +121,6 @@ def _vacuum_or_analyze(conn: Any, analyze: Sequence[str]) -> list[str]:
     return vacuumed
 
 
-#: What the store has seen of the database's last ``ANALYZE`` before it first looked.
-_UNREAD = object()
-
-#: When ``documents`` was last analyzed, how many documents were stored in it (every
-#: insert or upsert takes an id of the sequence, which, unlike the statistics, counts at
-#: once), and how many it held when it was last analyzed.
-_LAST_ANALYZE = text(
-    "SELECT s.last_analyze, "
-    "coalesce(pg_sequence_last_value(pg_get_serial_sequence('documents', 'id')::regclass), 0), "
-    "c.reltuples FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid "
-    "WHERE s.schemaname = current_schema() AND s.relname = 'documents'"
-)
-
-
-def _analyze_after(held: float) -> float:
-    """How many documents stored after an ``ANALYZE`` that found *held* (-1: none yet) call
-    for the next."""
-    return ANALYZE_THRESHOLD + ANALYZE_SCALE * max(0.0, float(held))
-
-
 def unreachable(exc: BaseException) -> bool:
     """Whether *exc* says the database could not be reached (what :class:`DocumentStore`
     retries), rather than that it refused what was written."""
@@ -177,12 +157,8 @@ class DocumentStore:
         #: Whether PostgreSQL's autovacuum keeps the tables' statistics (None: not asked
         #: yet); where it does not, :meth:`_keep_tables` does.
         self.autovacuum: bool | None = None if self.dialect == "postgresql" else True
+        self._stored_since_analyze = 0
         self._analyze_after: float = ANALYZE_THRESHOLD
-        #: When ``documents`` was last analyzed, as this store last read it from the
-        #: database (:data:`_UNREAD`: not read yet), and the documents stored in the
-        #: database before that (the last value of its ids' sequence).
-        self._seen_analyze: Any = _UNREAD
-        self._stored_then = 0
 
     # -- crawls and servers ------------------------------------------------------------
 
@@ -349,10 +325,7 @@ class DocumentStore:
         stored since the last time reach 50 + 10 % of those the table then held
         (:data:`ANALYZE_THRESHOLD`, :data:`ANALYZE_SCALE`), and ``VACUUM (ANALYZE)``
         instead each table whose dead rows then exceed 50 + 20 % of its live ones
-        (:func:`vacuum_dead_rows`' rule).  The count is the database's: the documents
-        every crawl process on it stored since any of them last analyzed the tables, so
-        the crawl processes of a scale-out analyze once where each used to analyze at its
-        own cadence (benchmarks/README.md).
+        (:func:`vacuum_dead_rows`' rule).
 
         PostgreSQL chooses its plans from these statistics.  Without any, it takes an
         ``IN`` list of a batch's 100 ids to match half of a table, and replacing a batch's
@@ -369,25 +342,19 @@ class DocumentStore:
                     self.autovacuum = autovacuum_on(conn)
                 if self.autovacuum:
                     return
+            self._stored_since_analyze += stored
+            if self._stored_since_analyze < self._analyze_after:
+                return
+            self._stored_since_analyze = 0  # tried again after as many more, if it fails
             with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-                last, stored_all, held = conn.execute(_LAST_ANALYZE).one()
-                if self._seen_analyze is _UNREAD or last != self._seen_analyze:
-                    # This process's first batch, counted; or another crawl process on the
-                    # database analyzed the tables: the documents stored since are
-                    # counted from now.
-                    first = self._seen_analyze is _UNREAD
-                    self._seen_analyze = last
-                    self._stored_then = stored_all - stored if first else stored_all
-                    self._analyze_after = _analyze_after(held)
-                if stored_all - self._stored_then < self._analyze_after:
-                    return
-                self._stored_then = stored_all  # tried again after as many more, if it fails
                 _vacuum_or_analyze(conn, ANALYZED_TABLES)
-                self._seen_analyze, _, held = conn.execute(_LAST_ANALYZE).one()
+                held = conn.exec_driver_sql(
+                    "SELECT reltuples FROM pg_class WHERE relname = 'documents'"
+                ).scalar()
         except DBAPIError as exc:
             logger.warning("The store could not keep the tables' statistics: %s", exc)
             return
-        self._analyze_after = _analyze_after(held)
+        self._analyze_after = ANALYZE_THRESHOLD + ANALYZE_SCALE * max(0.0, float(held or 0))
 
     def _write_batch(
         self,

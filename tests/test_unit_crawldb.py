@@ -669,35 +669,3 @@ def test_a_process_storing_the_same_new_stems_waits_not_for_the_others_batch(
         ]
     finally:
         engine.dispose()
-
-
-def _last_analyze(engine: Any) -> Any:
-    with engine.connect() as conn:
-        return conn.exec_driver_sql(
-            "SELECT last_analyze FROM pg_stat_user_tables WHERE relname = 'documents'"
-        ).scalar()
-
-
-def test_two_crawl_processes_analyze_the_tables_once_not_each(pg_url: str) -> None:
-    """Where autovacuum is off, the store's ANALYZE follows the documents every process
-    stored in the database: one process analyzes when the two of them together stored
-    enough, and the other, having stored as many itself since, does not analyze again."""
-    one, other = db.connect(pg_url), db.connect(pg_url)
-    try:
-        first, second = DocumentStore(one), DocumentStore(other)
-        first.autovacuum = second.autovacuum = False  # whatever the test server's setting
-        first.write_batch([page(f"http://a.example/{i}", "vacuum") for i in range(60)])
-        analyzed = _last_analyze(one)
-        assert analyzed is not None  # 60 documents at once: analyzed (50 + 10 % of none)
-        assert first._analyze_after == 56  # 50 + 10 % of 60
-        second.write_batch([page(f"http://a.example/b{i}", "x") for i in range(40)])
-        assert _last_analyze(one) == analyzed  # 40 since: not yet
-        first.write_batch([page(f"http://a.example/c{i}", "x") for i in range(20)])
-        again = _last_analyze(one)
-        assert again != analyzed  # 40 + 20 since, by the two of them: analyzed
-        second.write_batch([page(f"http://a.example/d{i}", "x") for i in range(20)])
-        assert _last_analyze(one) == again  # the other's 40 + 20 were analyzed: not again
-        assert second._analyze_after == 50 + 0.1 * 120
-    finally:
-        one.dispose()
-        other.dispose()
