@@ -110,6 +110,7 @@ class ArrayIndex:
         k1: float,
         b: float,
         section_b: tuple[float, ...] | None = None,
+        section_scale: tuple[float, ...] | None = None,
     ) -> None:
         self.leaves = leaves
         self.n = doc_count
@@ -117,6 +118,11 @@ class ArrayIndex:
         self.k1, self.b = k1, b
         #: Each section's b (per-field BM25F), or None: the sections merged.
         self.section_b = section_b
+        #: Each section's weight scale (per-field), or None: the servers' weights as
+        #: they are (:meth:`search.ranking.Params.section_scale`).
+        self.section_scale = section_scale
+        #: The body's scale (the other sections' are in their norms: ``restnorm``).
+        self.body_scale = 1.0 if section_scale is None else float(section_scale[0])
         #: The term space: stems to ids (``get``, ``in``, ``[]``, as a dict of every
         #: term would answer), each id's term and document frequency.
         self.terms = TermSpace(
@@ -134,13 +140,14 @@ class ArrayIndex:
         #: Each section's average weighted length over the live documents (per-field).
         self.section_avglen = np.ones(N_SECTIONS, dtype=np.float64)
         if section_b is not None:
-            self._section_norms(np.asarray(section_b, dtype=np.float64))
+            self._section_norms(np.asarray(section_b, dtype=np.float64), section_scale)
         #: Values per document number attached to this index generation, by name (the
         #: database ids, the searcher's linkranks, DPH's page lengths).
         self.per_doc: dict[str, Any] = {}
 
-    def _section_norms(self, bs: np.ndarray) -> None:
-        """Each document's ``1 / (1 − b_f + b_f · len_f / avglen_f)`` per section."""
+    def _section_norms(self, bs: np.ndarray, scale: tuple[float, ...] | None) -> None:
+        """Each document's ``1 / (1 − b_f + b_f · len_f / avglen_f)`` per section, those
+        of the sections but the body multiplied by their weight *scale*."""
         total = np.zeros(N_SECTIONS, dtype=np.float64)
         live = 0
         for leaf in self.leaves:
@@ -155,20 +162,29 @@ class ArrayIndex:
         for leaf in self.leaves:
             norm = section_norm(leaf.arrays.section_lengths, avg, bs)
             leaf.bodynorm = np.ascontiguousarray(norm[:, 0])
-            leaf.restnorm = np.ascontiguousarray(norm[:, 1:])
+            rest = norm[:, 1:]
+            if scale is not None:
+                rest = rest * np.asarray(scale[1:], dtype=np.float64)
+            leaf.restnorm = np.ascontiguousarray(rest)
 
     @classmethod
     def load(
-        cls, searcher: Any, k1: float, b: float, section_b: tuple[float, ...] | None = None
+        cls,
+        searcher: Any,
+        k1: float,
+        b: float,
+        section_b: tuple[float, ...] | None = None,
+        section_scale: tuple[float, ...] | None = None,
     ) -> ArrayIndex | None:
         """The arrays of the index *searcher* reads (per-field BM25F with each section's
-        b in *section_b*); None when a segment has none."""
+        b in *section_b*, its weight scaled by *section_scale*); None when a segment has
+        none."""
         folder = index_folder(searcher)
         if folder is None:
             return None
         reader = searcher.reader()
         leaves_in = reader.leaf_readers()
-        key: list[Any] = [str(folder), k1, b, section_b]
+        key: list[Any] = [str(folder), k1, b, section_b, section_scale]
         for r, base in leaves_in:
             segment = r.segment() if hasattr(r, "segment") else None
             if segment is None:
@@ -194,7 +210,7 @@ class ArrayIndex:
                 else np.empty(0, dtype=np.int64)
             )
             leaves.append(_Leaf(arrays, base, deleted))
-        index = cls(leaves, n, avglen, k1, b, section_b)
+        index = cls(leaves, n, avglen, k1, b, section_b, section_scale)
         with _CACHE_LOCK:
             _INDEXES[cache_key] = index
             while len(_INDEXES) > INDEX_CACHE:
@@ -316,6 +332,8 @@ class ArrayIndex:
         a = leaf.arrays
         tf = np.concatenate([a.body[lo:hi] for lo, hi in zip(los, his, strict=True)])
         tf = tf.astype(np.float64) * np.take(leaf.bodynorm, docs)
+        if self.body_scale != 1:
+            tf *= self.body_scale
         terms = self.terms.local(i)[gids]
         firsts, lasts = a.extra_starts[terms].tolist(), a.extra_starts[terms + 1].tolist()
         sizes = np.subtract(his, los)
@@ -351,7 +369,9 @@ class ArrayIndex:
                 break
             sec = a.posting_sections(term, at).astype(np.float64)
             norm = (
-                np.concatenate([leaf.bodynorm[local : local + 1], leaf.restnorm[local]])
+                np.concatenate(
+                    [leaf.bodynorm[local : local + 1] * self.body_scale, leaf.restnorm[local]]
+                )
                 if self.section_b is not None
                 else np.ones(N_SECTIONS)
             )

@@ -14,6 +14,10 @@ average, the sections are summed, and the sum saturates once (``bm25f="per-field
     qw(t)        = qtf(t) · pw(i_t)
     pw(i)        = 1 / (1 + decay · min(i, POSITION_CAP))
 
+In the per-field form each ``w_f`` may be scaled at query time (``w_title``, ``w_body``
+… of :class:`Params`, 1 by default), so that other section weights are measured without a
+rebuild; the length ratio ``len_f(d) / avglen_f`` does not change with ``w_f``.
+
 ``bm25f="merged"`` is Robertson, Zaragoza & Taylor's earlier form ("Simple BM25 extension
 to multiple weighted fields", 2004), one length normalisation for the whole page:
 ``tf'(t, d) = tf(t, d) / (1 − b + b · len(d) / avglen)`` in place of ``tf~``, with
@@ -108,6 +112,8 @@ SECTION_B = {
     "keywords": "b_keywords",
     "boilerplate": "b_boilerplate",
 }
+#: The :class:`Params` field of each section's weight scale (same order).
+SECTION_W = {section: f"w_{name[2:]}" for section, name in SECTION_B.items()}
 
 #: Stems found in more than this share of the documents are not feedback terms: RM3's
 #: 10 % (Anserini's threshold, in place of a stop list), Rocchio's 5 % (long posting lists,
@@ -174,6 +180,14 @@ class Params:
     b_desc: float = -1.0
     b_keywords: float = -1.0
     b_boilerplate: float = -1.0
+    #: Each section's weight scale in the per-field form: the server's weight of that
+    #: section (``w_f``) is multiplied by it at query time (1: the server's weight).
+    w_body: float = 1.0
+    w_title: float = 1.0
+    w_url: float = 1.0
+    w_desc: float = 1.0
+    w_keywords: float = 1.0
+    w_boilerplate: float = 1.0
     #: The weighting model: ``bm25`` (BM25F, above) or ``dph`` (:mod:`search.dfr`).
     model: str = "bm25"
     #: ``none``, or a model whose ranking (with its own expansion) is fused with
@@ -204,6 +218,15 @@ class Params:
         for name in SECTION_B.values():
             if getattr(self, name) > 1:
                 raise ValueError(f"{name} must be at most 1 (below 0: b)")
+        scaled = [name for name in SECTION_W.values() if getattr(self, name) != 1]
+        for name in scaled:
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+        if scaled and (self.bm25f != "per-field" or "bm25" not in (self.model, self.fuse)):
+            raise ValueError(
+                f"{', '.join(scaled)} scale BM25F's section weights in its per-field form "
+                "(--bm25f per-field, --model bm25)"
+            )
         if self.model not in MODELS:
             raise ValueError(f"model must be one of {', '.join(MODELS)}")
         if self.fuse not in FUSIONS or self.fuse == self.model:
@@ -249,6 +272,12 @@ class Params:
             getattr(self, name) if getattr(self, name) >= 0 else self.b
             for name in SECTION_B.values()
         )
+
+    def section_scale(self) -> tuple[float, ...] | None:
+        """Each section's weight scale (:data:`SECTION_W` order); None where every one is 1
+        (the servers' weights as they are)."""
+        scale = tuple(float(getattr(self, name)) for name in SECTION_W.values())
+        return None if all(w == 1 for w in scale) else scale
 
     def label(self) -> str:
         return " ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))

@@ -32,11 +32,14 @@ from search.query import ParsedQuery
 from search.results import Ranked
 
 
-def section_norms(reader: Any, section_b: tuple[float, ...]) -> np.ndarray:
+def section_norms(
+    reader: Any, section_b: tuple[float, ...], scale: tuple[float, ...] | None = None
+) -> np.ndarray:
     """Each document's ``1 / (1 − b_f + b_f · len_f / avglen_f)`` per section (one row a
-    document number): its weighted lengths per section are the sums of its postings'
-    weighted counts (the Whoosh values), kept as ``float32`` as the array file keeps them;
-    the averages are over the live documents."""
+    document number), multiplied by the section's weight *scale* where given: its weighted
+    lengths per section are the sums of its postings' weighted counts (the Whoosh values),
+    kept as ``float32`` as the array file keeps them; the averages are over the live
+    documents."""
     lengths = np.zeros((reader.doc_count_all(), N_SECTIONS), dtype=np.float64)
     for text in reader.lexicon(WORDS_FIELD):
         for docnum, value in reader.postings(WORDS_FIELD, text).all_items():
@@ -47,7 +50,8 @@ def section_norms(reader: Any, section_b: tuple[float, ...]) -> np.ndarray:
     bs = np.asarray(section_b, dtype=np.float64)
     denominator = (1 - bs) + bs * lengths / avg
     # b_f 1 and an empty section: no count there to normalise.
-    return np.where(denominator > 0, 1.0 / np.where(denominator > 0, denominator, 1.0), 0.0)
+    norms = np.where(denominator > 0, 1.0 / np.where(denominator > 0, denominator, 1.0), 0.0)
+    return norms if scale is None else norms * np.asarray(scale, dtype=np.float64)
 
 
 class ReferenceSession:
@@ -57,16 +61,16 @@ class ReferenceSession:
     def __init__(self, searcher: Any, params: ranking.Params = ranking.DEFAULT) -> None:
         self.s = searcher
         self.params = params
-        section_b = params.section_b()
+        section_b, scale = params.section_b(), params.section_scale()
         if section_b is not None:
-            norms = section_norms(searcher.reader(), section_b)
+            norms = section_norms(searcher.reader(), section_b, scale)
             self.s = Searcher(
                 searcher.reader(), weighting=FieldBM25(params.k1, norms), closereader=False
             )
         self.n = int(searcher.doc_count_all())
         self.avglen = float(searcher.avg_field_length(WORDS_FIELD) or 1.0)
         self._df: dict[str, int] = {}
-        forward = ArrayIndex.load(searcher, params.k1, params.b, section_b)
+        forward = ArrayIndex.load(searcher, params.k1, params.b, section_b, scale)
         if forward is None:
             raise IndexOutdated(f"the search index has no array postings: run `{REINDEX}`")
         self._forward = forward

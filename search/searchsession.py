@@ -44,7 +44,9 @@ class SearchSession:
         self.s = searcher
         #: The ranking's parameters (:class:`search.ranking.Params`).
         self.params = params
-        arrays = ArrayIndex.load(searcher, params.k1, params.b, params.section_b())
+        arrays = ArrayIndex.load(
+            searcher, params.k1, params.b, params.section_b(), params.section_scale()
+        )
         if arrays is None:
             raise IndexOutdated(
                 f"the search index has segments without array postings: run `{REINDEX}` "

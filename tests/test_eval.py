@@ -181,6 +181,10 @@ def test_ranking_options_give_the_bm25f_form_and_each_sections_b() -> None:
     assert ranking_params(parser.parse_args(["--bm25f", "merged"])).section_b() is None
     with pytest.raises(SystemExit):
         parser.parse_args(["--bm25f", "fielded"])
+    params = ranking_params(parser.parse_args(["--w-title", "2", "--w-boilerplate", "0"]))
+    assert params.section_scale() == (1, 2, 1, 1, 1, 0)
+    with pytest.raises(CLIError):
+        ranking_params(parser.parse_args(["--w-title", "2", "--bm25f", "merged"]))
 
 
 @pytest.mark.parametrize(

@@ -84,11 +84,12 @@ PARAMS = [
     ranking.Params(bm25f="merged"),
     ranking.Params(bm25f="merged", expansion="rocchio", fb_terms=20),
     ranking.Params(b_title=0.3, b_body=0.9, b_url=0.0, expansion="rocchio"),
+    ranking.Params(w_title=2.5, w_body=0.5, w_url=0.0),
 ]
 
 
 def _id(p: ranking.Params) -> str:
-    return f"{p.expansion}-{p.bm25f}-{p.section_b()}"
+    return f"{p.expansion}-{p.bm25f}-{p.section_b()}-{p.section_scale()}"
 
 
 def _ranking(hits: list) -> list[tuple[float, int]]:
@@ -661,3 +662,35 @@ def test_hits_take_their_ids_from_the_arrays_and_their_urls_when_asked(
             assert reads == [hits[0].docnum]
         finally:
             del session.arrays.per_doc["docid"]  # the arrays are cached for the module
+
+
+def test_a_sections_weight_scale_moves_its_matches(tmp_path: Path) -> None:
+    """The per-field weight scales multiply the servers' section weights at query time:
+    a title match's share of the score grows with ``w_title``, and none is left at 0."""
+    ix = Index(tmp_path / "index")
+    with ix.writer() as w:
+        for docid, (title, body) in enumerate(
+            [("okapi", "grass plains"), ("plains", "okapi okapi grass")]
+            + [(f"w{i}", f"w{i} grass plains w{i + 1}") for i in range(20)]
+        ):
+            records = analyze_document({"title": title, "body": body})
+            w.add(
+                IndexDoc.from_records(
+                    docid, f"http://a.example/{docid}", "a.example", records.values()
+                )
+            )
+
+    def ranked(**scale: float) -> list[int]:
+        params = ranking.Params(**scale)
+        fast, slow = _sessions(ix, params)
+        q = parse_query("okapi")
+        hits = fast.rank(q, 10, expand=False)
+        # (Whoosh's matchers also list a page whose match scored 0.)
+        scored = [h for h in slow.rank(q, 10, expand=False) if h.score > 0]
+        assert _ranking(hits) == _ranking(scored)
+        return [h.docid for h in hits]
+
+    assert ranked() == [0, 1]  # the title's weight 4 against two body words
+    assert ranked(w_title=0.25) == [1, 0]  # a title word weighs as one body word
+    assert ranked(w_title=0.0) == [1]  # a title match counts for nothing
+    assert ranked(w_body=0.0) == [0]

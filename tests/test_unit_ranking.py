@@ -28,6 +28,20 @@ def test_defaults_are_the_published_ones() -> None:
     assert (DEFAULT.model, DEFAULT.fuse) == ("bm25", "none")
 
 
+def test_section_scale_of_each_section() -> None:
+    assert DEFAULT.section_scale() is None  # the servers' weights as they are
+    # body, title, url, desc, keywords, boilerplate
+    assert Params(w_title=2, w_boilerplate=0).section_scale() == (1, 2, 1, 1, 1, 0)
+    assert DEFAULT.with_values(w_url="0.5").section_scale() == (1, 1, 0.5, 1, 1, 1)
+    with pytest.raises(ValueError, match="w_title must be >= 0"):
+        Params(w_title=-1)
+    with pytest.raises(ValueError, match="per-field form"):
+        Params(w_title=2, bm25f="merged")
+    with pytest.raises(ValueError, match="per-field form"):
+        Params(w_title=2, model="dph")
+    assert Params(w_title=2, model="dph", fuse="bm25").section_scale() is not None
+
+
 def test_section_b_of_each_section_or_b() -> None:
     p = Params(b=0.5, b_title=0.2, b_boilerplate=0.0)
     # body, title, url, desc, keywords, boilerplate

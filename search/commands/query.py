@@ -43,7 +43,15 @@ def add_parser(sub: Any, common: Any) -> None:
 def add_ranking_options(p: argparse.ArgumentParser) -> None:
     """Options of how queries are analyzed and ranked (shared with ``eval``); README
     "Ranking" gives the formula, :class:`search.ranking.Params` the defaults."""
-    from search.ranking import BM25F_FORMS, DEFAULT, EXPANSIONS, FUSIONS, MODELS, SECTION_B
+    from search.ranking import (
+        BM25F_FORMS,
+        DEFAULT,
+        EXPANSIONS,
+        FUSIONS,
+        MODELS,
+        SECTION_B,
+        SECTION_W,
+    )
 
     p.add_argument(
         "--k1", type=float, default=DEFAULT.k1, help=f"BM25's k1 (default: {DEFAULT.k1})"
@@ -78,6 +86,16 @@ def add_ranking_options(p: argparse.ArgumentParser) -> None:
             default=getattr(DEFAULT, name),
             metavar="B",
             help=f"per-field BM25F: the {section} section's b (default: --b)",
+        )
+    for section, name in SECTION_W.items():
+        p.add_argument(
+            f"--{name.replace('_', '-')}",
+            dest=name,
+            type=float,
+            default=getattr(DEFAULT, name),
+            metavar="W",
+            help=f"per-field BM25F: multiply the servers' weight of the {section} section "
+            "by W (default: 1)",
         )
     p.add_argument(
         "--decay",
@@ -185,7 +203,7 @@ def add_ranking_options(p: argparse.ArgumentParser) -> None:
 def ranking_params(args: argparse.Namespace) -> Any:
     """The :class:`search.ranking.Params` of the ranking options (a usage error if out of
     range)."""
-    from search.ranking import SECTION_B, Params
+    from search.ranking import SECTION_B, SECTION_W, Params
 
     try:
         return Params(
@@ -195,6 +213,7 @@ def ranking_params(args: argparse.Namespace) -> Any:
             model=args.model,
             fuse=args.fuse,
             **{name: getattr(args, name) for name in SECTION_B.values()},
+            **{name: getattr(args, name) for name in SECTION_W.values()},
             decay=args.decay,
             decay_words=args.decay_words,
             expansion=args.expansion,
