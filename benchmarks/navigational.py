@@ -15,7 +15,8 @@ A query names its page by the end of its URL path.  ``--vary proximity`` varies 
 weight of the term-proximity bonus instead (``Params.proximity``, the prior at its
 default); ``--proximity W`` sets it while the prior's weight varies; ``--vary
 fb_min_words`` varies the fewest distinct words of a query expanded (``Params.fb_min_words``,
-1 to 5: which keyword queries query expansion rewrites).
+1 to 5: which keyword queries query expansion rewrites); ``--vary w_title`` the title's
+weight scale (``Params.w_title``: 1 is the servers' weight, 4 by default).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ VALUES: dict[str, tuple[float, ...]] = {
     "linkrank": WEIGHTS,
     "proximity": WEIGHTS,
     "fb_min_words": (5, 4, 3, 2, 1),
+    # The title's weight scale (1: the servers' weight, 4 by default).
+    "w_title": (1.0, 0.25, 0.5, 0.75, 1.5, 2.0),
 }
 
 
