@@ -15,7 +15,9 @@ every page is indexed (searchable), from the start of the crawl processes.  It p
 stored and searchable pages/s of each run, their ratio (issue 13's target: ≥ 1.6 with two
 processes), the pages fetched by all processes together against the site's (each page
 must be fetched and stored exactly once), the peak RSS of everything started, and the
-machine's cores busy over each run.
+machine's cores busy over each run.  At each poll it also samples what the database's
+other backends are doing (``pg_stat_activity``: on the CPU or the event they wait on, and
+the first words of their statement) and prints the most frequent of each run.
 
 On one machine the nodes share its cores with each other, the database and the indexer:
 where one crawl process already keeps every core busy, a second cannot add pages/s.
@@ -41,6 +43,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -56,6 +59,15 @@ from search import db
 
 RATIO_TARGET = 1.6
 POLL = 0.5
+#: The database's active backends at one poll: on the CPU or the event waited on, and
+#: the first words of the statement.
+ACTIVITY = text(
+    "SELECT coalesce(wait_event_type || '/' || wait_event, 'CPU'), "
+    "left(regexp_replace(query, '\\s+', ' ', 'g'), 40) FROM pg_stat_activity "
+    "WHERE datname = current_database() AND state = 'active' AND pid <> pg_backend_pid()"
+)
+#: How many of the most frequent are reported.
+ACTIVITY_TOP = 8
 CGROUP_V1 = Path("/sys/fs/cgroup/cpu")
 CGROUP_V2 = Path("/sys/fs/cgroup")
 
@@ -148,12 +160,16 @@ def run_nodes(
         )  # fmt: skip
         peak = 0.0
         stored_at = searchable_at = None
+        activity: Counter[tuple[str, str]] = Counter()
+        polls = 0
         while time.monotonic() - start < args.timeout:
             peak = max(peak, sum(_measure.tree_rss_mb(p.pid) for p in [*procs, follower]))
             with engine.connect() as conn:
                 stored, indexed = conn.execute(
                     text("SELECT count(*), count(*) FILTER (WHERE indexed) FROM documents")
                 ).one()
+                activity.update((str(w), str(q)) for w, q in conn.execute(ACTIVITY))
+            polls += 1
             now = time.monotonic() - start
             if stored_at is None and stored >= args.pages:
                 stored_at = now
@@ -192,6 +208,8 @@ def run_nodes(
             popped=[s.get("scaleout/popped") for s in stats],
             # The machine's cores busy over the run (every process, the database's too).
             cores_busy=round((busy1 - busy0) / max(1, total1 - total0) * (os.cpu_count() or 1), 2),
+            polls=polls,
+            db_activity=[[n, w, q] for (w, q), n in activity.most_common(ACTIVITY_TOP)],
         )
     finally:
         for p in procs:
@@ -273,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
             f"peak RSS {r['peak_rss_mb']:.0f} MB; taken from the queue {r['popped']}; "
             f"cores busy {r['cores_busy']} of {os.cpu_count()}"
         )
+        print(f"    the database's active backends over {r['polls']} polls, most frequent:")
+        for n, wait, statement in r["db_activity"]:
+            print(f"    {n:6d}  {wait:<28} {statement}")
     verdict = "-" if ratio is None else ("met" if ratio >= RATIO_TARGET else "NOT met")
     shown = "-" if ratio is None else f"{ratio:.2f}"
     print(f"  searchable ratio {shown} (target {RATIO_TARGET}): {verdict}")
