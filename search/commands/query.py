@@ -78,25 +78,19 @@ def add_ranking_options(p: argparse.ArgumentParser) -> None:
         help="per-field: each section length-normalised by its own length, then one "
         f"saturation; merged: the sections merged, one length (default: {DEFAULT.bm25f})",
     )
-    for section, name in SECTION_B.items():
-        p.add_argument(
-            f"--{name.replace('_', '-')}",
-            dest=name,
-            type=float,
-            default=getattr(DEFAULT, name),
-            metavar="B",
-            help=f"per-field BM25F: the {section} section's b (default: --b)",
-        )
-    for section, name in SECTION_W.items():
-        p.add_argument(
-            f"--{name.replace('_', '-')}",
-            dest=name,
-            type=float,
-            default=getattr(DEFAULT, name),
-            metavar="W",
-            help=f"per-field BM25F: multiply the servers' weight of the {section} section "
-            "by W (default: 1)",
-        )
+    for names, metavar, what in (
+        (SECTION_B, "B", "the {} section's b (default: --b)"),
+        (SECTION_W, "W", "multiply the servers' weight of the {} section by W (default: 1)"),
+    ):
+        for section, name in names.items():
+            p.add_argument(
+                f"--{name.replace('_', '-')}",
+                dest=name,
+                type=float,
+                default=getattr(DEFAULT, name),
+                metavar=metavar,
+                help="per-field BM25F: " + what.format(section),
+            )
     p.add_argument(
         "--decay",
         type=float,
