@@ -118,10 +118,9 @@ class ArrayIndex:
         self.k1, self.b = k1, b
         #: Each section's b (per-field BM25F), or None: the sections merged.
         self.section_b = section_b
-        #: Each section's weight scale (per-field), or None: the servers' weights as
-        #: they are (:meth:`search.ranking.Params.section_scale`).
-        self.section_scale = section_scale
-        #: The body's scale (the other sections' are in their norms: ``restnorm``).
+        #: The body's weight scale (per-field, :meth:`search.ranking.Params.section_scale`;
+        #: 1: the servers' weight).  The other sections' are in their norms (``restnorm``);
+        #: the body's norm stays unscaled, as :meth:`length_factor` reads it.
         self.body_scale = 1.0 if section_scale is None else float(section_scale[0])
         #: The term space: stems to ids (``get``, ``in``, ``[]``, as a dict of every
         #: term would answer), each id's term and document frequency.
