@@ -194,6 +194,8 @@ def test_crawl_as_scrapyd_job_through_the_admin(
         time.sleep(0.5)
     else:
         raise AssertionError(f"job {crawl.job_id} not finished in Scrapyd: {jobs}")
+    # Scrapy writes its last log line after the spider_closed signal stored the statistics.
+    log = client.get(f"/admin/crawls/{crawl.id}/log").get_data(as_text=True)
     assert "Spider closed (finished)" in log
     data = client.get("/api/search?q=numbat").get_json()
     assert {h["url"] for h in data["hits"]} == {site.url, site.url + "n.html"}

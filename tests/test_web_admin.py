@@ -516,12 +516,14 @@ def test_local_crawl_from_the_admin(tmp_path: Path, site: Site) -> None:
         crawl = s.scalars(select(Crawl)).one()  # the placeholder was merged into it
     assert crawl.job_id and crawl.finish_reason == "finished", crawl.finish_reason
     assert crawl.stats.get("site/pages") == 3
+    # The crawl is finished once its statistics are stored, in the spider_closed signal;
+    # Scrapy writes its last log line after that, so read the log once the process is gone.
+    app.extensions["spidersite.runner"].wait(60)
     log = client.get(f"/admin/crawls/{crawl.id}/log").get_data(as_text=True)
     assert "Spider closed (finished)" in log
     data = client.get("/api/search?q=quokka").get_json()
     assert [h["url"] for h in data["hits"]][:1] == [site.url + "q.html"]
     assert client.get("/api/search?q=wombat").get_json()["total"] == 0
-    app.extensions["spidersite.runner"].wait(60)
 
 
 def test_stop_a_local_crawl(tmp_path: Path, site: Site) -> None:
