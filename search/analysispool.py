@@ -49,9 +49,8 @@ from typing import Any
 
 from search.analysis import SECTIONS, PackedWords, analyze_packed, page_sections
 from search.content import release_caches, split_content
-from search.process import freeze_startup, release_memory
+from search.process import freeze_startup, release_memory, watch_parent
 from search.rows import DocumentRow
-from search.worker import watch_parent
 
 logger = logging.getLogger(__name__)
 

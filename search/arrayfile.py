@@ -1,9 +1,9 @@
 """The array file of a Whoosh segment: the ``words`` field's postings as flat numpy
 arrays, written by :class:`search.arraycodec.ArrayCodec` for every segment Whoosh writes
 (new documents and merges alike) and read back by :mod:`search.arrayreader`
-(:meth:`SegmentArrays.read`).  This module holds the file's layout and its writer
-(:func:`write_arrays`).  What is done with them (ranking, filters, query expansion) is
-:mod:`search.arrays`'s.
+(:meth:`search.arrayreader.SegmentArrays.read`).  This module holds the file's layout
+and its writer (:func:`write_arrays`).  What is done with them (ranking, filters, query
+expansion) is :mod:`search.arrays`'s.
 
 One more file of each segment, ``<segment>.wpa``:
 
@@ -266,9 +266,9 @@ def write_arrays(
     buffer: int | None = None,
     sections: _Column | None = None,
 ) -> None:
-    """Write an array file (layout: :func:`decode_arrays`) into the open file *f*, reading
-    and sorting at most *buffer* postings at a time (by default :func:`sort_postings`,
-    from :data:`SORT_BYTES`).
+    """Write an array file (layout: :func:`search.arrayreader.decode_arrays`) into the
+    open file *f*, reading and sorting at most *buffer* postings at a time (by default
+    :func:`sort_postings`, from :data:`SORT_BYTES`).
 
     The postings come in term order (*starts* gives each term's slice of *docs* and
     *tfs*, and of *sections*, :data:`N_SECTIONS` weighted counts a posting; without
@@ -410,8 +410,8 @@ def encode_arrays(
     buffer: int | None = None,
     sections: Any = None,
 ) -> bytes:
-    """The bytes of an array file (layout: :func:`decode_arrays`) of postings held in
-    memory (:func:`write_arrays` writes one of a segment's postings)."""
+    """The bytes of an array file (layout: :func:`search.arrayreader.decode_arrays`) of
+    postings held in memory (:func:`write_arrays` writes one of a segment's postings)."""
     docs_c = _Column("I", np.uint32, None, 1 << 62)
     docs_c.buf.frombytes(bytes(docs))
     tfs_c = _Column("f", np.float32, None, 1 << 62)
@@ -423,13 +423,3 @@ def encode_arrays(
     out = io.BytesIO()
     write_arrays(out, terms, starts, docs_c, tfs_c, lengths, docids, buffer, sections_c)
     return out.getvalue()
-
-
-def __getattr__(name: str) -> Any:
-    # The reader (:func:`decode_arrays`, :class:`SegmentArrays`) is its own module,
-    # :mod:`search.arrayreader`, which reads this one's layout.
-    if name in ("decode_arrays", "SegmentArrays"):
-        from search import arrayreader
-
-        return getattr(arrayreader, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

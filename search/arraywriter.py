@@ -31,7 +31,7 @@ class DocBatch:
     """Consecutive documents as arrays: each document's id, URL, host and number of
     postings, then every posting, document after document: its term id (an index into the
     writer's vocabulary) and its weighted count ``Σ_f w_f · count_f`` (what
-    :attr:`search.index.IndexDoc.weights` holds).  Postings of weight 0 are left out, as
+    :attr:`search.doccolumns.IndexDoc.weights` holds).  Postings of weight 0 are left out, as
     :func:`search.index.postings` leaves them out."""
 
     docids: Sequence[int]
@@ -41,7 +41,7 @@ class DocBatch:
     terms: np.ndarray
     weights: np.ndarray
     #: Each posting's weighted count per section ``w_f · count_f`` (one row a posting,
-    #: :data:`search.analysis.SECTIONS` order; :attr:`search.index.IndexDoc.sections`);
+    #: :data:`search.analysis.SECTIONS` order; :attr:`search.doccolumns.IndexDoc.sections`);
     #: None: each weight counts as body.
     sections: np.ndarray | None = None
 

@@ -2,7 +2,7 @@
 its indexer (:class:`search.indexer.Batch`) and what the incremental writer gathers the
 documents it is given into (:meth:`search.indexwriter.IncrementalSegmentWriter.add_columns`).
 
-A document as :class:`search.index.IndexDoc` holds two dicts (a weight and a tuple of six
+A document as :class:`IndexDoc` holds two dicts (a weight and a tuple of six
 weighted counts per stem): for a page of ~385 stems, making one from the analyzer's
 records and pickling it cost the worker ~0.63 ms and the message ~32 kB, and the
 indexer ~0.29 ms to unpickle it and read it into arrays.  In columns (the stems, then
@@ -15,16 +15,13 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from search.analysis import DEFAULT_WEIGHTS, SECTIONS, PackedWords, WordRecord
-
-if TYPE_CHECKING:
-    from search.index import IndexDoc
 
 N_SECTIONS = len(SECTIONS)
 
@@ -47,12 +44,55 @@ def section_vector(section_weights: Mapping[str, float] | None) -> list[float]:
 
 
 @dataclass(slots=True)
+class IndexDoc:
+    """One document as the index sees it: its stems with their weighted counts
+    ``Σ_f w_f · count_f`` (:attr:`search.analysis.WordRecord.weight`), and per stem its
+    weighted count per section ``w_f · count_f`` in :data:`search.analysis.SECTIONS`
+    order (what per-field BM25F ranks on; a stem without them counts as body)."""
+
+    docid: int
+    url: str
+    host: str
+    weights: dict[str, float] = field(default_factory=dict)
+    sections: dict[str, tuple[float, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def from_records(
+        cls,
+        docid: int,
+        url: str,
+        host: str,
+        records: Iterable[WordRecord],
+        max_terms: int | None = None,
+        section_weights: Mapping[str, float] | None = None,
+    ) -> IndexDoc:
+        """The document of analyzer records, whose weights are already merged, weighed
+        per section with *section_weights* (the server's; the defaults where not given).
+
+        *max_terms* keeps only that many distinct stems (highest weights first), the design
+        documents' cap on the words indexed per page.
+        """
+        recs = capped(records, max_terms)
+        by_section = section_vector(section_weights)
+        return cls(
+            docid,
+            url,
+            host,
+            {r.stem: r.weight for r in recs},
+            {
+                r.stem: tuple(c * ws for c, ws in zip(r.counts, by_section, strict=True))
+                for r in recs
+            },
+        )
+
+
+@dataclass(slots=True)
 class DocColumns:
     """Consecutive documents: each one's id, URL, host and number of stems, then every
     stem, document after document, and its weighted count ``Σ_f w_f · count_f``
     (*weights*); and each stem's weighted counts per section ``w_f · count_f``
     (:meth:`weighted_sections`, one row a stem, :data:`search.analysis.SECTIONS` order),
-    as :class:`search.index.IndexDoc` holds them.  These are kept either as they are
+    as :class:`IndexDoc` holds them.  These are kept either as they are
     (*sections*), or as each stem's counts per section (*counts*, whole numbers) and each
     document's section weights (*section_weights*, one row a document): made from the
     analyzer's records, the counts pickle in 2 bytes each (4 past 65,535) instead of 8."""
@@ -157,9 +197,7 @@ class DocColumns:
         )
 
     def docs(self) -> Iterator[IndexDoc]:
-        """The documents one by one, as :class:`search.index.IndexDoc`."""
-        from search.index import IndexDoc
-
+        """The documents one by one, as :class:`IndexDoc`."""
         ends = np.cumsum(self.sizes).tolist()
         weights, sections = self.weights.tolist(), self.weighted_sections().tolist()
         start = 0

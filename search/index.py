@@ -1,9 +1,10 @@
 """The Whoosh adapter: schema, one writer, searcher.
 
-Everything that knows Whoosh lives here, behind :class:`IndexDoc`, :class:`Index` and
-:class:`IndexWriter`, and in :mod:`search.indexquery` (the weighting model and the queries
-of a parsed query), so the rest of the project could move to another engine; the schema
-is :mod:`search.indexschema`'s.
+Everything that knows Whoosh lives here, behind :class:`Index` and :class:`IndexWriter`,
+and in :mod:`search.indexquery` (the weighting model and the queries of a parsed query), so
+the rest of the project could move to another engine; the schema is
+:mod:`search.indexschema`'s.  Documents come as :class:`search.doccolumns.IndexDoc` (or
+:class:`search.doccolumns.DocColumns`), which know nothing of Whoosh.
 
 Documents arrive already analyzed: the crawler has counted every stem per section, so the
 index does not tokenize again.  The sections are merged into one field, ``words``, as BM25F
@@ -33,9 +34,8 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -46,11 +46,11 @@ from whoosh.filedb.filestore import FileStorage
 from whoosh.index import LockError
 from whoosh.writing import CLEAR, SegmentWriter
 
-from search.analysis import SECTIONS, WordRecord
+from search.analysis import SECTIONS
 from search.arraycodec import ArrayCodec
 from search.arrayfile import N_SECTIONS
 from search.budgets import LIMITMB
-from search.doccolumns import DocColumns, capped, section_vector
+from search.doccolumns import DocColumns, IndexDoc
 from search.indexrebuild import DocBatch, RebuildWriter, _RebuildSegmentWriter
 from search.indexschema import WORDS_FIELD, PreAnalyzed, make_schema, postings
 from search.indexwriter import IncrementalSegmentWriter
@@ -126,49 +126,6 @@ class IndexOutdated(SearchIndexError):
 
 class IndexUnavailable(SearchIndexError):
     """Another process is writing the index."""
-
-
-@dataclass(slots=True)
-class IndexDoc:
-    """One document as the index sees it: its stems with their weighted counts
-    ``Σ_f w_f · count_f`` (:attr:`search.analysis.WordRecord.weight`), and per stem its
-    weighted count per section ``w_f · count_f`` in :data:`search.analysis.SECTIONS`
-    order (what per-field BM25F ranks on; a stem without them counts as body)."""
-
-    docid: int
-    url: str
-    host: str
-    weights: dict[str, float] = field(default_factory=dict)
-    sections: dict[str, tuple[float, ...]] = field(default_factory=dict)
-
-    @classmethod
-    def from_records(
-        cls,
-        docid: int,
-        url: str,
-        host: str,
-        records: Iterable[WordRecord],
-        max_terms: int | None = None,
-        section_weights: Mapping[str, float] | None = None,
-    ) -> IndexDoc:
-        """The document of analyzer records, whose weights are already merged, weighed
-        per section with *section_weights* (the server's; the defaults where not given).
-
-        *max_terms* keeps only that many distinct stems (highest weights first), the design
-        documents' cap on the words indexed per page.
-        """
-        recs = capped(records, max_terms)
-        by_section = section_vector(section_weights)
-        return cls(
-            docid,
-            url,
-            host,
-            {r.stem: r.weight for r in recs},
-            {
-                r.stem: tuple(c * ws for c, ws in zip(r.counts, by_section, strict=True))
-                for r in recs
-            },
-        )
 
 
 class Index:

@@ -1,5 +1,5 @@
 """The writer of every incremental commit (:meth:`search.index.Index.writer`): documents
-(:class:`search.index.IndexDoc`) are gathered into arrays (:class:`DocBatch`, term ids of a
+(:class:`search.doccolumns.IndexDoc`) are gathered into arrays (:class:`DocBatch`, term ids of a
 vocabulary the writer grows as stems come: a dict, then, from the first segment merged, a
 sorted array, :class:`Vocabulary`) and written by the segment writer from arrays
 (:class:`search.arraywriter.ArraySegmentWriter`), and the segments a commit merges
@@ -23,7 +23,7 @@ from search.doccolumns import DocColumns
 from search.segmentwords import SegmentWords, WordsChunk, fixed_width_of
 
 if TYPE_CHECKING:
-    from search.index import IndexDoc
+    from search.doccolumns import IndexDoc
 
 #: Documents the writer gathers before it adds them as one batch.
 PENDING_DOCS = 256

@@ -4,7 +4,7 @@
 collector, once start-up is over; :func:`release_memory` gives a finished batch's or
 commit's memory back to the system; :func:`spawning` starts child processes without the
 parent's main script; :func:`spool_folder` makes the folder where a process leaves work
-for another.
+for another; :func:`watch_parent` ends a child process when its parent dies.
 """
 
 from __future__ import annotations
@@ -12,10 +12,14 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import logging
+import multiprocessing
 import os
 import shutil
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -93,3 +97,20 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # another user's process
         return True
     return True
+
+
+def watch_parent() -> None:
+    """Exit when the parent process dies (kill -9 included): what is in flight is lost, and
+    a resumed crawl fetches it again.  The initializer of the worker and of its analysis
+    processes."""
+    parent = multiprocessing.parent_process()
+
+    def watch() -> None:
+        while parent is not None and parent.is_alive():
+            time.sleep(0.5)
+        os._exit(1)
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s [%(name)s] %(levelname)s: %(message)s"
+    )
+    threading.Thread(target=watch, name="watch-parent", daemon=True).start()

@@ -10,7 +10,7 @@ re-visits; gone pages) goes to one worker process, which
    analyzes them itself);
 2. stores the batch in one transaction through :class:`search.store.DocumentStore`
    (idempotent upserts; the store retries with back-off while the database is unreachable);
-3. sends the stored pages, as :class:`search.index.IndexDoc`, to the indexer, its own child
+3. sends the stored pages, as :class:`search.doccolumns.IndexDoc`, to the indexer, its own child
    process (:class:`search.indexer.IndexerProcess`), the one writer of the Whoosh index.
 
 Every hand-off is bounded and pushes back: the crawler keeps at most ``queue_batches``
@@ -32,8 +32,6 @@ import logging
 import multiprocessing
 import os
 import shutil
-import threading
-import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -42,7 +40,7 @@ from typing import Any
 
 from search.budgets import LIMITMB, WORD_CACHE_BYTES
 from search.mergepolicy import MAX_MERGE_DOCS
-from search.process import spawning, spool_folder
+from search.process import spawning, spool_folder, watch_parent
 from search.rows import DocumentRow, ErrorRow, GoneRow, RevisitRow
 
 logger = logging.getLogger(__name__)
@@ -98,23 +96,6 @@ class Report:
     inc: Counter[str] = field(default_factory=Counter)
     values: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
-
-
-def watch_parent() -> None:
-    """Exit when the parent process dies (kill -9 included): what is in flight is lost, and
-    a resumed crawl fetches it again.  The initializer of the worker and of its analysis
-    processes."""
-    parent = multiprocessing.parent_process()
-
-    def watch() -> None:
-        while parent is not None and parent.is_alive():
-            time.sleep(0.5)
-        os._exit(1)
-
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s [%(name)s] %(levelname)s: %(message)s"
-    )
-    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
 
 
 #: In the worker process: the analysis processes' spool folder of the analyzed batches and

@@ -16,7 +16,7 @@ import pytest
 from whoosh import index as whoosh_index
 from whoosh.writing import CLEAR
 
-from search import arrayfile, arrays, ranking
+from search import arrayfile, arrayreader, arrays, ranking
 from search.analysis import analyze_document
 from search.arrays import ArrayIndex, TermModel, leaf_postings
 from search.index import (
@@ -332,7 +332,7 @@ def test_every_segment_has_its_array_file(index: Index) -> None:
     ix = index.open()
     with ix.searcher() as s:
         for r, _ in s.reader().leaf_readers():
-            a = arrayfile.SegmentArrays.read(Path(index.path), r.segment())
+            a = arrayreader.SegmentArrays.read(Path(index.path), r.segment())
             assert a is not None
             assert len(a.lengths) <= r.doc_count_all()
             assert int(a.starts[-1]) == len(a.docs) == len(a.fwd_terms)
@@ -460,7 +460,7 @@ def test_sections_by_section_whatever_the_writers_buffer() -> None:
         for buffer in (None, 1, 3, 7, 50)
     ]
     assert all(f == files[0] for f in files[1:])
-    a = arrayfile.decode_arrays(np.frombuffer(files[0], dtype=np.uint8))
+    a = arrayreader.decode_arrays(np.frombuffer(files[0], dtype=np.uint8))
     assert _dense_sections(a).tolist() == sections.tolist()
     assert len(a["extra_at"]) == int((sections[:, 1:] != 0).any(axis=1).sum())
 
@@ -473,7 +473,7 @@ def test_array_file_round_trip() -> None:
         np.array([1.0, 2.5, 4.0, 1.0, 3.0], dtype=np.float32).tobytes(),
         bytes([5, 6, 7, 8]),
     )
-    a = arrayfile.decode_arrays(np.frombuffer(data, dtype=np.uint8))
+    a = arrayreader.decode_arrays(np.frombuffer(data, dtype=np.uint8))
     assert a["docs"].tolist() == [0, 3, 1, 0, 2]
     assert a["lengths"].tolist() == [5, 6, 7, 8]
     # Document 0 holds alpha (1.0) and zeta (1.0); document 3 alpha (2.5).
@@ -495,7 +495,7 @@ def test_array_file_round_trip() -> None:
         bytes([5, 6, 7, 8]),
         sections=sections,
     )
-    a = arrayfile.decode_arrays(np.frombuffer(data, dtype=np.uint8))
+    a = arrayreader.decode_arrays(np.frombuffer(data, dtype=np.uint8))
     assert _dense_sections(a).tolist() == sections.tolist()
     # Stored by section: every posting's body, the other sections of those that have any.
     assert a["body"].tolist() == [0.5, 1.5, 0.0, 0.0, 0.0]
@@ -508,7 +508,7 @@ def test_array_file_round_trip() -> None:
         [1.5, 1.0],
     ]
     with pytest.raises(ValueError):
-        arrayfile.decode_arrays(np.frombuffer(b"garbage-garbage-", dtype=np.uint8))
+        arrayreader.decode_arrays(np.frombuffer(b"garbage-garbage-", dtype=np.uint8))
 
 
 def test_explanation_adds_up_to_the_hit_score(index: Index) -> None:
@@ -575,7 +575,7 @@ def test_array_file_is_the_same_in_any_buffer(buffer: int | None) -> None:
     data = arrayfile.encode_arrays(*args, docids=np.arange(n_docs, dtype=np.int32), buffer=buffer)
     whole = arrayfile.encode_arrays(*args, docids=np.arange(n_docs, dtype=np.int32), buffer=10**9)
     assert data == whole
-    a = arrayfile.decode_arrays(np.frombuffer(data, dtype=np.uint8))
+    a = arrayreader.decode_arrays(np.frombuffer(data, dtype=np.uint8))
     fwd_terms, fwd_tfs = _reference_forward(starts, docs, tfs)
     assert a["fwd_terms"].tolist() == fwd_terms.tolist()
     assert a["fwd_tfs"].tolist() == fwd_tfs.tolist()
@@ -598,7 +598,7 @@ def test_a_merge_holds_a_bounded_buffer_of_postings(
         held.append(len(self.buf) // per_posting)
         spill(self)
 
-    def build(folder: Path) -> list[arrayfile.SegmentArrays]:
+    def build(folder: Path) -> list[arrayreader.SegmentArrays]:
         rng = random.Random(4)
         ix = Index(folder)
         # The fifth commit merges the four before it (search.index.merge_policy).
@@ -609,7 +609,7 @@ def test_a_merge_holds_a_bounded_buffer_of_postings(
         out = []
         with ix.open().searcher() as s:
             for r, _ in s.reader().leaf_readers():
-                out.append(arrayfile.SegmentArrays.read(folder, r.segment()))
+                out.append(arrayreader.SegmentArrays.read(folder, r.segment()))
         return out
 
     whole = build(tmp_path / "whole")

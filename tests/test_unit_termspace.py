@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from search import arrayfile, arrayreader, termspace
+from search import arrayreader, termspace
 from search.analysis import analyze_document
 from search.index import Index, IndexDoc
 from search.query import parse_query
@@ -193,7 +193,6 @@ def test_opening_an_index_decodes_no_term(tmp_path: Path, monkeypatch: pytest.Mo
         assert [texts[g] for g in gids[np.argsort(rank)]] == sorted(texts)
         assert "中文" in texts and "café" in texts
         assert not decoded
-    assert arrayfile.SegmentArrays is arrayreader.SegmentArrays
 
 
 def test_seek_finds_the_first_term_at_or_after_one_from_anywhere() -> None:
