@@ -1,6 +1,7 @@
 """The README is the user's manual: every crawl setting, spider argument, sites-file key,
 ``python -m search`` subcommand and option is named in it (as a table row's first cell
-or in code), so that one added without its documentation fails here."""
+or in code), so that one added without its documentation fails here; and the defaults
+its tables give for the settings and the sites-file keys are the code's."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from search.cli import build_parser
-from search.servers import FIELD_NAMES
+from search.servers import DEFAULTS, FIELD_NAMES, parse_duration, parse_size
 from spidersite.arguments import KNOWN_ARGUMENTS
 from spidersite.crawlsettings import CrawlSettings
 
@@ -21,6 +22,39 @@ README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding=
 CODE = set(re.findall(r"`([^`\n]+)`", README))
 #: ... and every word of those spans (an option shown with its value, `--k1 K`).
 CODE_WORDS = {word for span in CODE for word in re.split(r"[\s=,/\[\]()|]+", span) if word}
+
+
+def _table_rows() -> dict[str, tuple[list[str], int]]:
+    """The README's table rows by the names in their first cell (`a`, `b` | … ): the
+    other cells of the first row naming each, and which of the cell's names it is."""
+    rows: dict[str, tuple[list[str], int]] = {}
+    for line in README.splitlines():
+        m = re.match(r"^\|\s*((?:`[A-Za-z_0-9]+`,?\s*)+)\|(.*)\|\s*$", line)
+        if m:
+            cells = [c.strip() for c in m.group(2).split("|")]
+            for at, name in enumerate(re.findall(r"`([A-Za-z_0-9]+)`", m.group(1))):
+                rows.setdefault(name, (cells, at))
+    return rows
+
+
+ROWS = _table_rows()
+
+
+def _documented_default(cell: str, default: object, at: int = 0) -> object:
+    """The value the README's default *cell* gives, read as *default* is typed (the
+    *at*-th of a cell naming several, "`"1h"`, `"90d"`"); a sentence stays text."""
+    words = [w.strip().strip("`").strip('"') for w in cell.split(" (")[0].split(",")]
+    word = words[at] if at < len(words) else words[0]
+    if isinstance(default, bool):
+        return {"true": True, "false": False}.get(word, word)
+    if default is None:
+        return None if word in ("none", "from the page") else word
+    if isinstance(default, int | float):
+        try:
+            return float(word)
+        except ValueError:
+            return word
+    return word
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:
@@ -33,6 +67,50 @@ def _subcommands() -> dict[str, argparse.ArgumentParser]:
 @pytest.mark.parametrize("name", sorted(f.name.upper() for f in dataclasses.fields(CrawlSettings)))
 def test_every_crawl_setting_is_documented(name: str) -> None:
     assert name in CODE_WORDS, f"setting {name} is not in the README"
+
+
+#: Settings whose default the README describes (it depends on the machine).
+DESCRIBED = {"ANALYZE_PROCESSES"}
+SETTING_DEFAULTS = {
+    f.name.upper(): f.default
+    for f in dataclasses.fields(CrawlSettings)
+    # those resolved from the environment are described too
+    if f.default is not dataclasses.MISSING
+    and not f.metadata.get("resolved")
+    and f.name.upper() not in DESCRIBED
+}
+
+
+@pytest.mark.parametrize("name", sorted(SETTING_DEFAULTS))
+def test_every_crawl_settings_default_is_the_readmes(name: str) -> None:
+    default = SETTING_DEFAULTS[name]
+    cell = ROWS[name][0][1]
+    if default is None:  # a path under the data folder, or no value
+        assert _documented_default(cell, None) is None or "<data dir>" in cell, (name, cell)
+    else:
+        assert _documented_default(cell, default) == default, (name, cell, default)
+
+
+#: How a sites-file key's default is written when it is not a plain value.
+KEY_PARSERS = {
+    "max_size": parse_size,
+    "period": parse_duration,
+    "min_period": parse_duration,
+    "max_period": parse_duration,
+}
+
+
+@pytest.mark.parametrize("name", sorted(k for k in FIELD_NAMES if k in DEFAULTS))
+def test_every_sites_file_keys_default_is_the_readmes(name: str) -> None:
+    default = DEFAULTS[name]
+    cells, at = ROWS[name]
+    if name in KEY_PARSERS:
+        word = _documented_default(cells[1], "", at)
+        assert KEY_PARSERS[name](word) == default, (name, cells[1], default)
+    elif isinstance(default, tuple):  # allow / deny: every URL, no URL
+        assert not default and cells[1] in ("all", "none"), (name, cells[1])
+    else:
+        assert _documented_default(cells[1], default, at) == default, (name, cells[1], default)
 
 
 @pytest.mark.parametrize("name", sorted(KNOWN_ARGUMENTS))
