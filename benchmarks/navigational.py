@@ -16,7 +16,8 @@ weight of the term-proximity bonus instead (``Params.proximity``, the prior at i
 default); ``--proximity W`` sets it while the prior's weight varies; ``--vary
 fb_min_words`` varies the fewest distinct words of a query expanded (``Params.fb_min_words``,
 1 to 5: which keyword queries query expansion rewrites); ``--vary w_title`` the title's
-weight scale (``Params.w_title``: 1 is the servers' weight, 4 by default).
+weight scale (``Params.w_title``: 1 is the servers' weight, 4 by default); ``--vary k1``
+and ``--vary b`` BM25's parameters (every section's b).
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ VALUES: dict[str, tuple[float, ...]] = {
     "fb_min_words": (5, 4, 3, 2, 1),
     # The title's weight scale (1: the servers' weight, 4 by default).
     "w_title": (1.0, 0.25, 0.5, 0.75, 1.5, 2.0),
+    # BM25's saturation and length normalisation (the defaults first).
+    "k1": (1.2, 0.9, 1.6, 2.0, 3.0, 4.0),
+    "b": (0.75, 0.3, 0.4, 0.5, 0.6, 0.9),
 }
 
 
