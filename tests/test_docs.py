@@ -1,7 +1,7 @@
 """The README is the user's manual: every crawl setting, spider argument, sites-file key,
 ``python -m search`` subcommand and option is named in it (as a table row's first cell
 or in code), so that one added without its documentation fails here; and the defaults
-its tables give for the settings and the sites-file keys are the code's."""
+its tables give for the settings, the sites-file keys and the options are the code's."""
 
 from __future__ import annotations
 
@@ -134,6 +134,39 @@ def test_every_search_subcommand_and_option_is_documented(name: str) -> None:
     }
     missing = sorted(o for o in options if o not in CODE_WORDS)
     assert not missing, f"options of {name} not in the README: {missing}"
+
+
+def _option_defaults() -> dict[str, list[str]]:
+    """The README's option rows (`--name VALUE` | default | …): each option's default
+    cells, one a row naming it."""
+    rows: dict[str, list[str]] = {}
+    for line in README.splitlines():
+        m = re.match(r"^\|\s*((?:`--[a-z0-9-]+[^`]*`,?\s*)+)\|(.*)\|\s*$", line)
+        if m:
+            cell = m.group(2).split("|")[0].strip()
+            for name in re.findall(r"`(--[a-z0-9-]+)", m.group(1)):
+                rows.setdefault(name, []).append(cell)
+    return rows
+
+
+OPTION_DEFAULTS = _option_defaults()
+#: A default cell that gives a value: a number, or a word in code (`rm3`).
+VALUE = re.compile(r"^(?:-?\d+(?:\.\d+)?|`[A-Za-z0-9][A-Za-z0-9_.-]*`)(?: \(.*\))?$")
+
+
+@pytest.mark.parametrize("name", sorted(_subcommands()))
+def test_every_search_options_default_is_the_readmes(name: str) -> None:
+    checked = 0
+    for action in _subcommands()[name]._actions:
+        if action.default in (None, argparse.SUPPRESS) or isinstance(action.default, bool):
+            continue
+        for option in action.option_strings:
+            for cell in OPTION_DEFAULTS.get(option, []):
+                if VALUE.match(cell):
+                    given = _documented_default(cell, action.default)
+                    assert given == action.default, (name, option, cell, action.default)
+                    checked += 1
+    assert checked or name not in ("query", "eval", "reindex", "serve")
 
 
 def test_a_name_missing_from_the_readme_is_found() -> None:
