@@ -111,6 +111,10 @@ def test_pages(crawled: CrawlResult) -> None:
     first = names(hits(crawled, "stripes", "-n", "1"))
     second = names(hits(crawled, "stripes", "-n", "1", "--page", "2"))
     assert len(first) == 1 and len(second) == 1 and first != second
+    # A page past the last says so, and how many there are (not "No results").
+    proc = run_search("stripes", "-n", "1", "--page", "50", data_dir=crawled.data_dir)
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("No results on page 50 for 'stripes': 2 results, 2 pages of 1.")
 
 
 def test_crawled_markup_is_escaped(crawled: CrawlResult) -> None:
@@ -195,6 +199,28 @@ def test_no_index_yet(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize(
+    "command", [["status"], ["errors"], ["check", "--dry-run"], ["query", "foo"], ["cached", "u"]]
+)
+def test_a_database_that_cannot_be_opened_is_one_line(
+    command: list[str], crawled: CrawlResult, tmp_path: Path
+) -> None:
+    # A server that does not answer, then a file that is not a database: each the read-only
+    # commands' first read, not a traceback from their first query (a search finds the
+    # index first: the crawl's).
+    command = [*command, "--index-dir", str(crawled.data_dir / "index")]
+    unreachable = "postgresql://someone:secret@127.0.0.1:1/nowhere"
+    proc = run_search(*command, data_dir=tmp_path, database_url=unreachable)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("error: cannot open database postgresql"), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and "secret" not in proc.stderr
+    (tmp_path / "not.db").write_text("not a database")
+    proc = run_search(*command, data_dir=tmp_path, database_url=f"sqlite:///{tmp_path}/not.db")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().endswith("file is not a database"), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+
+
 def test_reindex_rebuilds_the_same_index(crawled: CrawlResult, tmp_path: Path) -> None:
     before = [(h["url"], round(h["score"], 6)) for h in hits(crawled, "stripes black")]
     index = crawled.data_dir / "index"
@@ -221,6 +247,32 @@ def test_status(crawled: CrawlResult) -> None:
     assert data["crawls"] == 1
     # The crawl's indexer wrote an index of the current format (array postings).
     assert data["index_format"] == f"{FORMAT} (current)"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--kind", "bogus"], "invalid choice: 'bogus'"),
+        (["--server", "example.org"], "--server: 'example.org' is not a URL"),
+    ],
+)
+def test_errors_refuses_a_filter_that_matches_nothing_ever(
+    crawled: CrawlResult, args: list[str], message: str
+) -> None:
+    proc = run_search("errors", *args, data_dir=crawled.data_dir)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_a_dry_check_without_an_index_writes_none(crawled: CrawlResult, tmp_path: Path) -> None:
+    data = tmp_path / "copy"
+    shutil.copytree(crawled.data_dir, data, ignore=shutil.ignore_patterns("index"))
+    proc = run_search("check", "--dry-run", "--json", data_dir=data)
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["in_index"] == 0 and report["missing"] and not report["repaired"]
+    assert not (data / "index").exists()
+    assert run_search("check", data_dir=data).returncode == 0  # the repair creates it
+    assert (data / "index").exists()
 
 
 def test_older_index_is_refused_until_rebuilt(crawled: CrawlResult, tmp_path: Path) -> None:

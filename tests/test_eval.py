@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from search.cli import main
-from search.commands._common import CLIError
+from search.commands._common import EXIT_USAGE, CLIError
 from search.commands.eval import parse_sweep
 from search.evaluation import Evaluation, cross_validate, doc_name, evaluate, ranked
 from search.ranking import DEFAULT
@@ -191,8 +191,9 @@ def test_ranking_options_give_the_bm25f_form_and_each_sections_b() -> None:
     "spec", ["k1", "k1=", "k3=1", "k1=1:0:0.1", "k1=0:1:0", "b=2", "k1=1,k1=2", "k1=a:b:c"]
 )
 def test_parse_sweep_refuses(spec: str) -> None:
-    with pytest.raises(CLIError):
+    with pytest.raises(CLIError) as refused:
         parse_sweep(spec, DEFAULT)
+    assert refused.value.code == EXIT_USAGE  # a usage error, as argparse's are
 
 
 def _evaluation(maps: dict[str, float]) -> Evaluation:

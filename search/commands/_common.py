@@ -10,6 +10,9 @@ import argparse
 import os
 from typing import Any
 
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
+
 from search import config, db
 from search.index import Index
 
@@ -49,7 +52,8 @@ def open_engine(args: argparse.Namespace, upgrade: bool = True) -> Any:
     """The database of the storage options, as one-line errors when it cannot be used.
 
     With ``upgrade=False`` a missing SQLite file is an error (read-only commands must not
-    create an empty database).
+    create an empty database), and the database is read once (its schema's revision), so
+    that one that cannot be opened fails here.
     """
     url = config.database_url(args.database_url, args.data_dir)
     if url.startswith("sqlite:///") and not upgrade:
@@ -59,9 +63,21 @@ def open_engine(args: argparse.Namespace, upgrade: bool = True) -> Any:
                 f"no database at {path} yet: crawl a site first (scrapy crawl site -a seeds=URL)"
             )
     try:
-        return db.connect(url, upgrade=upgrade)
+        engine = db.connect(url, upgrade=upgrade)
+        if not upgrade:
+            # Read now, so that a server that cannot be reached or a file that is not a
+            # database is one line here, not a traceback from the command's first query.
+            db.schema_revision(engine)
     except db.DatabaseError as exc:
-        raise CLIError(str(exc)) from None
+        raise CLIError(_one_line(str(exc))) from None
+    except DBAPIError as exc:
+        raise CLIError(_one_line(f"cannot open database {make_url(url)!r}: {exc.orig}")) from None
+    return engine
+
+
+def _one_line(message: str) -> str:
+    """*message* on one line (a driver's message may run over several)."""
+    return " ".join(message.split())
 
 
 def open_index(args: argparse.Namespace) -> Index:

@@ -30,7 +30,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
     engine = open_engine(args, upgrade=False)
     index = open_index(args)
-    if not index.exists():
+    if not index.exists() and not args.dry_run:  # a dry run reads no index as empty
         index.open(create=True)
     result = check(engine, index, repair=not args.dry_run)
     if args.json:

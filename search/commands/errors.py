@@ -21,6 +21,7 @@ def add_parser(sub: Any, common: Any) -> None:
     p.add_argument("--server", metavar="URL", help="only this server (e.g. https://example.org/)")
     p.add_argument(
         "--kind",
+        choices=CrawlError.KINDS,
         metavar="KIND",
         help=f"only this kind: {', '.join(CrawlError.KINDS)}",
     )
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from sqlalchemy import func, select
 
     from search.models import CrawlError, Server
-    from search.urls import origin
+    from search.urls import check_url, origin
 
     if args.limit < 1:
         raise CLIError("-n must be at least 1", EXIT_USAGE)
@@ -51,9 +52,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     ).outerjoin(Server, Server.id == CrawlError.server_id)
     if args.server:
         try:
-            q = q.where(Server.url == origin(args.server))
+            q = q.where(Server.url == origin(check_url(args.server)))
         except ValueError:
-            raise CLIError(f"--server: {args.server!r} is not a URL", EXIT_USAGE) from None
+            raise CLIError(
+                f"--server: {args.server!r} is not a URL (e.g. https://example.org/)", EXIT_USAGE
+            ) from None
     if args.kind:
         q = q.where(CrawlError.kind == args.kind)
     if args.crawl is not None:

@@ -110,9 +110,11 @@ def parse_sweep(spec: str, base: Any) -> tuple[list[str], list[Any]]:
         name, sep, values = item.strip().partition("=")
         name = name.strip().replace("-", "_")
         if not sep or not name or not values.strip():
-            raise CLIError(f"--sweep: expected name=start:stop:step or name=v1/v2, not {item!r}")
+            raise CLIError(
+                f"--sweep: expected name=start:stop:step or name=v1/v2, not {item!r}", EXIT_USAGE
+            )
         if any(name == n for n, _ in axes):
-            raise CLIError(f"--sweep: {name} is given twice")
+            raise CLIError(f"--sweep: {name} is given twice", EXIT_USAGE)
         axes.append((name, _sweep_values(values.strip(), item)))
     grid: list[Any] = []
     swept = [n for n, _ in axes]
@@ -130,12 +132,12 @@ def _sweep_values(values: str, item: str) -> list[str]:
     try:
         start, stop, step = (float(v) for v in values.split(":"))
     except ValueError:
-        raise CLIError(f"--sweep: {item!r}: expected start:stop:step numbers") from None
+        raise CLIError(f"--sweep: {item!r}: expected start:stop:step numbers", EXIT_USAGE) from None
     if step <= 0 or stop < start:
-        raise CLIError(f"--sweep: {item!r}: the step must be positive, stop >= start")
+        raise CLIError(f"--sweep: {item!r}: the step must be positive, stop >= start", EXIT_USAGE)
     count = math.floor((stop - start) / step + 1e-9) + 1
     if count > 1000:
-        raise CLIError(f"--sweep: {item!r}: {count} values (at most 1000)")
+        raise CLIError(f"--sweep: {item!r}: {count} values (at most 1000)", EXIT_USAGE)
     return [f"{round(start + i * step, 10):g}" for i in range(count)]
 
 

@@ -260,6 +260,14 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     mark = ("\033[1m", "\033[0m") if color else ("[", "]")
     if result.suggestion is not None:
         out.write(f"Did you mean: {result.suggestion}\n")
+    if not result.hits and result.total:  # a page past the last
+        pages = -(-result.total // args.limit)
+        out.write(
+            f"No results on page {args.page} for {text!r}: "
+            f"{'' if result.total_exact else 'about '}{result.total} results, "
+            f"{pages} page{'s' if pages != 1 else ''} of {args.limit}.\n"
+        )
+        return 0
     if not result.hits:
         out.write(f"No results for {text!r} ({result.seconds * 1000:.0f} ms).\n")
         return 0

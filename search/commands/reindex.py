@@ -27,9 +27,9 @@ def add_parser(sub: Any, common: Any) -> None:
     p.add_argument(
         "--batch-size",
         type=int,
-        default=2000,
         metavar="N",
-        help="documents between progress updates (default: 2000)",
+        help="documents read from the database at a time, and between progress updates; "
+        "at most 500 (default: 500)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
@@ -91,9 +91,11 @@ def add_parser(sub: Any, common: Any) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from tqdm import tqdm
 
-    from search.reindex import count_indexable, rebuild, reindex, use_reader
+    from search.reindex import READ_PAGE, count_indexable, rebuild, reindex, use_reader
     from search.store import vacuum_dead_rows
 
+    if args.batch_size is None:
+        args.batch_size = READ_PAGE
     if args.batch_size < 1:
         raise CLIError("--batch-size must be at least 1", 2)
     if args.follow:

@@ -66,5 +66,5 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             for k, v in sorted(value.items()):
                 out.write(f"  {k:<20} {v}\n")
         else:
-            out.write(f"{key + ':':<18} {value}\n")
+            out.write(f"{key + ':':<18} {'-' if value is None else value}\n")
     return 0
