@@ -18,7 +18,13 @@ from types import ModuleType
 from typing import TextIO
 
 from search import __version__
-from search.commands._common import EXIT_FAILURE, EXIT_USAGE, CLIError, add_common
+from search.commands._common import (
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    STORAGE_OPTIONS,
+    CLIError,
+    add_common,
+)
 from search.index import SearchIndexError
 
 DEFAULT_COMMAND = "query"
@@ -54,7 +60,18 @@ def build_parser(modules: dict[str, ModuleType] | None = None) -> argparse.Argum
 
 
 def normalize_argv(argv: list[str], names: Sequence[str]) -> list[str]:
-    """Insert the implicit ``query`` command when the first argument is not a command."""
+    """Insert the implicit ``query`` command when the first argument is not a command;
+    storage options given before the command's name go after it
+    (``--data-dir D status`` is ``status --data-dir D``)."""
+    lead: list[str] = []
+    rest = list(argv)
+    while rest and rest[0].partition("=")[0] in STORAGE_OPTIONS:
+        take = 1 if "=" in rest[0] else 2
+        lead, rest = lead + rest[:take], rest[take:]
+    if lead:
+        if rest and rest[0] in names:
+            return [rest[0], *lead, *rest[1:]]
+        return [DEFAULT_COMMAND, *lead, *rest]
     if not argv or argv[0] in ("-h", "--help", "--version") or argv[0] in names:
         return argv
     return [DEFAULT_COMMAND, *argv]

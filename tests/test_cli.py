@@ -56,6 +56,26 @@ def names(found: list[dict]) -> list[str]:
     return [h["url"].rsplit("/", 1)[-1] for h in found]
 
 
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["vacuum", "full"], ["query", "vacuum", "full"]),
+        (["status", "--json"], ["status", "--json"]),
+        (["--data-dir", "D", "status"], ["status", "--data-dir", "D"]),
+        (
+            ["--data-dir=D", "--index-dir", "I", "check"],
+            ["check", "--data-dir=D", "--index-dir", "I"],
+        ),
+        (["--data-dir", "D", "vacuum"], ["query", "--data-dir", "D", "vacuum"]),
+        (["--version"], ["--version"]),
+    ],
+)
+def test_storage_options_may_come_before_the_command(argv: list[str], expected: list[str]) -> None:
+    from search.cli import commands, normalize_argv
+
+    assert normalize_argv(argv, list(commands())) == expected
+
+
 def test_any_word_default_and_all_words(crawled: CrawlResult) -> None:
     assert set(names(hits(crawled, "giraffe", "lion"))) >= {"giraffe.html", "lion.html"}
     assert names(hits(crawled, "--all", "zebra", "night")) == ["lion.html"]
@@ -261,6 +281,14 @@ def test_errors_refuses_a_filter_that_matches_nothing_ever(
 ) -> None:
     proc = run_search("errors", *args, data_dir=crawled.data_dir)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_reindex_of_no_database_creates_none(tmp_path: Path) -> None:
+    # A mistyped --data-dir: not an empty database and index, "Indexed 0 documents".
+    proc = run_search("reindex", "--quiet", data_dir=tmp_path / "typo")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: no database at "), proc.stderr
+    assert not (tmp_path / "typo").exists()
 
 
 def test_a_dry_check_without_an_index_writes_none(crawled: CrawlResult, tmp_path: Path) -> None:

@@ -28,6 +28,11 @@ class CLIError(Exception):
         self.code = code
 
 
+#: The storage options (:func:`add_common`): every command takes them, and they may come
+#: before the command's name too (:func:`search.cli.normalize_argv`).
+STORAGE_OPTIONS = ("--data-dir", "--database-url", "--index-dir")
+
+
 def add_common(parser: argparse.ArgumentParser) -> None:
     """The storage options every command takes."""
     parser.add_argument(
@@ -48,15 +53,16 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def open_engine(args: argparse.Namespace, upgrade: bool = True) -> Any:
+def open_engine(args: argparse.Namespace, upgrade: bool = True, create: bool | None = None) -> Any:
     """The database of the storage options, as one-line errors when it cannot be used.
 
-    With ``upgrade=False`` a missing SQLite file is an error (read-only commands must not
-    create an empty database), and the database is read once (its schema's revision), so
-    that one that cannot be opened fails here.
+    With ``upgrade=False`` (or ``create=False``) a missing SQLite file is an error
+    (read-only commands must not create an empty database, nor a rebuild one of nothing).
+    With ``upgrade=False`` the database is read once (its schema's revision), so that one
+    that cannot be opened fails here.
     """
     url = config.database_url(args.database_url, args.data_dir)
-    if url.startswith("sqlite:///") and not upgrade:
+    if url.startswith("sqlite:///") and not (upgrade if create is None else create):
         path = url[len("sqlite:///") :]
         if not os.path.exists(path):
             raise CLIError(

@@ -100,7 +100,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         raise CLIError("--batch-size must be at least 1", 2)
     if args.follow:
         return follow(args, out)
-    engine = open_engine(args)
+    engine = open_engine(args, create=False)  # a rebuild of no database is a mistyped path
     index = open_index(args)
     total = count_indexable(engine, only_unindexed=args.new)
     bar = tqdm(total=total, unit="doc", desc="reindex", disable=args.quiet, file=sys.stderr)
