@@ -112,6 +112,21 @@ def test_json_endpoint(client: Any, crawled: CrawlResult) -> None:
     assert client.get("/api/search?q=lion&mode=some").status_code == 400
     spec = client.get("/api/openapi.json").get_json()
     assert "/api/search" in spec["paths"]
+    # In the order the CLI's --json prints them (Flask sorts keys unless told not to).
+    assert list(data)[:3] == ["query", "suggestion", "total"], list(data)
+
+
+def test_api_errors_are_json_and_odd_ids_are_404(client: Any) -> None:
+    for path in ("/api/nothing", "/api/search/extra"):
+        resp = client.get(path)
+        assert resp.status_code == 404 and resp.get_json()["error"].startswith("Not Found")
+    resp = client.post("/api/search?q=lion")
+    assert resp.status_code in (400, 405) and "error" in resp.get_json()
+    # An id past the database's 64-bit integers names no document: 404, not a 500.
+    for path in ("/doc/9223372036854775808", "/doc/99999999999999999999/text"):
+        assert client.get(path).status_code == 404, path
+    assert client.get("/doc/99999999999999999999/cached").status_code == 404
+    assert client.get("/doc/9223372036854775807").status_code == 404
 
 
 def test_api_search_keeps_the_index_open_between_requests(

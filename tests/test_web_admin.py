@@ -186,6 +186,9 @@ def server_form(**values: Any) -> dict[str, Any]:
         ("bodyweight", "-0.5", "must be ≥ 0"),
         ("read_timeout", "0", "must be > 0"),
         ("period", "soon", "is not a duration"),
+        ("max_period", "later", "is not a duration"),
+        ("max_size", "huge", "is not a size"),
+        ("max_pages", "-2", "must be ≥ 0"),
         ("proxy", "nohostport", 'is not "host:port"'),
         ("basic_auth", "nocolon", 'must be "user:password"'),
         ("language", "klingon", "is not a language"),
@@ -224,7 +227,16 @@ def test_add_fix_edit_server_and_seeds(admin: tuple[Any, str], app: Any) -> None
     good = client.post(
         "/admin/servers/new",
         data={
-            **server_form(maxhops="3", period="12h", titleweight="5.5", basic_auth="me:pw"),
+            **server_form(
+                maxhops="3",
+                period="12h",
+                titleweight="5.5",
+                basic_auth="me:pw",
+                min_period="2h",
+                max_period="30d",
+                max_size="10MB",
+                max_pages="250",
+            ),
             "allow": "^http://docs\\.example/manual/\n\n/guide/",
             "csrf_token": csrf,
         },
@@ -236,6 +248,9 @@ def test_add_fix_edit_server_and_seeds(admin: tuple[Any, str], app: Any) -> None
         config = server.admin_config
     assert config["maxhops"] == 3 and config["period"] == 43200
     assert config["titleweight"] == 5.5 and config["userobots"] is True
+    # every field of the sites file, the adaptive re-crawl's bounds and the caps included
+    assert config["min_period"] == 7200 and config["max_period"] == 30 * 86400
+    assert config["max_size"] == 10 << 20 and config["max_pages"] == 250
     assert config["allow"] == ["^http://docs\\.example/manual/", "/guide/"]
     page = client.get(good.headers["Location"]).get_data(as_text=True)
     assert "me:pw" not in page  # the password is never shown
@@ -443,6 +458,11 @@ def test_crawl_log_overview_and_crawl_pages(admin: tuple[Any, str], app: Any) ->
     assert "1 errors" in html and "HTTP 404" in html
     assert "HTTP 500" in client.get("/admin/log?kind=http").get_data(as_text=True)
     assert client.get("/admin/log?server=x' OR 1=1 --&kind=';DROP").status_code == 200
+    # Digits that are no database id are no filter: never a database error.
+    for odd in ("server=%C2%B2", "server=99999999999999999999", "page=99999999999999999999"):
+        assert client.get(f"/admin/log?{odd}").status_code == 200, odd
+    assert client.get("/admin/crawls/99999999999999999999").status_code == 404
+    assert client.get("/admin/servers/99999999999999999999").status_code == 404
     html = client.get("/admin/").get_data(as_text=True)
     assert "http://a.example/" in html and 'id="by-status"' in html
     assert "Documents crawled per hour" in html and html.count("<rect ") == 1
@@ -454,6 +474,17 @@ def test_crawl_log_overview_and_crawl_pages(admin: tuple[Any, str], app: Any) ->
     html = client.get(f"/admin/crawls/{crawl_id}/log").get_data(as_text=True)
     assert "not started from the admin" in html
     assert client.get("/admin/crawls/99999").status_code == 404
+    # A crawl run from the command line wrote its log in the data folder: shown.
+    logs = app.config["SPIDERSITE"].data_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / "crawl-cli.log").write_text("Spider closed (finished) <from the command line>\n")
+    with Session(engine_of(app)) as s, s.begin():
+        cli = Crawl(spider="site", args={}, started_at=now, log_file=str(logs / "crawl-cli.log"))
+        s.add(cli)
+        s.flush()
+        cli_id = cli.id
+    html = client.get(f"/admin/crawls/{cli_id}/log").get_data(as_text=True)
+    assert "Spider closed (finished) &lt;from the command line&gt;" in html
 
 
 def test_start_topic_needs_words_and_server(admin: tuple[Any, str]) -> None:
@@ -671,6 +702,19 @@ def test_login_attempts_setting_is_checked(tmp_path: Path) -> None:
     for bad in ("0", "-1", "ten"):
         with pytest.raises(SettingsError, match="SPIDERSITE_LOGIN_ATTEMPTS"):
             WebSettings.from_env(str(tmp_path), env={"SPIDERSITE_LOGIN_ATTEMPTS": bad})
+
+
+def test_cookie_secure_setting_is_read_and_checked(tmp_path: Path) -> None:
+    from search.web.settings import SettingsError, WebSettings
+
+    for on in ("1", "true", "TRUE", "yes", "On"):
+        env = {"SPIDERSITE_COOKIE_SECURE": on}
+        assert WebSettings.from_env(str(tmp_path), env=env).cookie_secure, on
+    for off in ("", "0", "false", "No", "off"):
+        env = {"SPIDERSITE_COOKIE_SECURE": off}
+        assert not WebSettings.from_env(str(tmp_path), env=env).cookie_secure, off
+    with pytest.raises(SettingsError, match="SPIDERSITE_COOKIE_SECURE"):
+        WebSettings.from_env(str(tmp_path), env={"SPIDERSITE_COOKIE_SECURE": "secure"})
 
 
 def test_stem_cache_setting_is_read_and_checked(tmp_path: Path) -> None:

@@ -12,13 +12,14 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from flask import Flask, render_template
+from flask import Flask, jsonify, render_template, request
 
 from search import db
 from search.index import Index
 from search.searcher import SearcherPool
 from search.urls import has_scheme
 from search.web import security
+from search.web.ids import DatabaseId
 from search.web.settings import WebSettings
 
 
@@ -33,8 +34,13 @@ def create_app(settings: WebSettings, engine: Any = None) -> Flask:
         SESSION_COOKIE_SECURE=settings.cookie_secure,
         PERMANENT_SESSION_LIFETIME=timedelta(hours=12),
         MAX_CONTENT_LENGTH=1 << 20,
-        JSON_SORT_KEYS=False,
     )
+    # The API's keys in the order the CLI's --json prints them (Flask 3 reads this here,
+    # not JSON_SORT_KEYS).
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    # An id in a URL is a database id: a number past the database's 64-bit integers is a
+    # page that does not exist (404), not an error of the database (500).
+    app.url_map.converters["int"] = DatabaseId
     app.extensions["spidersite.engine"] = engine or db.connect(settings.database_url)
     app.extensions["spidersite.index"] = Index(settings.index_dir)
     app.extensions["spidersite.searchers"] = SearcherPool(
@@ -62,6 +68,8 @@ def create_app(settings: WebSettings, engine: Any = None) -> Flask:
         code = getattr(exc, "code", 500) or 500
         name = getattr(exc, "name", "Error")
         text = getattr(exc, "description", "")
+        if request.path.startswith("/api/"):  # a program reads it: JSON, as the API's own
+            return jsonify(error=f"{name}: {text}" if text else name), code
         return render_template("error.html", code=code, name=name, text=text), code
 
     for code in (400, 403, 404, 405, 413, 500):

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from search.models import Crawl, CrawlError, Document, Server
 from search.web import admincrawls, adminservers, security  # noqa: F401 (their routes)
 from search.web.adminbase import bp, settings
+from search.web.ids import MAX_ID, database_id
 from search.web.views import engine
 
 __all__ = ["bp"]
@@ -26,6 +27,8 @@ __all__ = ["bp"]
 logger = logging.getLogger(__name__)
 
 LOG_PAGE = 100
+#: The last page of the crawl log a request may ask for (its offset a database integer).
+MAX_LOG_PAGE = MAX_ID // LOG_PAGE
 
 # -- login ----------------------------------------------------------------------------
 
@@ -188,18 +191,16 @@ def overview() -> Any:
 @security.login_required
 def log() -> Any:
     server = request.args.get("server", "")
+    server_id = database_id(server)
     kind = request.args.get("kind", "")
-    try:
-        page = max(1, int(request.args.get("page", "1")))
-    except ValueError:
-        page = 1
+    page = max(1, min(database_id(request.args.get("page")) or 1, MAX_LOG_PAGE))
     query = select(CrawlError, Server.url.label("server_url")).outerjoin(
         Server, Server.id == CrawlError.server_id
     )
     count = select(func.count()).select_from(CrawlError)
-    if server.isdigit():
-        query = query.where(CrawlError.server_id == int(server))
-        count = count.where(CrawlError.server_id == int(server))
+    if server_id is not None:
+        query = query.where(CrawlError.server_id == server_id)
+        count = count.where(CrawlError.server_id == server_id)
     if kind:
         query = query.where(CrawlError.kind == kind)
         count = count.where(CrawlError.kind == kind)

@@ -137,7 +137,10 @@ def crawl_log(crawl_id: int) -> Any:
         error = "This crawl was not started from the admin: its log is where it was written."
     else:
         try:
-            text = runner().log(crawl, 512 * 1024) if crawl.job_id else None
+            if crawl.job_id:
+                text = runner().log(crawl, 512 * 1024)
+            else:  # run from the command line: its log file in the data folder
+                text = runners.local_log(settings().data_dir, crawl, 512 * 1024)
         except runners.JobError as exc:
             error = str(exc)
     return render_template("admin_crawl_log.html", crawl=crawl, text=text, error=error)

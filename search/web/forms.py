@@ -15,11 +15,16 @@ from typing import Any
 
 from search import crawlargs
 from search.servers import ConfigError, _validate_field, build, check_sitemaps
+from search.web.ids import database_id
 
 #: Form fields in display order: name, label, kind, help.
 FIELDS: list[tuple[str, str, str, str]] = [
     ("url", "Server URL", "text", "scheme, host and port, e.g. https://docs.example/"),
     ("period", "Re-index period", "text", 'seconds, or "30m", "12h", "7d", "2w"'),
+    ("min_period", "Shortest revisit interval", "text", 'of the adaptive re-crawl, e.g. "1h"'),
+    ("max_period", "Longest revisit interval", "text", 'of the adaptive re-crawl, e.g. "90d"'),
+    ("max_size", "Largest page", "text", 'bytes, or "512KB", "10MB"; larger ones are cut off'),
+    ("max_pages", "Page cap", "int", "pages stored per crawl (≥ 0; 0 = no cap)"),
     ("maxhops", "Max hops", "int", "links followed from a seed (≥ 0)"),
     ("read_timeout", "Read timeout", "number", "seconds (> 0)"),
     ("max_net_errors", "Max network errors", "int", "0 = never cut off"),
@@ -184,7 +189,8 @@ class CrawlForm:
     @classmethod
     def from_request(cls, data: Any) -> CrawlForm:
         """Parse and check the posted form (*data*: a werkzeug ``MultiDict``)."""
-        form = cls(server_ids=[int(v) for v in data.getlist("server") if v.isdigit()])
+        ids = (database_id(v) for v in data.getlist("server"))
+        form = cls(server_ids=[i for i in ids if i is not None])
         mode = data.get("mode", "normal")
         if mode == "topic":
             form.topic = (data.get("topic") or "").strip() or None

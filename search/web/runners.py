@@ -55,6 +55,19 @@ class Runner(Protocol):
     def log(self, crawl: Crawl, limit: int) -> str: ...
 
 
+def local_log(data_dir: Path, crawl: Crawl, limit: int = 512 * 1024) -> str:
+    """The last *limit* bytes of the log file *crawl* wrote in the data folder's ``logs``
+    (a crawl run by the local runner, or from the command line)."""
+    if not crawl.log_file:
+        raise JobError("this crawl has no log file")
+    path = Path(crawl.log_file)
+    if not path.resolve().is_relative_to((data_dir / "logs").resolve()):
+        # The admin shows only the logs of its data folder: a path in the database never
+        # opens another file of the machine.
+        raise JobError(f"the log file {path} is not in {data_dir / 'logs'}")
+    return _tail(path, limit)
+
+
 def _tail(path: Path, limit: int) -> str:
     try:
         with path.open("rb") as f:
@@ -145,14 +158,7 @@ class LocalRunner:
             proc.wait(timeout)
 
     def log(self, crawl: Crawl, limit: int = 512 * 1024) -> str:
-        if not crawl.log_file:
-            raise JobError("this crawl has no log file")
-        path = Path(crawl.log_file)
-        if not path.resolve().is_relative_to((self.settings.data_dir / "logs").resolve()):
-            # The admin shows only the logs it wrote: a path in the database never opens
-            # another file of the machine.
-            raise JobError(f"the log file {path} is not in {self.settings.data_dir / 'logs'}")
-        return _tail(path, limit)
+        return local_log(self.settings.data_dir, crawl, limit)
 
 
 class ScrapydRunner:

@@ -10,6 +10,7 @@
 | ``SPIDERSITE_SCRAPYD_PROJECT`` | Scrapyd project name (default ``spidersite``) |
 | ``SPIDERSITE_COOKIE_SECURE`` | ``1``: session cookie only over HTTPS |
 | ``SPIDERSITE_LOGIN_ATTEMPTS`` | login attempts per client address and minute (default 10) |
+| ``SPIDERSITE_STEM_CACHE_MB`` | megabytes of the searcher's cache of stems (default 32) |
 """
 
 from __future__ import annotations
@@ -92,6 +93,17 @@ def _positive(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    """Environment variable *name* as a switch: ``1``, ``true``, ``yes`` or ``on`` (any
+    case) is on; unset, empty, ``0``, ``false``, ``no`` or ``off`` is off."""
+    raw = (env.get(name) or "").strip()
+    if raw.lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.lower() in ("", "0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name} must be 1 or 0 (true/false, yes/no, on/off), not {raw!r}")
+
+
 @dataclass(slots=True)
 class WebSettings:
     database_url: str
@@ -143,7 +155,7 @@ class WebSettings:
             scrapyd_username=env.get("SPIDERSITE_SCRAPYD_USERNAME") or None,
             scrapyd_password=env.get("SPIDERSITE_SCRAPYD_PASSWORD") or None,
             scrapyd_project=env.get("SPIDERSITE_SCRAPYD_PROJECT") or "spidersite",
-            cookie_secure=env.get("SPIDERSITE_COOKIE_SECURE", "") in ("1", "true", "yes"),
+            cookie_secure=_flag(env, "SPIDERSITE_COOKIE_SECURE"),
             login_attempts=attempts,
             stem_cache_bytes=stem_cache_mb << 20,
         )

@@ -31,6 +31,8 @@ from search.web.security import CSP
 bp = Blueprint("search", __name__)
 
 MAX_PER_PAGE = 100
+#: The last page a search may ask for.
+MAX_PAGE = 10_000
 MODES = ("any", "all")
 
 
@@ -75,7 +77,7 @@ class SearchRequest:
         if self.mode not in MODES:
             self.errors.append(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
             self.mode = "any"
-        self.page = self._int(args, "page", 1, 1, 10_000)
+        self.page = self._int(args, "page", 1, 1, MAX_PAGE)
         self.n = self._int(args, "n", current_app.config["SPIDERSITE"].per_page, 1, MAX_PER_PAGE)
 
     def _int(self, args: Any, name: str, default: int, low: int, high: int) -> int:
@@ -316,7 +318,13 @@ OPENAPI: dict[str, Any] = {
                     {
                         "name": "page",
                         "in": "query",
-                        "schema": {"type": "integer", "minimum": 1, "default": 1},
+                        "schema": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": MAX_PAGE,
+                            "default": 1,
+                        },
+                        "description": "page × n may not pass the first 10,000 results",
                     },
                     {
                         "name": "n",
@@ -341,11 +349,16 @@ OPENAPI: dict[str, Any] = {
                                         "query": {"type": "string"},
                                         "mode": {"type": "string"},
                                         "suggestion": {
-                                            "type": ["string", "null"],
+                                            "type": "string",
+                                            "nullable": True,
                                             "description": "did you mean: the query with "
                                             "its misspelt words corrected, or null",
                                         },
                                         "total": {"type": "integer"},
+                                        "total_exact": {
+                                            "type": "boolean",
+                                            "description": "false: total is an estimate",
+                                        },
                                         "page": {"type": "integer"},
                                         "per_page": {"type": "integer"},
                                         "seconds": {"type": "number"},
