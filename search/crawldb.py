@@ -66,6 +66,9 @@ _SECTION_COLUMNS = [getattr(Posting, f"{s}_count") for s in SECTIONS]
 
 #: Document ids a statement of :meth:`CrawlDB.linkranks` asks for at once.
 LINKRANK_CHUNK = 500
+#: The finish reason of a crawl stopped because a batch could not be stored (the crawl's
+#: pipeline, :mod:`spidersite.pipelines`): it is resumed as a killed one is.
+STORE_FAILED = "store_failed"
 
 
 @functools.cache
@@ -110,11 +113,13 @@ class CrawlDB:
 
     def crawl_unfinished(self, spider: str, args: dict[str, Any], recent: int = 50) -> bool:
         """Whether the last crawl of *spider* with these *args* (among the *recent* last
-        crawls) never finished: it was killed.  False while the database has no tables."""
+        crawls) never finished (it was killed), or stopped because a batch could not be
+        stored (``store_failed``: the pages of that batch were fetched, and only a resume
+        fetches them again).  False while the database has no tables."""
         try:
             with self.engine.connect() as conn:
                 rows = conn.execute(
-                    select(Crawl.args, Crawl.finished_at)
+                    select(Crawl.args, Crawl.finished_at, Crawl.finish_reason)
                     .where(Crawl.spider == spider)
                     .order_by(Crawl.id.desc())
                     .limit(recent)
@@ -123,7 +128,7 @@ class CrawlDB:
             return False
         for row in rows:
             if (row.args or {}) == args:
-                return row.finished_at is None
+                return row.finished_at is None or row.finish_reason == STORE_FAILED
         return False
 
     def stored_urls(self) -> Iterator[str]:

@@ -43,6 +43,11 @@ __all__ = ["LINKRANK_MAX_AGE", "Searcher", "SearcherPool"]
 #: Seconds a process keeps the linkranks it read (``update_linkrank`` after a crawl, or a
 #: ``reindex``, is seen within this time by a long-lived searcher such as the web's).
 LINKRANK_MAX_AGE = 60.0
+#: A query with a quoted phrase checks the phrase in the stored text of its best
+#: ``max(PHRASE_CANDIDATES, PHRASE_DEPTH × the last result asked for)`` candidates; when
+#: there are that many, its count of hits is of those (``total_exact`` false).
+PHRASE_CANDIDATES = 200
+PHRASE_DEPTH = 10
 
 
 def _close(open_searchers: list[Any]) -> None:
@@ -143,9 +148,8 @@ class Searcher:
         with self.session(read=read) as session:
             if q.phrases:
                 # Phrases are checked on the stored text: rank, then filter candidates.
-                ranked = session.rank(
-                    q, max(200, 10 * (offset + per_page)), expand=expand, wquery=wquery
-                )
+                limit = max(PHRASE_CANDIDATES, PHRASE_DEPTH * (offset + per_page))
+                ranked = session.rank(q, limit, expand=expand, wquery=wquery)
                 docs = self._documents([r.docid for r in ranked], with_text=True, read=read)
                 kept = []
                 for r in ranked:
@@ -156,7 +160,8 @@ class Searcher:
                     if all(contains_phrase(words, p) for p in q.phrases):
                         kept.append(r)
                         words_of[r.docid] = words
-                total, exact = len(kept), True
+                # Exact when every candidate was checked; else a count of the best ones.
+                total, exact = len(kept), len(ranked) < limit
                 chosen = kept[offset : offset + per_page]
             else:
                 ranked = session.rank(q, offset + per_page, expand=expand, wquery=wquery)

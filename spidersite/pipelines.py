@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import CloseSpider, NotConfigured
 
 from search import db
+from search.crawldb import STORE_FAILED
 from search.process import freeze_startup
 from search.rows import DocumentRow, ErrorRow, GoneRow, RevisitRow
 from search.servers import DEFAULTS
@@ -323,7 +324,7 @@ class StorePipeline:
             return
         engine = self.crawler.engine
         if engine is not None and engine.spider is not None:
-            self.closing = asyncio.ensure_future(engine.close_spider_async(reason="store_failed"))
+            self.closing = asyncio.ensure_future(engine.close_spider_async(reason=STORE_FAILED))
 
     async def close_spider(self) -> None:
         if self.ticker is not None:

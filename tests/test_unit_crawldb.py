@@ -80,6 +80,10 @@ def test_crawl_unfinished(engine: Any, store: DocumentStore) -> None:
     assert not crawldb.crawl_unfinished("other", {"seeds": "x"})
     store.finish_crawl("finished", {}, NOW)
     assert not crawldb.crawl_unfinished("site", {"seeds": "x"})
+    # Stopped because a batch could not be stored: resumed, so that its pages are fetched.
+    store.start_crawl("site", {"seeds": "x"}, NOW)
+    store.finish_crawl("store_failed", {}, NOW)
+    assert crawldb.crawl_unfinished("site", {"seeds": "x"})
 
 
 def test_links_analyzed_knows_when_no_page_changed_since_the_last_analysis(

@@ -116,6 +116,20 @@ def test_json_endpoint(client: Any, crawled: CrawlResult) -> None:
     assert list(data)[:3] == ["query", "suggestion", "total"], list(data)
 
 
+def test_a_phrases_count_is_exact_only_when_every_candidate_was_checked(
+    client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from search import searcher
+
+    data = client.get('/api/search?q="white stripes"&n=1').get_json()
+    assert data["total"] == 2 and data["total_exact"] is True
+    # Only the best candidate checked: its count is a lower bound, and says so.
+    monkeypatch.setattr(searcher, "PHRASE_CANDIDATES", 1)
+    monkeypatch.setattr(searcher, "PHRASE_DEPTH", 1)
+    data = client.get('/api/search?q="white stripes"&n=1').get_json()
+    assert data["total"] == 1 and data["total_exact"] is False
+
+
 def test_api_errors_are_json_and_odd_ids_are_404(client: Any) -> None:
     for path in ("/api/nothing", "/api/search/extra"):
         resp = client.get(path)
