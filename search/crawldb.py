@@ -28,6 +28,7 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    not_,
     null,
     or_,
     select,
@@ -303,6 +304,16 @@ class CrawlDB:
         """:meth:`indexable_ids` as an ``int64`` array (8 bytes an id, not a Python int),
         the rows read a chunk at a time."""
         stmt = self._indexable(select(Document.id), only_unindexed, None)
+        with self.engine.connect() as conn:
+            rows = conn.execution_options(yield_per=ID_CHUNK).scalars(stmt)
+            return np.fromiter(rows, dtype=np.int64)
+
+    def unindexable_id_array(self) -> np.ndarray:
+        """Ids of the stored documents that do not belong in the index and are not marked
+        indexed (gone, moved, noindex, clones, errors, files), as an ``int64`` array: what
+        the index may still hold when the removal of one was lost
+        (:func:`search.reindex.remove_unindexable`)."""
+        stmt = select(Document.id).where(Document.indexed.is_not(True), not_(INDEXABLE))
         with self.engine.connect() as conn:
             rows = conn.execution_options(yield_per=ID_CHUNK).scalars(stmt)
             return np.fromiter(rows, dtype=np.int64)

@@ -38,7 +38,7 @@ from search.crawldb import CrawlDB
 from search.doccolumns import DocColumns
 from search.index import LIMITMB, MAX_MERGE_DOCS, Index
 from search.process import freeze_startup, release_memory, spawning, spool_folder
-from search.reindex import reindex
+from search.reindex import reindex, remove_unindexable
 from search.store import DocumentStore
 
 logger = logging.getLogger(__name__)
@@ -116,6 +116,11 @@ def _worker(
         if caught_up:
             logger.info("Indexed %d documents left unindexed by an earlier crawl", caught_up)
             release_memory()
+        removed = remove_unindexable(
+            engine, index, limitmb=limitmb, wait=LOCK_WAIT, max_merge_docs=max_merge_docs
+        )
+        if removed:
+            logger.info("Removed %d documents an earlier crawl left in the index", removed)
         freeze_startup()
         while not finished:
             msg = first_message()

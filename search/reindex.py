@@ -302,6 +302,34 @@ def reindex(
     return len(done)
 
 
+def remove_unindexable(
+    engine: Engine,
+    index: Index,
+    limitmb: int = LIMITMB,
+    wait: float = 0.0,
+    max_merge_docs: int | None = MAX_MERGE_DOCS,
+) -> int:
+    """Remove from *index* the documents it holds that no longer belong in it (gone,
+    moved, noindex, a clone), and say how many.
+
+    A crawl's indexer removes such a page in the batch that stored it; a crawl killed
+    after that batch's database commit and before the index commit loses the removal, as
+    it loses the additions that :meth:`search.indexer.IndexerProcess.left_unindexed`
+    catches up.  Read: the index's ids (arrays) and the database's unmarked documents that
+    are not indexable (by the ``indexed`` index), compared sorted by numpy."""
+    if not index.exists():
+        return 0
+    stale = np.intersect1d(
+        searchable_ids(index), np.unique(CrawlDB(engine).unindexable_id_array()), assume_unique=True
+    )
+    if not stale.size:
+        return 0
+    with index.writer(limitmb=limitmb, wait=wait, max_merge_docs=max_merge_docs) as writer:
+        for docid in stale.tolist():
+            writer.delete(docid)
+    return int(stale.size)
+
+
 def searchable_ids(index: Index) -> np.ndarray:
     """Every document id in *index*, ascending (none when there is no index)."""
     return index.docid_array() if index.exists() else np.empty(0, dtype=np.int64)

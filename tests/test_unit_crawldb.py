@@ -349,6 +349,40 @@ def test_the_indexer_first_indexes_every_page_left_unindexed(
     assert Index(tmp_path / "index").docids() == set(left)
 
 
+def test_the_indexer_removes_what_a_killed_recrawl_left_in_the_index(
+    engine: Any, store: DocumentStore, db_url: str, tmp_path: Any
+) -> None:
+    from sqlalchemy import update
+
+    from search.index import Index
+    from search.worker import IndexConfig, WorkerConfig
+    from search.workerprocess import Worker
+
+    store.write_batch([page(f"http://a.example/{i}", f"vacuum word{i}") for i in range(3)])
+    index = IndexConfig(index_dir=str(tmp_path / "index"), batch_size=10)
+
+    def crawl() -> None:  # a crawl's worker and its indexer, sent nothing
+        worker = Worker(WorkerConfig(database_url=db_url, index=index))
+        report = worker.close_index()
+        worker.store.engine.dispose()
+        assert "index/error" not in report.values
+
+    crawl()
+    ids = sorted(CrawlDB(engine).indexable_ids())
+    assert Index(tmp_path / "index").docids() == set(ids)
+    # A re-crawl found a page gone and stored it so, then was killed before its indexer
+    # committed the removal: the database says gone, the index still holds the page.
+    with engine.begin() as conn:
+        conn.execute(
+            update(Document)
+            .where(Document.id == ids[0])
+            .values(status=404, gone_at=NOW, indexed=False)
+        )
+    assert Index(tmp_path / "index").docids() == set(ids)
+    crawl()  # the next crawl's indexer removes it before anything else
+    assert Index(tmp_path / "index").docids() == set(ids[1:])
+
+
 def test_stem_cache_is_bounded_in_bytes(engine: Any) -> None:
     """The store's cache of stem ids stays under its bytes (it starts again empty), and
     every posting still points at its own stem."""
