@@ -77,7 +77,12 @@ class DuplicateMarker:
             return
         query = (
             select(Document.id, Document.simhash)
-            .where(Document.simhash.is_not(None), Document.gone_at.is_(None))
+            .where(
+                Document.simhash.is_not(None),
+                Document.gone_at.is_(None),
+                # A clone's fingerprint is its original's: not compared twice (as in a batch).
+                Document.clone_of_id.is_(None),
+            )
             .order_by(Document.id)
             .execution_options(yield_per=20_000)
         )

@@ -206,3 +206,22 @@ def test_store_marks_true_near_duplicates(engine: Any) -> None:
     assert doc.near_duplicate_of == found["http://a.example/manual.html"][0]
     marked = {url for url, (_, near, _) in found.items() if near is not None}
     assert marked == {"http://a.example/edited.html", "http://a.example/online.html"}
+
+
+def test_a_clones_fingerprint_is_not_loaded_beside_its_originals(engine: Any) -> None:
+    zipf = Zipf(8)
+    text = zipf.page(600)
+    original, clone = (
+        row("http://a.example/orig.html", text),
+        row("http://a.example/copy.html", text),
+    )
+    original.values["checksum"] = clone.values["checksum"] = "same body"
+    pages = [original, *(row(f"http://a.example/{i}.html", zipf.page()) for i in range(3))]
+    writer = DocumentStore(engine)
+    writer.write_batch(pages)
+    [copy] = writer.write_batch([clone]).documents
+    assert copy.clone_of is not None
+    store = DocumentStore(engine)  # a later crawl reads the stored fingerprints
+    with engine.connect() as conn:
+        store.duplicates.load(conn)
+    assert len(store.duplicates._simhashes) == 4
