@@ -181,7 +181,7 @@ def test_api_search_keeps_the_index_open_between_requests(
 
 def test_search_page_errors_are_shown(client: Any) -> None:
     resp = client.get("/?q=the+and")
-    assert resp.status_code == 200
+    assert resp.status_code == 400  # as /api/search answers, the message on the page
     assert "only stop words" in text(resp)
     assert client.get("/?q=lion&n=abc").status_code == 400
     assert "No results for" in text(client.get("/?q=quagga"))
@@ -282,15 +282,15 @@ def test_api_search_bounds_pages_and_bytes(client: Any) -> None:
 def test_search_page_refuses_a_thousand_word_phrase(client: Any) -> None:
     phrase = '"' + " ".join(f"w{i}" for i in range(1000)) + '"'
     resp = client.get("/", query_string={"q": phrase})
-    assert resp.status_code == 200
+    assert resp.status_code == 400
     assert "1000 words: at most 500" in text(resp)
     assert text(resp).count('class="hit"') == 0
 
 
 def test_no_index_yet(tmp_path: Path) -> None:
     client = make_app(tmp_path / "empty").test_client()
-    html = text(client.get("/?q=lion"))
-    assert "there is no search index yet" in html
+    resp = client.get("/?q=lion")
+    assert resp.status_code == 503 and "there is no search index yet" in text(resp)
     assert client.get("/api/search?q=lion").status_code == 503
 
 
@@ -366,7 +366,7 @@ def test_security_headers_on_every_response(tmp_path: Path) -> None:
     client = app.test_client()
     for method, path, status in [
         ("get", "/", 200),
-        ("get", "/?q=lion", 200),
+        ("get", "/?q=lion", 503),  # no index yet, as /api/search
         ("get", "/?q=lion&n=abc", 400),
         ("get", "/api/search?q=lion", 503),
         ("get", "/api/openapi.json", 200),

@@ -127,17 +127,20 @@ def home() -> Any:
     req = SearchRequest(request.args)
     result = None
     error = "; ".join(req.errors) or None
+    # The API's statuses: a bad parameter or query 400, no index yet 503.
+    status = 400 if error else 200
     if req.q and not error:
         try:
             result = req.run()
-        except (QueryError, SearchIndexError) as exc:
-            error = str(exc)
+        except QueryError as exc:
+            error, status = str(exc), 400
+        except SearchIndexError as exc:
+            error, status = str(exc), 503
     pages: list[int] = []
     last = 1
     if result is not None and result.total:
         last = math.ceil(result.total / result.per_page)
         pages = page_numbers(result.page, last)
-    status = 400 if error and req.errors else 200
     return (
         render_template("search.html", req=req, result=result, error=error, pages=pages, last=last),
         status,
