@@ -303,17 +303,20 @@ class CrawlDB:
     def indexable_id_array(self, only_unindexed: bool = False) -> np.ndarray:
         """:meth:`indexable_ids` as an ``int64`` array (8 bytes an id, not a Python int),
         the rows read a chunk at a time."""
-        stmt = self._indexable(select(Document.id), only_unindexed, None)
-        with self.engine.connect() as conn:
-            rows = conn.execution_options(yield_per=ID_CHUNK).scalars(stmt)
-            return np.fromiter(rows, dtype=np.int64)
+        return self._id_array(self._indexable(select(Document.id), only_unindexed, None))
 
     def unindexable_id_array(self) -> np.ndarray:
         """Ids of the stored documents that do not belong in the index and are not marked
         indexed (gone, moved, noindex, clones, errors, files), as an ``int64`` array: what
         the index may still hold when the removal of one was lost
         (:func:`search.reindex.remove_unindexable`)."""
-        stmt = select(Document.id).where(Document.indexed.is_not(True), not_(INDEXABLE))
+        return self._id_array(
+            select(Document.id).where(Document.indexed.is_not(True), not_(INDEXABLE))
+        )
+
+    def _id_array(self, stmt: Any) -> np.ndarray:
+        """The ids *stmt* selects, as an ``int64`` array, read :data:`ID_CHUNK` rows at a
+        time."""
         with self.engine.connect() as conn:
             rows = conn.execution_options(yield_per=ID_CHUNK).scalars(stmt)
             return np.fromiter(rows, dtype=np.int64)

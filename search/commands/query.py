@@ -260,11 +260,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     mark = ("\033[1m", "\033[0m") if color else ("[", "]")
     if result.suggestion is not None:
         out.write(f"Did you mean: {result.suggestion}\n")
+    total = f"{result.total}" if result.total_exact else f"about {result.total}"
     if not result.hits and result.total:  # a page past the last
         pages = -(-result.total // args.limit)
         out.write(
-            f"No results on page {args.page} for {text!r}: "
-            f"{'' if result.total_exact else 'about '}{result.total} results, "
+            f"No results on page {args.page} for {text!r}: {total} results, "
             f"{pages} page{'s' if pages != 1 else ''} of {args.limit}.\n"
         )
         return 0
@@ -273,7 +273,6 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     first = result.hits[0].rank
     last = result.hits[-1].rank
-    total = f"{result.total}" if result.total_exact else f"about {result.total}"
     out.write(
         f"Results {first}-{last} of {total} for {text!r} ({result.seconds * 1000:.0f} ms)\n\n"
     )

@@ -106,6 +106,18 @@ class SearchRequest:
         with searchers().searcher() as searcher:
             return searcher.search(parsed, page=self.page, per_page=self.n)
 
+    def answer(self) -> tuple[ResultPage | None, str | None, int]:
+        """The results, or the message for the user and its status: 400 for a bad
+        parameter or query, 503 without an index (the API's and the search page's)."""
+        if self.errors:
+            return None, "; ".join(self.errors), 400
+        try:
+            return self.run(), None, 200
+        except QueryError as exc:
+            return None, str(exc), 400
+        except SearchIndexError as exc:
+            return None, str(exc), 503
+
     def url(self, page: int, q: str | None = None) -> str:
         """This search's URL at *page* (with query *q* instead of this one's)."""
         params: dict[str, Any] = {"q": self.q if q is None else q, "page": page}
@@ -125,17 +137,8 @@ def page_numbers(current: int, last: int, width: int = 4) -> list[int]:
 @bp.get("/")
 def home() -> Any:
     req = SearchRequest(request.args)
-    result = None
-    error = "; ".join(req.errors) or None
-    # The API's statuses: a bad parameter or query 400, no index yet 503.
-    status = 400 if error else 200
-    if req.q and not error:
-        try:
-            result = req.run()
-        except QueryError as exc:
-            error, status = str(exc), 400
-        except SearchIndexError as exc:
-            error, status = str(exc), 503
+    # The empty page asks for nothing; a query or a bad parameter is answered as the API.
+    result, error, status = req.answer() if req.q or req.errors else (None, None, 200)
     pages: list[int] = []
     last = 1
     if result is not None and result.total:
@@ -150,14 +153,9 @@ def home() -> Any:
 @bp.get("/api/search")
 def api_search() -> Any:
     req = SearchRequest(request.args)
-    if req.errors:
-        return jsonify(error="; ".join(req.errors)), 400
-    try:
-        result = req.run()
-    except QueryError as exc:
-        return jsonify(error=str(exc)), 400
-    except SearchIndexError as exc:
-        return jsonify(error=str(exc)), 503
+    result, error, status = req.answer()
+    if result is None:
+        return jsonify(error=error), status
     data = result.as_dict()
     data["mode"] = req.mode
     for hit in data["hits"]:
