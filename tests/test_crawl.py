@@ -131,6 +131,27 @@ def test_robots_disallow_and_userobots(site: Site, crawl, tmp_path: Path) -> Non
     assert site.url + "private/secret.html" in again.urls()
 
 
+def test_robots_applies_to_every_request_waiting_for_it(site: Site, crawl) -> None:
+    """Requests that reach the robots.txt middleware while robots.txt is still being
+    fetched all wait for it, and robots.txt applies to each of them, not to the first
+    alone (Scrapy 2.19's middleware hands the parsed rules to its first waiter only)."""
+    site.add(
+        "/robots.txt", "User-agent: *\nDisallow: /private/\n", content_type="text/plain",
+        delay=0.5,
+    )
+    private = [f"/private/{i}.html" for i in range(6)]
+    site.page("/", "Public", "hello")
+    for path in private:
+        site.page(path, "Secret", "secret page")
+    seeds = ",".join([site.url, *(site.url + p.lstrip("/") for p in private)])
+    result = crawl("-a", f"seeds={seeds}")
+    assert result.returncode == 0, result.stderr
+    assert [p for p in private if site.requested(p)] == []
+    kinds = result.error_kinds()
+    assert all((site.url + p.lstrip("/"), "robots") in kinds for p in private), kinds
+    assert site.url in result.urls()
+
+
 def test_robots_crawl_delay_is_applied(site: Site, crawl) -> None:
     site.add("/robots.txt", "User-agent: *\nCrawl-delay: 1\n", content_type="text/plain")
     pages = [f"/p{i}.html" for i in range(4)]

@@ -11,7 +11,13 @@ methods of the robots.txt request, which passes through this middleware like any
   (Scrapy logs a traceback) and recorded in ``crawl_errors`` as ``robots_txt``; the server
   is then crawled as if it had no robots.txt, as Scrapy does;
 - a robots.txt answering 5xx is recorded as ``robots_txt`` too, and also allows everything
-  (a 404 is the normal "no robots.txt" and is not a failure).
+  (a 404 is the normal "no robots.txt" and is not a failure);
+- every request that arrives while its server's robots.txt is being fetched waits for it
+  and is checked against it.  Scrapy 2.19's middleware awaits the one Deferred it keeps
+  per server from each such request: the first waiter's await takes the parsed rules, and
+  every later waiter gets None, which allows everything (on a re-crawl, whose re-visits
+  are all queued at once, most of a server's disallowed pages were fetched).  Here each
+  waiter awaits a Deferred of its own, fired with the rules.
 
 Stats: Scrapy's ``robotstxt/*`` (``robotstxt/exception_count/*`` excepted: a failed
 robots.txt is counted in ``robotstxt/failed``).
@@ -25,7 +31,9 @@ from typing import TYPE_CHECKING, Any
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http.request import NO_CALLBACK
+from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet.defer import Deferred
 
 from search.urls import origin
 from spidersite.crawllog import record_error
@@ -48,6 +56,19 @@ def is_robots_request(request: Request) -> bool:
 
 
 class RobotsMiddleware(RobotsTxtMiddleware):
+    async def robot_parser(self, request: Request) -> Any:
+        pending = self._parsers.get(urlparse_cached(request).netloc)
+        if not isinstance(pending, Deferred):
+            return await super().robot_parser(request)
+        waiter: Deferred[Any] = Deferred()
+
+        def relay(result: Any) -> Any:
+            waiter.callback(result)
+            return result  # for the next waiter's relay
+
+        pending.addBoth(relay)
+        return await maybe_deferred_to_future(waiter)
+
     def process_request_2(self, rp: Any, request: Request) -> None:
         try:
             super().process_request_2(rp, request)
