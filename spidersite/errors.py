@@ -43,6 +43,11 @@ class BadRedirect(IgnoreRequest):
     """A redirect's Location is not a URL that can be fetched."""
 
 
+class RedirectOutOfScope(IgnoreRequest):
+    """A redirect (HTTP 3xx or a meta refresh) leads off the crawl's servers, or to a URL
+    its server's ``allow``/``deny`` patterns keep out."""
+
+
 class PageCapReached(IgnoreRequest):
     """The request's server reached its ``max_pages`` for this crawl."""
 
@@ -71,7 +76,7 @@ _KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
     ((PageCapReached,), "page_cap"),
     ((RobotsDenied,), "robots"),
     ((RobotsTxtFailed,), "robots_txt"),
-    ((RedirectLoop, BadRedirect), "redirect"),
+    ((RedirectLoop, BadRedirect, RedirectOutOfScope), "redirect"),
     ((HttpError,), "http"),
     ((CannotResolveHostError, twisted_errors.DNSLookupError), "dns"),
     (

@@ -116,6 +116,9 @@ DOWNLOADER_MIDDLEWARES = {
     "spidersite.middlewares.concurrency.ServerConcurrencyMiddleware": 950,
     # 610: sees 3xx answers just before RedirectMiddleware (600) does; ends loops.
     "spidersite.middlewares.redirectloop.RedirectLoopMiddleware": 610,
+    # Scrapy's meta refresh (580) with its loops ended (a page refreshing to itself parsed).
+    "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,
+    "spidersite.middlewares.redirectloop.MetaRefreshLoopMiddleware": 580,
     # 570: re-visits send If-None-Match / If-Modified-Since; any place before the
     # downloader works, after the retry middleware keeps retries conditional too.
     "spidersite.middlewares.conditional.ConditionalGetMiddleware": 570,

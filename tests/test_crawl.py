@@ -136,7 +136,9 @@ def test_robots_applies_to_every_request_waiting_for_it(site: Site, crawl) -> No
     fetched all wait for it, and robots.txt applies to each of them, not to the first
     alone (Scrapy 2.19's middleware hands the parsed rules to its first waiter only)."""
     site.add(
-        "/robots.txt", "User-agent: *\nDisallow: /private/\n", content_type="text/plain",
+        "/robots.txt",
+        "User-agent: *\nDisallow: /private/\n",
+        content_type="text/plain",
         delay=0.5,
     )
     private = [f"/private/{i}.html" for i in range(6)]
@@ -150,6 +152,53 @@ def test_robots_applies_to_every_request_waiting_for_it(site: Site, crawl) -> No
     kinds = result.error_kinds()
     assert all((site.url + p.lstrip("/"), "robots") in kinds for p in private), kinds
     assert site.url in result.urls()
+
+
+def test_redirects_stay_where_links_may_go(site: Site, site2: Site, crawl, tmp_path: Path) -> None:
+    """A redirect, HTTP or meta refresh, is followed only to a server of the crawl whose
+    allow/deny patterns let its target through, as a link is; the others are logged as
+    ``redirect`` failures of the URL redirected, and the other server is never asked."""
+    site.page("/", "Home", "start", ["/offsite", "/refresh-off.html", "/todenied", "/moved"])
+    site.add("/offsite", "", status=302, headers={"Location": site2.url + "page.html"})
+    refresh = f'<meta http-equiv="refresh" content="0; url={site2.url}page2.html">'
+    site.page("/refresh-off.html", "Refresh", "away", head=refresh)
+    site.add("/todenied", "", status=302, headers={"Location": "/denied/x.html"})
+    site.page("/denied/x.html", "Denied", "kept out")
+    site.add("/moved", "", status=301, headers={"Location": "/target.html"})
+    site.page("/target.html", "Target", "moved here")
+    site2.page("/page.html", "Elsewhere", "another server", ["/deeper.html"])
+    site2.page("/page2.html", "Elsewhere 2", "another server")
+    site2.page("/deeper.html", "Deeper", "further away")
+    sites = write_sites(tmp_path, f'[[server]]\nurl = "{site.url}"\ndeny = ["/denied/"]\n')
+    result = crawl("-a", f"sites={sites}")
+    assert result.returncode == 0, result.stderr
+    assert site2.paths() == []
+    assert not site.requested("/denied/x.html")
+    assert site.url + "target.html" in result.urls()
+    kinds = result.error_kinds()
+    for path in ("offsite", "refresh-off.html", "todenied"):
+        assert (site.url + path, "redirect") in kinds, kinds
+    assert [r.url for r in result.rows("SELECT url FROM servers")] == [site.url]
+    assert result.stats["servers/redirect_offsite"] == 2
+    assert result.stats["servers/redirect_denied"] == 1
+
+
+def test_meta_refresh_to_itself_is_parsed_and_refresh_loops_are_logged(site: Site, crawl) -> None:
+    site.page("/", "Home", "start", ["/reload.html", "/ra.html"])
+    site.page(
+        "/reload.html",
+        "Reloads",
+        "pangolin news",
+        head='<meta http-equiv="refresh" content="30; url=/reload.html">',
+    )
+    site.page("/ra.html", "A", "a", head='<meta http-equiv="refresh" content="0; url=/rb.html">')
+    site.page("/rb.html", "B", "b", head='<meta http-equiv="refresh" content="0; url=/ra.html">')
+    result = crawl("-a", f"seeds={site.url}")
+    assert result.returncode == 0, result.stderr
+    assert site.url + "reload.html" in result.urls()
+    assert "reload.html" in result.search("pangolin").stdout
+    assert (site.url + "ra.html", "redirect") in result.error_kinds()
+    assert result.stats["redirectloop/refresh_to_itself"] == 1
 
 
 def test_robots_crawl_delay_is_applied(site: Site, crawl) -> None:

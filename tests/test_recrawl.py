@@ -115,6 +115,27 @@ def test_changed_gone_and_moved_pages(site: Site, crawl, tmp_path: Path) -> None
     assert again.scalar("SELECT count(*) FROM documents WHERE url = :u", u=site.url + "b.html") == 1
 
 
+def test_a_page_that_now_redirects_off_the_crawl_leaves_the_index(
+    site: Site, site2: Site, crawl
+) -> None:
+    build(site)
+    first = crawl("-a", f"seeds={site.url}")
+    assert first.returncode == 0, first.stderr
+    site.add("/a.html", "", status=302, headers={"Location": site2.url + "elsewhere.html"})
+    site2.page("/elsewhere.html", "Elsewhere", "aardvark abroad")
+    again = crawl("-a", "recrawl=all")
+    assert again.returncode == 0, again.stderr
+    assert site2.paths() == []
+    assert again.stats["recrawl/moved"] == 1
+    assert urls_hits(again, "aardvark") == []
+    row = again.rows(
+        "SELECT status, gone_at IS NOT NULL AS gone, indexed FROM documents WHERE url = :u",
+        u=site.url + "a.html",
+    )[0]
+    assert row.status == 301 and row.gone and not row.indexed
+    assert (site.url + "a.html", "redirect") in again.error_kinds()
+
+
 def test_recrawl_due_visits_only_due_pages_and_new_links(site: Site, crawl) -> None:
     build(site)
     first = crawl("-a", f"seeds={site.url}")

@@ -19,14 +19,23 @@ there).
 
 Requests to a server cut off by ``max_net_errors`` are dropped here.
 
+A redirect (HTTP 3xx, or a meta refresh) is followed only where a link would be: to a
+server of the crawl whose ``allow``/``deny`` patterns let the URL through.  Its request
+comes back through here before robots.txt (100) is asked; one that leads elsewhere fails
+with :class:`~spidersite.errors.RedirectOutOfScope`, logged as a ``redirect`` failure of
+the URL that was redirected.  (robots.txt and sitemaps may redirect anywhere, as they may
+be listed anywhere: what they lead to is checked link by link.)
+
 Stats: ``servers/requests``, ``servers/proxied``, ``servers/authenticated``,
-``servers/cut_off_dropped``, ``servers/page_cap_dropped``.
+``servers/cut_off_dropped``, ``servers/page_cap_dropped``,
+``servers/redirect_offsite``, ``servers/redirect_denied``.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from scrapy.exceptions import NotConfigured
 from w3lib.http import basic_auth_header
@@ -34,12 +43,14 @@ from w3lib.http import basic_auth_header
 from search.urls import origin
 from spidersite.crawllog import record_error
 from spidersite.crawlsettings import crawl_settings
-from spidersite.errors import PageCapReached, ServerCutOff
+from spidersite.errors import PageCapReached, RedirectOutOfScope, ServerCutOff
 from spidersite.serverstate import server_state
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
+
+    from search.servers import ServerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +71,8 @@ class ServerConfigMiddleware:
 
     def process_request(self, request: Request) -> None:
         server = self.state.server(request.url)
+        if "redirect_urls" in request.meta:
+            self._check_redirect(request, server)
         if server is None:
             return
         reason = self.state.disabled.get(server.url)
@@ -110,3 +123,20 @@ class ServerConfigMiddleware:
             self.stats.inc_value("servers/authenticated")
         if not server.userobots:
             meta["dont_obey_robotstxt"] = True
+
+    def _check_redirect(self, request: Request, server: ServerConfig | None) -> None:
+        """Refuse a redirect's request to a URL no link of the crawl could lead to."""
+        meta = request.meta
+        first = meta["redirect_urls"][0]
+        if "sitemap" in meta or (
+            meta.get("dont_obey_robotstxt") and urlsplit(first).path == "/robots.txt"
+        ):
+            return
+        if server is None:
+            self.stats.inc_value("servers/redirect_offsite")
+            raise RedirectOutOfScope(f"redirect to {request.url}, not on a server of the crawl")
+        if not server.allows(request.url):
+            self.stats.inc_value("servers/redirect_denied")
+            raise RedirectOutOfScope(
+                f"redirect to {request.url}, which the allow/deny patterns of {server.url} keep out"
+            )

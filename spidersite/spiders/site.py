@@ -37,7 +37,7 @@ from spidersite.arguments import build_registry, check_arguments, parse_recrawl,
 from spidersite.crawlrequests import RequestFactory
 from spidersite.crawlsettings import CrawlSettings, crawl_settings
 from spidersite.extract import extract_article, extract_html, parse_http_date
-from spidersite.items import ErrorItem, PageItem
+from spidersite.items import ErrorItem, GoneItem, PageItem
 from spidersite.links import LinkFollower
 from spidersite.nntp import article_url
 from spidersite.revisits import check_revisit, unchanged
@@ -285,7 +285,7 @@ class SiteSpider(Spider):
         if not done:
             yield self._file_item(response)
 
-    def on_error(self, failure: Failure) -> Iterator[ErrorItem]:
+    def on_error(self, failure: Failure) -> Iterator[ErrorItem | GoneItem]:
         request = failure.request  # type: ignore[attr-defined]
         if failure.check(errors.PageCapReached):
             return  # logged once per server by the server-config middleware
@@ -293,6 +293,12 @@ class SiteSpider(Spider):
         redirects = request.meta.get("redirect_urls")
         if redirects:  # log the URL that was followed, and where it led
             message = f"{message} (redirected from {redirects[0]} to {request.url})"
+            stored = request.meta.get("stored")
+            if stored and failure.check(errors.RedirectOutOfScope):
+                # A stored page that now redirects where the crawl does not go has moved
+                # away: it leaves the index, as a page that moved within the crawl does.
+                self.crawler.stats.inc_value("recrawl/moved")
+                yield GoneItem(redirects[0], stored["id"], 301)
             request = request.replace(url=redirects[0])
         server = self.servers.get(request.url)
         self.crawler.stats.inc_value(f"site/errors/{kind}")
