@@ -50,8 +50,9 @@ DEFAULT_WEIGHTS: dict[str, float] = {
 #: Longest token kept; longer "words" are base64 blobs, hashes and similar noise.
 MAX_TOKEN_LENGTH = 64
 
-#: Bytes of each analyzer's cache of stems (:meth:`Analyzer.stem`, one analyzer a
-#: language and process); past it the cache starts again empty.  An entry is counted as
+#: Bytes of the caches of stems (:meth:`Analyzer.stem`) of a process's shared analyzers
+#: (:func:`get_analyzer`: one a Snowball language, all of them within this one budget);
+#: past it the caches start again empty.  An entry is counted as
 #: its word's and its stem's strings (``sys.getsizeof``) and :data:`STEM_ENTRY_BYTES` of
 #: the dictionary's: ~170 bytes for a word of 12 letters, so 8 MB hold ~50,000 words
 #: (a third fewer in a process that makes snippets: :meth:`Analyzer.track_surfaces`).
@@ -61,7 +62,7 @@ STEM_CACHE_BYTES = 8 * 1024 * 1024
 
 
 def set_stem_cache_bytes(limit: int) -> None:
-    """Cap every analyzer's cache of stems of this process at *limit* bytes (from the next
+    """Cap the caches of stems of this process at *limit* bytes (from the next
     word stemmed on): a process that answers queries for long holds more of the index's
     vocabulary than a crawl's processes, whose memory is bounded by
     :data:`STEM_CACHE_BYTES` (``python -m search serve``: ``SPIDERSITE_STEM_CACHE_MB``)."""
@@ -333,15 +334,32 @@ def has_cjk(text: str) -> bool:
     return not text.isascii() and _CJK_RE.search(text) is not None
 
 
+class StemBudget:
+    """Analyzers whose caches of stems share one :data:`STEM_CACHE_BYTES`: the bytes they
+    hold together; when a new stem would take them past it, every one of them starts again
+    empty.  The analyzers of :func:`get_analyzer` share one, so that a crawl of pages in
+    many languages holds no more than a crawl in one; an analyzer made on its own has its
+    own."""
+
+    __slots__ = ("members", "used")
+
+    def __init__(self) -> None:
+        self.used = 0
+        self.members: list[Analyzer] = []
+
+
 class Analyzer:
     """Tokenize, segment, lowercase, drop stop words and stem, for one language.
 
-    Instances are cached per language by :func:`get_analyzer`; each keeps a cache of the
-    stems it has computed, since a language's vocabulary repeats heavily.
+    Instances are shared per Snowball language by :func:`get_analyzer`; each keeps a
+    cache of the stems it has computed, since a language's vocabulary repeats heavily.
     """
 
-    def __init__(self, language: str = "english") -> None:
+    def __init__(self, language: str = "english", budget: StemBudget | None = None) -> None:
         self.language = snowball_language(language)
+        #: The budget of bytes its cache of stems shares (its own unless given).
+        self.budget = budget if budget is not None else StemBudget()
+        self.budget.members.append(self)
         self._stemmer = snowballstemmer.stemmer(self.language)
         if hasattr(self._stemmer, "maxCacheSize"):
             # PyStemmer's own cache (10,000 words, purged by sorting them all) stands
@@ -375,6 +393,7 @@ class Analyzer:
                 # the old cache (dropped), never into the new one without its surface.
                 self.surfaces = {}
                 self.known_stems = {}
+                self.budget.used -= self.known_bytes
                 self.known_bytes = 0
                 self.generation += 1
             return self.surfaces
@@ -399,19 +418,30 @@ class Analyzer:
                 with _TRACKING_LOCK:  # two words of one stem at once: neither lost
                     surfaces[stem] = (*surfaces.get(stem, ()), word)
             self.known_bytes += size
+            self.budget.used += size
         return stem
 
     def _make_room(
         self, size: int, known: dict[str, str], surfaces: dict[str, tuple[str, ...]] | None
     ) -> None:
-        """Empty the cache (*known* and *surfaces*, in place, and counted) if *size* more
-        bytes would take it past :data:`STEM_CACHE_BYTES`."""
-        if self.known_bytes + size > STEM_CACHE_BYTES:
-            known.clear()
-            if surfaces is not None:
-                surfaces.clear()
-            self.generation += 1
-            self.known_bytes = 0
+        """Empty the cache (*known* and *surfaces*, in place, and counted), and those of
+        the analyzers sharing its budget, if *size* more bytes would take them past
+        :data:`STEM_CACHE_BYTES`."""
+        budget = self.budget
+        if budget.used + size > STEM_CACHE_BYTES:
+            for member in budget.members:
+                if member is self:
+                    member._empty(known, surfaces)
+                else:
+                    member._empty(member.known_stems, member.surfaces)
+            budget.used = 0
+
+    def _empty(self, known: dict[str, str], surfaces: dict[str, tuple[str, ...]] | None) -> None:
+        known.clear()
+        if surfaces is not None:
+            surfaces.clear()
+        self.generation += 1
+        self.known_bytes = 0
 
     def cache_stems(self, words: Collection[str]) -> None:
         """Stem *words* (lowercased, not cached yet, no stop words) into the cache, as
@@ -443,6 +473,7 @@ class Analyzer:
                 for word, stem in zip(batch, stems, strict=True):
                     surfaces[stem] = (*surfaces.get(stem, ()), word)
         self.known_bytes += size
+        self.budget.used += size
 
     def spans(self, text: str, limit: int | None = None) -> Iterator[tuple[int, int, str]]:
         """The token stream: (start, end, lowercased word) of every word of *text*, CJK
@@ -512,10 +543,23 @@ class Analyzer:
         return word.lower() in self.stop_words
 
 
-@lru_cache(maxsize=64)
+#: The shared analyzers, by Snowball language (at most one a language: a page's
+#: ``lang="en-US"``, ``EN`` and ``en_gb`` are one analyzer), and their budget of stems.
+_ANALYZERS: dict[str, Analyzer] = {}
+_SHARED_BUDGET = StemBudget()
+_ANALYZERS_LOCK = threading.Lock()
+
+
 def get_analyzer(language: str | None = None) -> Analyzer:
     """The shared analyzer for *language* (a tag or Snowball name; default English)."""
-    return Analyzer(snowball_language(language))
+    name = snowball_language(language)
+    analyzer = _ANALYZERS.get(name)
+    if analyzer is None:
+        with _ANALYZERS_LOCK:
+            analyzer = _ANALYZERS.get(name)
+            if analyzer is None:
+                analyzer = _ANALYZERS[name] = Analyzer(name, _SHARED_BUDGET)
+    return analyzer
 
 
 @dataclass(slots=True)

@@ -142,6 +142,27 @@ def test_stem_cache_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None
     assert analyzer.stem(words[-1]) == words[-1][:-4]
 
 
+def test_one_shared_analyzer_a_language_whatever_the_tag() -> None:
+    """A page's language tag, as written, does not make an analyzer (and a cache of
+    stems) of its own: ``en``, ``en-US``, ``EN``, ``en_gb`` and none are one analyzer."""
+    english = analysis.get_analyzer(None)
+    for tag in ("en", "en-US", "EN", "en_gb", "english", "x-unknown"):
+        assert analysis.get_analyzer(tag) is english
+    assert analysis.get_analyzer("de-AT") is analysis.get_analyzer("german") is not english
+
+
+def test_shared_analyzers_hold_one_budget_of_stems(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shared analyzers of all languages hold STEM_CACHE_BYTES together, not each."""
+    budget = analysis.StemBudget()
+    analyzers = [Analyzer(lang, budget) for lang in ("english", "german", "french", "dutch")]
+    monkeypatch.setattr(analysis, "STEM_CACHE_BYTES", 20_000)
+    for i in range(300):
+        for analyzer in analyzers:
+            analyzer.stem(f"zq{i:04d}wort")
+            assert budget.used == sum(a.known_bytes for a in analyzers) <= 20_000
+    assert all(a.known_stems for a in analyzers[1:])
+
+
 def test_only_the_analyzer_caches_stems() -> None:
     # PyStemmer's own cache (purged by sorting its 10,000 words) would stand behind the
     # analyzer's and cost a new word 1.3 µs instead of 0.3.
