@@ -133,9 +133,10 @@ class CrawlDB:
         return False
 
     def stored_urls(self) -> Iterator[str]:
-        """The URL of every stored document."""
+        """The URL of every stored document, read :data:`ID_CHUNK` rows at a time (on
+        PostgreSQL a server-side cursor: without it psycopg holds every URL at once)."""
         with self.engine.connect() as conn:
-            yield from conn.scalars(select(Document.url))
+            yield from conn.execution_options(yield_per=ID_CHUNK).scalars(select(Document.url))
 
     def document_etag(self, url: str) -> str | None:
         """The stored ETag of the document at *url* (a news group keeps its last article

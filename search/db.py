@@ -38,10 +38,12 @@ from search import config
 IN_LIST_ROWS = 500
 
 
-def chunks(seq: Sequence[Any], size: int = IN_LIST_ROWS) -> Iterable[Sequence[Any]]:
-    """*seq* in slices of at most *size* (the values of one ``IN (...)`` list)."""
+def chunks(seq: Sequence[Any] | Any, size: int = IN_LIST_ROWS) -> Iterable[Sequence[Any]]:
+    """*seq* in slices of at most *size* (the values of one ``IN (...)`` list); a numpy
+    array's or an ``array.array``'s as lists of Python ints, which the drivers take."""
     for i in range(0, len(seq), size):
-        yield seq[i : i + size]
+        part = seq[i : i + size]
+        yield part.tolist() if hasattr(part, "tolist") else part
 
 
 logger = logging.getLogger(__name__)

@@ -14,6 +14,7 @@ section times its server's section weights, as the analyzer sums them.
 from __future__ import annotations
 
 import os
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -144,7 +145,7 @@ def iter_doc_columns(
     engine: Engine,
     only_unindexed: bool = False,
     before: datetime | None = None,
-    ids: Sequence[int] | None = None,
+    ids: Sequence[int] | np.ndarray | None = None,
     chunk: int = READ_PAGE,
     stems: Stems | None = None,
 ) -> Iterator[DocColumns]:
@@ -257,7 +258,7 @@ def reindex(
     limitmb: int = LIMITMB,
     progress: Callable[[int], None] | None = None,
     before: datetime | None = None,
-    ids: Sequence[int] | None = None,
+    ids: Sequence[int] | np.ndarray | None = None,
     wait: float = 0.0,
     reader: bool | None = None,
     max_merge_docs: int | None = MAX_MERGE_DOCS,
@@ -272,7 +273,7 @@ def reindex(
     commit, so searches keep answering from the old index until the new one is complete.
     Returns the number of documents indexed.
     """
-    if ids is not None and not ids:
+    if ids is not None and len(ids) == 0:
         return 0
     if full and ids is None and before is None:
         return rebuild(
@@ -287,7 +288,7 @@ def reindex(
     if not full and count_indexable(engine, only_unindexed=True, before=before) == 0:
         return 0
     store = DocumentStore(engine)
-    done: list[int] = []
+    done = array("q")  # 8 bytes an id: a catch-up may be every page of a crawl
     with index.writer(
         limitmb=limitmb, clear=full, wait=wait, max_merge_docs=max_merge_docs
     ) as writer:

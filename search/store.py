@@ -544,7 +544,7 @@ class DocumentStore:
         # marked writes none (on PostgreSQL, an UPDATE that changes nothing still makes a
         # new version of the row, in the table and in each of its indexes).
         with self.engine.begin() as conn:
-            for part in chunks(list(doc_ids)):
+            for part in chunks(doc_ids):
                 conn.execute(
                     update(Document)
                     .where(Document.id.in_(part), Document.indexed.is_not(True))
