@@ -204,13 +204,12 @@ def update_linkrank(engine: Engine, chunk: int = 20_000) -> LinkRankResult:
     """
     started = time.perf_counter()
     crawldb = CrawlDB(engine)
-    ids = np.array(crawldb.graph_documents(), dtype=np.int64)
+    ids = crawldb.graph_documents()
     ids.sort()
     with EdgeFile(len(ids)) as edges:
-        for rows in crawldb.link_graph(chunk):
-            if not rows:
+        for pairs in crawldb.link_graph(chunk):
+            if not len(pairs):
                 continue
-            pairs = np.array(rows, dtype=np.int64).reshape(-1, 2)
             src, dst = pairs[:, 0], pairs[:, 1]
             # Document ids to node numbers; links between documents outside the graph
             # are dropped.

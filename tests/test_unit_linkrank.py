@@ -302,7 +302,7 @@ def test_the_link_graph_is_the_join_of_links_and_documents_in_link_order(engine:
         ]
     assert len(expected) == 37  # 12 × 4, less p3's and p9's 4 and the 3 others to p5
     for chunk in (1, 5, 1000):
-        got = [edge for page in CrawlDB(engine).link_graph(chunk) for edge in page]
+        got = [tuple(edge) for page in CrawlDB(engine).link_graph(chunk) for edge in page.tolist()]
         assert got == expected
 
 
