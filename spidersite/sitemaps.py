@@ -56,6 +56,7 @@ from scrapy.utils._compression import _DecompressionMaxSizeExceeded
 from scrapy.utils.gz import gunzip, gzip_magic_number
 from scrapy.utils.sitemap import Sitemap
 
+from search.fingerprints import Fingerprints
 from spidersite import errors, storage
 from spidersite.crawllog import record_error
 from spidersite.items import ErrorItem, LinkRecord
@@ -117,8 +118,9 @@ class SitemapReader:
         #: Sitemap URLs requested, and sitemaps requested per server.
         self.requested: set[str] = set()
         self.per_server: Counter[str] = Counter()
-        #: Stored documents already made due by a lastmod (listed in several sitemaps).
-        self.due: set[int] = set()
+        #: Stored documents already made due by a lastmod (listed in several sitemaps), by
+        #: id, 8 bytes each (a sitemap may make every page of a large site due).
+        self.due = Fingerprints()
         crawler.signals.connect(self.robots_parsed, signal=signals.robots_parsed)
 
     @property
@@ -297,11 +299,13 @@ class SitemapReader:
         crawldb = storage.crawl_db(spider.crawler)
         for row in crawldb.not_due(list(lastmods), spider.recrawl_time):
             indexed = row.last_index_time
-            if row.id in self.due or (indexed is not None and lastmods[row.url] <= indexed):
+            if self.due.has_fingerprint(row.id) or (
+                indexed is not None and lastmods[row.url] <= indexed
+            ):
                 continue
             if not spider.servers.ensure(row.url).allows(row.url):
                 continue
-            self.due.add(row.id)
+            self.due.add_fingerprint(row.id)
             self.stats.inc_value("sitemap/due")
             yield spider.requests.revisit(row)
 

@@ -269,6 +269,18 @@ def test_robots_txt_failures_are_recorded(robots: tuple[RobotsMiddleware, list[A
     assert stat(mw.crawler, "robotstxt/failed") == 2
 
 
+def test_a_huge_robots_txt_is_read_up_to_500_kib(robots: tuple[RobotsMiddleware, Any]) -> None:
+    mw, logged = robots
+    line = b"Disallow: /private/" + b"x" * 80 + b"\n"
+    body = b"User-agent: *\n" + line * 20_000  # 2 MB
+    answer = mw.process_response(robots_request(), Response(A + "robots.txt", body=body))
+    assert len(answer.body) <= 500 * 1024 < len(answer.body) + len(line)
+    assert answer.body.endswith(b"\n") and body.startswith(answer.body)
+    assert stat(mw.crawler, "robotstxt/truncated") == 1 and logged == []
+    small = Response(A + "robots.txt", body=b"User-agent: *\nDisallow: /x\n")
+    assert mw.process_response(robots_request(), small) is small
+
+
 def test_robots_middleware_uses_only_public_hooks_of_scrapys() -> None:
     """A Scrapy upgrade that renames or reshapes what we build on fails here, not silently."""
     private = [
@@ -280,6 +292,8 @@ def test_robots_middleware_uses_only_public_hooks_of_scrapys() -> None:
     hook = inspect.signature(RobotsTxtMiddleware.process_request_2)
     assert list(hook.parameters) == ["self", "rp", "request"]
     assert RobotsTxtMiddleware.DOWNLOAD_PRIORITY == 1000  # robots.txt requests go first
+    # Each waiter's Deferred is chained to the one Scrapy keeps per host in _parsers.
+    assert "self._parsers[netloc]" in inspect.getsource(RobotsTxtMiddleware.robot_parser)
     assert not hasattr(RobotsTxtMiddleware, "process_exception")
     assert not hasattr(RobotsTxtMiddleware, "process_response")
 

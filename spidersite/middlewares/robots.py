@@ -12,6 +12,10 @@ methods of the robots.txt request, which passes through this middleware like any
   is then crawled as if it had no robots.txt, as Scrapy does;
 - a robots.txt answering 5xx is recorded as ``robots_txt`` too, and also allows everything
   (a 404 is the normal "no robots.txt" and is not a failure);
+- robots.txt is read up to its first :data:`ROBOTSTXT_MAX_BYTES` (500 KiB, the least RFC 9309
+  lets a crawler read; Google reads as much), cut at the end of a line: the parser takes
+  10 to 20 times the file's size in memory, kept for the whole crawl, and a server's
+  ``max_size`` allows 32 MB (stat ``robotstxt/truncated``);
 - every request that arrives while its server's robots.txt is being fetched waits for it
   and is checked against it.  Scrapy 2.19's middleware awaits the one Deferred it keeps
   per server from each such request: the first waiter's await takes the parsed rules, and
@@ -20,7 +24,11 @@ methods of the robots.txt request, which passes through this middleware like any
   waiter awaits a Deferred of its own, fired with the rules.
 
 Stats: Scrapy's ``robotstxt/*`` (``robotstxt/exception_count/*`` excepted: a failed
-robots.txt is counted in ``robotstxt/failed``).
+robots.txt is counted in ``robotstxt/failed``), ``robotstxt/truncated``.
+
+The waiters' Deferreds rely on Scrapy's ``RobotsTxtMiddleware._parsers`` (host -> parser,
+or the Deferred of its download); ``tests/test_unit_middlewares.py`` checks that it is
+still there.
 """
 
 from __future__ import annotations
@@ -44,6 +52,9 @@ if TYPE_CHECKING:
     from scrapy.http import Response
 
 logger = logging.getLogger(__name__)
+
+#: Bytes of a robots.txt that are parsed (RFC 9309, section 2.5: at least 500 KiB).
+ROBOTSTXT_MAX_BYTES = 500 * 1024
 
 
 def is_robots_request(request: Request) -> bool:
@@ -78,9 +89,15 @@ class RobotsMiddleware(RobotsTxtMiddleware):
             raise RobotsDenied(str(exc) or "Forbidden by robots.txt") from None
 
     def process_response(self, request: Request, response: Response) -> Response:
-        if response.status >= 500 and is_robots_request(request):
+        if not is_robots_request(request):
+            return response
+        if response.status >= 500:
             self._failed(request, f"HTTP {response.status}: crawled as if there were no robots.txt")
             return response.replace(body=b"")
+        if len(response.body) > ROBOTSTXT_MAX_BYTES:
+            self.crawler.stats.inc_value("robotstxt/truncated")
+            body = response.body[:ROBOTSTXT_MAX_BYTES]
+            return response.replace(body=body[: body.rfind(b"\n") + 1])
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> None:
