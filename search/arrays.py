@@ -64,6 +64,35 @@ _CACHE_LOCK = threading.Lock()
 #: How many segments' and index generations' arrays a process keeps open.
 SEGMENT_CACHE = 256
 INDEX_CACHE = 4
+#: ... and the bytes the index generations' own arrays (:meth:`ArrayIndex.nbytes`: their
+#: norms, ~24 bytes a document, and what is attached per document) may hold together, the
+#: latest always kept: a server whose index a crawl commits to every 1,000 pages made a
+#: new generation each time, and kept four of them (~740 bytes a page in all).
+INDEX_CACHE_BYTES = 64 * 1024 * 1024
+
+
+def _nbytes(value: Any) -> int:
+    """The bytes of the numpy arrays in *value* (an array, or lists, tuples and dicts of
+    them)."""
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, list | tuple):
+        return sum(_nbytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    size = getattr(value, "nbytes", 0)  # LinkRanks: a property
+    return int(size) if isinstance(size, int) else 0
+
+
+def _trim_indexes() -> None:
+    """Drop the least recently used index generations past :data:`INDEX_CACHE` or
+    :data:`INDEX_CACHE_BYTES` (under ``_CACHE_LOCK``); a query still ranking on one keeps
+    it alive itself."""
+    while len(_INDEXES) > 1 and (
+        len(_INDEXES) > INDEX_CACHE
+        or sum(index.nbytes() for index in _INDEXES.values()) > INDEX_CACHE_BYTES
+    ):
+        _INDEXES.popitem(last=False)
 
 
 def _segment_arrays(folder: Path, segment: Any) -> SegmentArrays | None:
@@ -212,9 +241,17 @@ class ArrayIndex:
         index = cls(leaves, n, avglen, k1, b, section_b, section_scale)
         with _CACHE_LOCK:
             _INDEXES[cache_key] = index
-            while len(_INDEXES) > INDEX_CACHE:
-                _INDEXES.popitem(last=False)
+            _trim_indexes()
         return index
+
+    def nbytes(self) -> int:
+        """The bytes of this generation's own arrays: its norms and deleted documents, its
+        term space, the values attached per document (the segments' arrays are the
+        segment cache's, shared by the generations)."""
+        total = self.deleted.nbytes + self.terms.nbytes() + _nbytes(self.per_doc)
+        for leaf in self.leaves:
+            total += leaf.lennorm.nbytes + leaf.bodynorm.nbytes + leaf.restnorm.nbytes
+        return total
 
     def docids(self, searcher: Any) -> np.ndarray:
         """The database id of every document number (-1: none), from the array files, or

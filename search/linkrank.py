@@ -322,6 +322,11 @@ class LinkRanks:
         self._complete = False
         self._lock = threading.Lock()
 
+    @property
+    def nbytes(self) -> int:
+        """The bytes of its own arrays (the ids are the index generation's)."""
+        return int(self._values.nbytes + self._known.nbytes)
+
     def __len__(self) -> int:
         return len(self._values)
 

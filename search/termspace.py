@@ -227,6 +227,11 @@ class TermSpace:
         self._to_global = [np.full(len(s), -1, dtype=np.int64) for s in segments]
         self._lock = threading.Lock()
 
+    def nbytes(self) -> int:
+        """The bytes of its arrays, and ~100 a term looked up (its string, dict slot)."""
+        arrays = [self._df, *self._local, *self._to_global]
+        return sum(int(a.nbytes) for a in arrays) + 100 * len(self.texts)
+
     # -- the mapping of stems to ids (what a dict of every term answered) ----------------
 
     def get(self, stem: str, default: int | None = None) -> int | None:

@@ -694,3 +694,31 @@ def test_a_sections_weight_scale_moves_its_matches(tmp_path: Path) -> None:
     assert ranked(w_title=0.25) == [1, 0]  # a title word weighs as one body word
     assert ranked(w_title=0.0) == [1]  # a title match counts for nothing
     assert ranked(w_body=0.0) == [0]
+
+
+def test_index_generations_kept_are_capped_in_bytes(
+    index: Index, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process keeps at most INDEX_CACHE index generations' arrays, and no more than
+    INDEX_CACHE_BYTES of them, the latest always (a server whose index a crawl commits to
+    would otherwise keep several generations of per-document arrays)."""
+    s = index.open().searcher(weighting=BM25(ranking.B, ranking.K1))
+    monkeypatch.setattr(arrays, "_INDEXES", type(arrays._INDEXES)())
+    loaded = [ArrayIndex.load(s, k1, ranking.B, ranking.DEFAULT.section_b()) for k1 in (1, 2, 3)]
+    assert all(a is not None for a in loaded)
+    assert len(arrays._INDEXES) == 3
+    first = loaded[0]
+    assert first is not None
+    before = first.nbytes()
+    assert before >= first.n * 8  # its norms, at least a float a document
+    first.docids_cached(s)
+    assert first.nbytes() >= before + first.n * 8  # what is attached per document counts
+    monkeypatch.setattr(arrays, "INDEX_CACHE_BYTES", before + 1)
+    ArrayIndex.load(s, 4, ranking.B, ranking.DEFAULT.section_b())
+    assert len(arrays._INDEXES) == 1  # the latest, whatever its size
+    for k1 in (5, 6, 7, 8, 9):
+        ArrayIndex.load(s, k1, ranking.B, None)
+    monkeypatch.setattr(arrays, "INDEX_CACHE_BYTES", 1 << 40)
+    for k1 in (10, 11, 12, 13, 14, 15):
+        ArrayIndex.load(s, k1, ranking.B, None)
+    assert len(arrays._INDEXES) == arrays.INDEX_CACHE
