@@ -65,7 +65,7 @@ _CACHE_LOCK = threading.Lock()
 SEGMENT_CACHE = 256
 INDEX_CACHE = 4
 #: ... and the bytes the index generations' own arrays (:meth:`ArrayIndex.nbytes`: their
-#: norms, ~24 bytes a document, and what is attached per document) may hold together, the
+#: norms, 56 bytes a document, and what is attached per document) may hold together, the
 #: latest always kept: a server whose index a crawl commits to every 1,000 pages made a
 #: new generation each time, and kept four of them (~740 bytes a page in all).
 INDEX_CACHE_BYTES = 64 * 1024 * 1024
