@@ -70,6 +70,53 @@ class DuplicateMarker:
             conn.execute(update(Document).where(Document.id == did).values(clone_of_id=original))
         return clones
 
+    def promote_orphans(self, conn: Any, originals: Sequence[int]) -> list[int]:
+        """The exact duplicates of the documents *originals* (just stored again, or gone)
+        whose original no longer holds their content: it is gone, its content changed, or
+        it is now a duplicate of another page.  Each such group of pages of one content
+        gets a new original: a live original of that content stored since, else the
+        group's first page, which is no longer a duplicate (it is to be indexed: its id
+        is returned), the others its duplicates.  Without this, the page a site still
+        serves stays out of the index once the page it copied is gone."""
+        found: list[tuple[int, str | None, int]] = []
+        for part in chunks(sorted(set(originals))):
+            found += conn.execute(
+                select(Document.id, Document.checksum, Document.clone_of_id).where(
+                    Document.clone_of_id.in_(part), Document.gone_at.is_(None)
+                )
+            ).all()
+        if not found:
+            return []
+        state = {
+            did: (checksum, gone_at, clone_of)
+            for did, checksum, gone_at, clone_of in conn.execute(
+                select(
+                    Document.id, Document.checksum, Document.gone_at, Document.clone_of_id
+                ).where(Document.id.in_(sorted({o for _, _, o in found})))
+            )
+        }
+        orphans: dict[str, list[int]] = {}
+        for did, checksum, original in found:
+            o_checksum, o_gone, o_clone_of = state.get(original, (None, True, None))
+            if checksum and (o_gone is not None or o_checksum != checksum or o_clone_of):
+                orphans.setdefault(checksum, []).append(did)
+        promoted: list[int] = []
+        for checksum, group in orphans.items():
+            members = set(group)
+            live = [
+                did
+                for did, _, kind, gone_at, clone_of in conn.execute(with_checksums([checksum]))
+                if did not in members and kind == "page" and gone_at is None and clone_of is None
+            ]
+            new = live[0] if live else min(group)
+            if not live:
+                promoted.append(new)
+                conn.execute(update(Document).where(Document.id == new).values(clone_of_id=None))
+            rest = [did for did in group if did != new]
+            for part in chunks(rest):
+                conn.execute(update(Document).where(Document.id.in_(part)).values(clone_of_id=new))
+        return promoted
+
     def load(self, conn: Any) -> None:
         """Read the stored pages' fingerprints into the near-duplicate index, unless held
         already (before a batch's own are written: they are added as it is marked)."""

@@ -27,7 +27,7 @@ import queue
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ from search.crawldb import CrawlDB
 from search.doccolumns import DocColumns
 from search.index import LIMITMB, MAX_MERGE_DOCS, Index
 from search.process import freeze_startup, release_memory, spawning, spool_folder
-from search.reindex import reindex, remove_unindexable
+from search.reindex import iter_doc_columns, reindex, remove_unindexable
 from search.store import DocumentStore
 
 logger = logging.getLogger(__name__)
@@ -52,18 +52,28 @@ class Batch:
 
     docs: DocColumns
     deletes: list[int]
+    #: Documents to add from the database (stored before; exact duplicates promoted to
+    #: originals: :meth:`search.duplicates.DuplicateMarker.promote_orphans`).
+    reads: list[int] = field(default_factory=list)
 
 
-def _apply(writer: Any, message: str) -> list[int]:
-    """Apply the batch whose file *message* names (then removed) to *writer*; returns the
-    ids of the documents it added."""
+def _apply(writer: Any, message: str, engine: Engine | None = None) -> list[int]:
+    """Apply the batch whose file *message* names (then removed) to *writer*, the
+    documents it names to read from the database of *engine*; returns the ids of the
+    documents it added."""
     with open(message, "rb") as f:
         batch: Batch = pickle.load(f)
     os.unlink(message)
     for docid in batch.deletes:
         writer.delete(docid)
     writer.add_columns(batch.docs)
-    return list(batch.docs.docids)
+    added = list(batch.docs.docids)
+    if batch.reads:
+        assert engine is not None, "documents to read need the database"
+        for columns in iter_doc_columns(engine, ids=batch.reads):
+            writer.add_columns(columns, update=True)
+            added.extend(columns.docids)
+    return added
 
 
 #: Seconds the indexer process waits for the index lock (held by a reindex, or by the
@@ -130,7 +140,7 @@ def _worker(
             with index.writer(
                 limitmb=limitmb, wait=LOCK_WAIT, max_merge_docs=max_merge_docs
             ) as writer:
-                pending = _apply(writer, msg)
+                pending = _apply(writer, msg, engine)
                 while len(pending) < batch_size:
                     try:
                         msg = inbox.get(timeout=2.0)
@@ -139,7 +149,7 @@ def _worker(
                     if msg is None:
                         finished = True
                         break
-                    pending.extend(_apply(writer, msg))
+                    pending.extend(_apply(writer, msg, engine))
             faults.point("index_committed")
             release_memory()
             store.mark_indexed(pending)

@@ -104,6 +104,9 @@ class GoneRow:
 class BatchResult:
     documents: list[StoredDocument] = field(default_factory=list)
     deleted: list[int] = field(default_factory=list)
+    #: Exact duplicates that took the place of their original (gone, changed or now a
+    #: duplicate itself): stored before, now to be indexed from the database.
+    promoted: list[int] = field(default_factory=list)
 
 
 # -- what the read side answers -------------------------------------------------------

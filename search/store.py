@@ -411,6 +411,9 @@ class DocumentStore:
                     .values(status=g.status, gone_at=g.time, indexed=False, crawled_at=g.time)
                 )
                 result.deleted.append(g.doc_id)
+            changed = [d.id for d in result.documents] + [g.doc_id for g in gone]
+            if changed:
+                result.promoted = self.duplicates.promote_orphans(conn, changed)
             if errors:
                 conn.execute(
                     insert(CrawlError),

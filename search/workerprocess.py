@@ -157,21 +157,23 @@ class Worker:
                 )
                 continue
             result.documents += one.documents
+            result.promoted += one.promoted
         errors = [*batch.errors, *refused]
         if errors or batch.revisits or batch.gone:
             rest = self.store.write_batch((), errors, batch.revisits, batch.gone)
             result.deleted += rest.deleted
+            result.promoted += rest.promoted
         return result
 
     def _index(self, result: BatchResult, report: Report) -> None:
         if self.indexer is None or self.config.index is None:
             return
         docs, deletes = index_batch(result, self.config.index.max_terms)
-        sent, deleted = len(docs), len(deletes)
+        sent, deleted = len(docs) + len(result.promoted), len(deletes)
         if sent or deleted:
             try:
                 # Waits while the indexer's inbox is full (the back-pressure).
-                self.indexer.send(Batch(docs, deletes))
+                self.indexer.send(Batch(docs, deletes, result.promoted))
             except RuntimeError as exc:
                 # Stored, not searchable: `python -m search reindex` catches up.
                 logger.error("%s; the index is no longer fed", exc)

@@ -11,6 +11,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine, text
 
 from tests.conftest import (
@@ -162,6 +163,35 @@ def test_exact_duplicates_are_recorded_and_indexed_once(site: Site, crawl) -> No
     urls = [h["url"] for h in json.loads(proc.stdout)["hits"]]
     assert len(urls) == 2  # the original and the different page, not the clone
     assert result.stats["store/clones"] == 1
+
+
+@pytest.mark.parametrize("fate", ["gone", "changed"])
+def test_a_duplicate_takes_the_place_of_its_original(site: Site, crawl, fate: str) -> None:
+    """When the page a duplicate copies goes away or changes, the first of its duplicates
+    becomes the original (searchable, in the same re-crawl), and the others its
+    duplicates; before, they all stayed out of the index for good."""
+    same = "<html><head><title>Twin</title></head><body>identical okapi text</body></html>"
+    site.page("/", "Home", "home", ["/one.html", "/two.html", "/three.html"])
+    for path in ("/one.html", "/two.html", "/three.html"):
+        site.add(path, same)
+    first = crawl("-a", f"seeds={site.url}")
+    assert first.returncode == 0, first.stderr
+    ids = {r.url: r.id for r in first.rows("SELECT url, id FROM documents")}
+    one, two, three = (ids[site.url + p] for p in ("one.html", "two.html", "three.html"))
+    assert one < two < three
+    if fate == "gone":
+        site.add("/one.html", "gone", status=410, content_type="text/plain")
+    else:
+        site.page("/one.html", "Changed", "a page about pangolins now")
+    again = crawl("-a", "recrawl=all")
+    assert again.returncode == 0, again.stderr
+    rows = {r.id: r for r in again.rows("SELECT id, clone_of_id, indexed FROM documents")}
+    assert rows[two].clone_of_id is None and rows[two].indexed
+    assert rows[three].clone_of_id == two and not rows[three].indexed
+    hits = [h["url"] for h in json.loads(again.search("okapi", "--json").stdout)["hits"]]
+    assert hits == [site.url + "two.html"]
+    check = run_search("check", "--dry-run", data_dir=again.data_dir)
+    assert check.returncode == 0 and "agrees" in check.stdout, check.stdout
 
 
 def test_near_duplicates_are_recorded(site: Site, crawl) -> None:
