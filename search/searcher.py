@@ -58,7 +58,7 @@ def _close(open_searchers: list[Any]) -> None:
 class Searcher:
     """Search one index, show results from one database.
 
-    The Whoosh reader is opened once and kept (refreshed when the index has changed), so
+    The Whoosh reader is opened once and kept (opened anew when the index has changed), so
     a long-lived Searcher (the web application, a benchmark) does not reopen it per query.
     """
 
@@ -71,18 +71,38 @@ class Searcher:
         #: The database's reads (titles, texts, section counts); None: hits without them.
         self.db = CrawlDB(engine) if engine is not None else None
         self.index = index
-        # The open Whoosh searcher, if any.  It holds its segments' files open
+        # The open Whoosh searcher, if any, last; before it, those replaced while a
+        # session still used them.  Each holds its segments' files open
         # (:func:`search.indexquery.open_searcher`): closed by close(), or when this
         # Searcher is dropped.
         self._open: list[Any] = []
+        # Sessions open on this Searcher (nested ones included).
+        self._sessions = 0
         weakref.finalize(self, _close, self._open)
 
     @property
     def _searcher(self) -> Any:
-        return self._open[0] if self._open else None
+        return self._open[-1] if self._open else None
 
     def close(self) -> None:
         _close(self._open)
+
+    def _current(self) -> Any:
+        """The open Whoosh searcher, opened anew when the index has changed since.
+
+        Not Whoosh's ``refresh()``: it keeps the reader of every segment whose id did not
+        change, and such a reader keeps the deleted documents of its segment as they were
+        when it opened, so the pages a re-crawl replaced or removed stayed found (and
+        whoosh-reloaded's also keeps the segments a merge removed).  The searcher it
+        replaces is closed at once, or when the last session using it ends."""
+        searcher = self._searcher
+        if searcher is not None and searcher.up_to_date():
+            return searcher
+        fresh = open_searcher(self.index)
+        if searcher is not None and not self._sessions:
+            _close(self._open)
+        self._open.append(fresh)
+        return fresh
 
     @contextmanager
     def session(
@@ -91,17 +111,20 @@ class Searcher:
         """A :class:`SearchSession` on the current index (the reader is kept open), with
         the Searcher's ranking parameters or *params*; the stored texts its ranking reads
         (term proximity) are kept in *read*, by id, when given."""
-        if self._searcher is None:
-            self._open.append(open_searcher(self.index))
-        elif not self._searcher.up_to_date():
-            # Whoosh closes the segments the new searcher does not reuse.
-            self._open[0] = self._searcher.refresh()
+        searcher = self._current()
         params = params or self.params
         linkranks = self._linkranks if params.linkrank > 0 and self.db is not None else None
         texts = None
         if params.proximity > 0 and self.db is not None:
             texts = partial(self._documents, with_text=True, read=read)
-        yield SearchSession(self._searcher, params, linkranks, texts)
+        self._sessions += 1
+        try:
+            yield SearchSession(searcher, params, linkranks, texts)
+        finally:
+            self._sessions -= 1
+            if not self._sessions:
+                while len(self._open) > 1:  # replaced under a session that has ended
+                    self._open.pop(0).close()
 
     def warm(self) -> None:
         """Do now what the first query would: open the index, read its array postings and
