@@ -23,7 +23,8 @@ Then each query runs, in the same process, through
 
 - the product: :meth:`search.searchsession.SearchSession.rank` for the top 10 (what ``python -m
   search`` and the web page do before they read the database for titles and snippets), and
-  separately the hit count (:meth:`SearchSession.count`) that a result page also shows,
+  separately the hit count (:meth:`SearchSession.count`) that a result page also shows
+  (counted on the scores the ranking kept),
   and the top 10 without query expansion (``expand=False``: the same OR of the typed words
   that stock runs; queries of 4+ words are expanded by default);
 - stock Whoosh: an OR of every query word in ``title`` and ``body``, ``BM25F`` defaults,
@@ -233,9 +234,10 @@ def main(argv: list[str] | None = None) -> int:
     for text in queries:
         t0 = time.perf_counter()
         q = parse_query(text)
-        hits = session.rank(q, 10)
+        wquery = session.query(q)
+        hits = session.rank(q, 10, wquery=wquery)
         t1 = time.perf_counter()
-        session.count(q, build_query(q))
+        session.count(q, wquery)  # of the scores the ranking kept, as a result page counts
         t2 = time.perf_counter()
         session.rank(q, 10, expand=False)
         plain_ms.append((time.perf_counter() - t2) * 1000)

@@ -58,6 +58,8 @@ class ParsedQuery:
     excluded_phrases: list[list[str]] = field(default_factory=list)
     sites: list[str] = field(default_factory=list)
     require_all: bool = False
+    #: The language its words were stemmed in (None: English, the default).
+    language: str | None = None
     #: Every searched word's stem in query order, repeats included (for query-term
     #: frequency: a word typed twice weighs twice).
     occurrences: list[str] = field(default_factory=list)
@@ -89,7 +91,7 @@ def parse_query(
     words = sum(1 for _ in analyzer.words(text))
     if words > MAX_QUERY_WORDS:
         raise QueryError(f"the query has {words} words: at most {MAX_QUERY_WORDS} are searched")
-    q = ParsedQuery(text=text, require_all=require_all)
+    q = ParsedQuery(text=text, require_all=require_all, language=language)
     seen: set[str] = set()
 
     def add_terms(chunk: str) -> list[str]:

@@ -154,9 +154,18 @@ class ReferenceSession:
         results = self.s.search(query, filter=wquery.filter, mask=wquery.mask, limit=limit)
         return [Ranked(float(score), *stored(self.s, d), d) for score, d in results.top_n]
 
-    def count(self, q: ParsedQuery, wquery: WhooshQuery) -> tuple[int, bool]:
-        """Documents matching *q*, counted by Whoosh: (number, True)."""
+    def count(self, q: ParsedQuery, wquery: WhooshQuery, expand: bool = True) -> tuple[int, bool]:
+        """The documents :meth:`rank` ranks for *q* (those of the expanded query when it
+        is expanded), counted by Whoosh: (number, True)."""
         if wquery.filter is not None and next(iter(wquery.filter.docs(self.s)), None) is None:
             return 0, True
-        results = self.s.search(wquery.scored, filter=wquery.filter, mask=wquery.mask, limit=1)
+        query = wquery.scored
+        weights = wquery.weights
+        if expand and not q.require_all and self.expands(weights):
+            hits = self.top(weights, self.params.fb_docs, wquery)
+            expanded = self.expand(weights, hits) if hits else weights
+            present = {s: w for s, w in expanded.items() if self.df(s)}
+            if expanded != weights and present:
+                query = weighted_query(present)
+        results = self.s.search(query, filter=wquery.filter, mask=wquery.mask, limit=1)
         return len(results), True

@@ -4,8 +4,10 @@ Ranking runs on the array postings, in a :class:`search.searchsession.SearchSess
 the current index (the Whoosh reader is kept open between queries).
 
 :meth:`Searcher.search` returns a :class:`search.results.ResultPage` of hits with snippets
-(:mod:`search.snippets`); quoted phrases are checked against the stored text of each
-candidate.
+(:mod:`search.snippets`); quoted phrases, and excluded ones, are checked against the stored
+text of each candidate (at most :data:`PHRASE_CANDIDATES` or :data:`PHRASE_DEPTH` × the
+last result asked for).  The total is the number of pages ranked (those of the expanded
+query when it is expanded).
 
 With the ranking's ``linkrank`` weight above 0, each hit's score gets the link-graph prior
 (:func:`search.ranking.link_prior`) added after the ranking by words (and after query
@@ -36,7 +38,7 @@ from search.linkrank import LinkRanks
 from search.query import ParsedQuery, QueryError, check_window
 from search.results import Explanation, Hit, ResultPage
 from search.searchsession import SearchSession
-from search.snippets import contains_phrase, make_snippet, word_stems
+from search.snippets import Words, contains_phrase, make_snippet, word_stems
 
 __all__ = ["LINKRANK_MAX_AGE", "Searcher", "SearcherPool"]
 
@@ -45,7 +47,9 @@ __all__ = ["LINKRANK_MAX_AGE", "Searcher", "SearcherPool"]
 LINKRANK_MAX_AGE = 60.0
 #: A query with a quoted phrase checks the phrase in the stored text of its best
 #: ``max(PHRASE_CANDIDATES, PHRASE_DEPTH × the last result asked for)`` candidates; when
-#: there are that many, its count of hits is of those (``total_exact`` false).
+#: there are that many, its count of hits is of those (``total_exact`` false).  As many of
+#: the hits that hold every word of an excluded phrase are checked for it; the others are
+#: left out (``total_exact`` false).
 PHRASE_CANDIDATES = 200
 PHRASE_DEPTH = 10
 
@@ -58,7 +62,7 @@ def _close(open_searchers: list[Any]) -> None:
 class Searcher:
     """Search one index, show results from one database.
 
-    The Whoosh reader is opened once and kept (refreshed when the index has changed), so
+    The Whoosh reader is opened once and kept (opened anew when the index has changed), so
     a long-lived Searcher (the web application, a benchmark) does not reopen it per query.
     """
 
@@ -71,37 +75,66 @@ class Searcher:
         #: The database's reads (titles, texts, section counts); None: hits without them.
         self.db = CrawlDB(engine) if engine is not None else None
         self.index = index
-        # The open Whoosh searcher, if any.  It holds its segments' files open
+        # The open Whoosh searcher, if any, last; before it, those replaced while a
+        # session still used them.  Each holds its segments' files open
         # (:func:`search.indexquery.open_searcher`): closed by close(), or when this
         # Searcher is dropped.
         self._open: list[Any] = []
+        # Sessions open on this Searcher (nested ones included).
+        self._sessions = 0
         weakref.finalize(self, _close, self._open)
 
     @property
     def _searcher(self) -> Any:
-        return self._open[0] if self._open else None
+        return self._open[-1] if self._open else None
 
     def close(self) -> None:
         _close(self._open)
 
+    def _current(self) -> Any:
+        """The open Whoosh searcher, opened anew when the index has changed since.
+
+        Not Whoosh's ``refresh()``: it keeps the reader of every segment whose id did not
+        change, and such a reader keeps the deleted documents of its segment as they were
+        when it opened, so the pages a re-crawl replaced or removed stayed found (and
+        whoosh-reloaded's also keeps the segments a merge removed).  The searcher it
+        replaces is closed at once, or when the last session using it ends."""
+        searcher = self._searcher
+        if searcher is not None and searcher.up_to_date():
+            return searcher
+        fresh = open_searcher(self.index)
+        if searcher is not None and not self._sessions:
+            _close(self._open)
+        self._open.append(fresh)
+        return fresh
+
     @contextmanager
     def session(
-        self, params: ranking.Params | None = None, read: dict[int, Any] | None = None
+        self,
+        params: ranking.Params | None = None,
+        read: dict[int, Any] | None = None,
+        words: dict[int, Words] | None = None,
     ) -> Iterator[SearchSession]:
         """A :class:`SearchSession` on the current index (the reader is kept open), with
         the Searcher's ranking parameters or *params*; the stored texts its ranking reads
-        (term proximity) are kept in *read*, by id, when given."""
-        if self._searcher is None:
-            self._open.append(open_searcher(self.index))
-        elif not self._searcher.up_to_date():
-            # Whoosh closes the segments the new searcher does not reuse.
-            self._open[0] = self._searcher.refresh()
+        (term proximity, excluded phrases) are kept in *read*, by id, when given, and
+        their words (:func:`search.snippets.word_stems`) in *words*."""
+        searcher = self._current()
         params = params or self.params
         linkranks = self._linkranks if params.linkrank > 0 and self.db is not None else None
-        texts = None
+        texts = holding = None
         if params.proximity > 0 and self.db is not None:
             texts = partial(self._documents, with_text=True, read=read)
-        yield SearchSession(self._searcher, params, linkranks, texts)
+        if self.db is not None:
+            holding = partial(self._holding, read=read, words=words)
+        self._sessions += 1
+        try:
+            yield SearchSession(searcher, params, linkranks, texts, holding)
+        finally:
+            self._sessions -= 1
+            if not self._sessions:
+                while len(self._open) > 1:  # replaced under a session that has ended
+                    self._open.pop(0).close()
 
     def warm(self) -> None:
         """Do now what the first query would: open the index, read its array postings and
@@ -141,33 +174,36 @@ class Searcher:
         wquery = build_query(q, self.params.decay, self.params.decay_words)
         offset = (page - 1) * per_page
         query_stems = set(q.stems)
-        words_of: dict[int, list[tuple[int, int, str]]] = {}
         # The stored texts read for this search, by id: each read once, whether by the
-        # ranking (term proximity), the phrase check or the hits' snippets.
+        # ranking (term proximity, excluded phrases), the phrase check or the hits'
+        # snippets; and the words of those a phrase was looked for in.
         read: dict[int, Any] = {}
-        with self.session(read=read) as session:
+        words_of: dict[int, Words] = {}
+        # How many candidates a phrase, included or excluded, is looked for in.
+        check = max(PHRASE_CANDIDATES, PHRASE_DEPTH * (offset + per_page))
+        with self.session(read=read, words=words_of) as session:
             if q.phrases:
                 # Phrases are checked on the stored text: rank, then filter candidates.
-                limit = max(PHRASE_CANDIDATES, PHRASE_DEPTH * (offset + per_page))
-                ranked = session.rank(q, limit, expand=expand, wquery=wquery)
+                ranked = session.rank(q, check, expand=expand, wquery=wquery, check=check)
                 docs = self._documents([r.docid for r in ranked], with_text=True, read=read)
                 kept = []
                 for r in ranked:
                     doc = docs.get(r.docid)
                     if doc is None:
                         continue
-                    words = word_stems(doc.text or "", doc.language)
-                    if all(contains_phrase(words, p) for p in q.phrases):
+                    if all(contains_phrase(self._words(doc, words_of), p) for p in q.phrases):
                         kept.append(r)
-                        words_of[r.docid] = words
                 # Exact when every candidate was checked; else a count of the best ones.
-                total, exact = len(kept), len(ranked) < limit
+                total = len(kept)
+                exact = len(ranked) < check and session.count(q, wquery, expand, check)[1]
                 chosen = kept[offset : offset + per_page]
             else:
-                ranked = session.rank(q, offset + per_page, expand=expand, wquery=wquery)
+                ranked = session.rank(
+                    q, offset + per_page, expand=expand, wquery=wquery, check=check
+                )
                 chosen = ranked[offset:]
-                total, exact = session.count(q, wquery)
-                total = max(total, len(ranked))
+                # What was ranked: the expanded query's hits when it was expanded.
+                total, exact = session.count(q, wquery, expand, check)
                 docs = self._documents([r.docid for r in chosen], with_text=True, read=read)
             suggestion = spelling.suggest(
                 session,
@@ -192,7 +228,7 @@ class Searcher:
                 doc.text or "",
                 query_stems,
                 doc.language,
-                words_of.get(r.docid),
+                words_of.get(r.docid) if q.phrases else None,
                 description=doc.description,
             )
             hits.append(
@@ -225,6 +261,32 @@ class Searcher:
         if missing:
             read.update(self.db.documents(missing, with_text=True))
         return {i: read[i] for i in ids if i in read}
+
+    def _holding(
+        self,
+        ids: Sequence[int],
+        phrases: Sequence[Sequence[str]],
+        read: dict[int, Any] | None,
+        words: dict[int, Words] | None,
+    ) -> set[int]:
+        """The ids of documents *ids* whose stored text holds one of *phrases* (in its
+        first :data:`search.snippets.PHRASE_WORDS` words, as an included phrase)."""
+        docs = self._documents(ids, with_text=True, read=read)
+        cache = {} if words is None else words
+        return {
+            i
+            for i, doc in docs.items()
+            if any(contains_phrase(self._words(doc, cache), p) for p in phrases)
+        }
+
+    @staticmethod
+    def _words(doc: Any, cache: dict[int, Words]) -> Words:
+        """The words of document row *doc*'s text (:func:`search.snippets.word_stems`),
+        kept in *cache* by its id."""
+        words = cache.get(doc.id)
+        if words is None:
+            words = cache[doc.id] = word_stems(doc.text or "", doc.language)
+        return words
 
     def _surfaces(self, session: SearchSession, stem: str) -> list[tuple[str, int]]:
         """*stem*'s surface forms, counted in a sample of the documents that hold it."""

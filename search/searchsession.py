@@ -40,6 +40,7 @@ class SearchSession:
         params: ranking.Params = ranking.DEFAULT,
         linkranks: Any = None,
         documents: Callable[[list[int]], Mapping[int, Any]] | None = None,
+        holding: Callable[[list[int], list[list[str]]], set[int]] | None = None,
     ) -> None:
         self.s = searcher
         #: The ranking's parameters (:class:`search.ranking.Params`).
@@ -64,10 +65,22 @@ class SearchSession:
         #: term-proximity bonus), and the bonus the last ranking added, by document number.
         self.documents = documents
         self.proximity_bonus: dict[int, float] = {}
-        # The last query's filtered documents, and its scores before expansion (what
-        # count() counts), kept with the query they belong to.
-        self._filtered: tuple[WhooshQuery, np.ndarray | None, np.ndarray | None] | None = None
+        #: Which of the documents of some ids have a stored text that holds one of some
+        #: phrases (the searcher's check of excluded phrases), or None: a document that
+        #: holds every word of an excluded phrase is left out.
+        self.holding = holding
+        # The last query's filtered documents, its scores before expansion, and the
+        # scores its ranking took its best from (what count() counts, with whether every
+        # page holding an excluded phrase's words was checked), kept with the query they
+        # belong to.
+        self._filtered: (
+            tuple[WhooshQuery, np.ndarray | None, np.ndarray | None, np.ndarray | None] | None
+        ) = None
         self._first: tuple[WhooshQuery, Any, np.ndarray] | None = None
+        self._ranking: tuple[WhooshQuery, tuple[bool, int], np.ndarray, bool] | None = None
+        # Whether the stored text of a document number holds an excluded phrase, by
+        # query: each document checked once whatever the passes and models.
+        self._held: tuple[WhooshQuery, dict[int, bool]] | None = None
 
     def df(self, stem: str) -> int:
         gid = self.arrays.ids.get(stem)
@@ -105,20 +118,19 @@ class SearchSession:
         limit: int,
         expand: bool = True,
         wquery: WhooshQuery | None = None,
+        check: int = 0,
     ) -> list[Ranked]:
         """The best *limit* documents for *q* (with query expansion unless told not to):
-        every matching document scored."""
+        every matching document scored.  Of the hits that hold every word of an excluded
+        phrase, the best *check* are left out if their text holds it (:attr:`holding`),
+        the others are left out."""
         wquery = wquery or self.query(q)
         weights = wquery.weights
-        expand = expand and not q.require_all and self.expands(weights)
         p = self.params
         near = p.proximity > 0 and self.documents is not None and len(weights) > 1
         depth = max(limit, p.proximity_depth if near else 0)
-        scores = self._model_scores(p.model, q, wquery, expand)
+        scores = self._ranking_scores(q, wquery, expand, check)
         if p.fuse != "none":
-            other = self._model_scores(p.fuse, q, wquery, expand)
-            rankings = [self._best_with_prior(x, ranking.RRF_DEPTH) for x in (scores, other)]
-            scores = ranking.rrf([[d for _, d in r] for r in rankings], self.n)
             best = self.arrays.best(scores, depth)
         else:
             best = self._best_with_prior(scores, depth)
@@ -137,17 +149,40 @@ class SearchSession:
             )
         return ranked[:limit]
 
-    def _model_scores(
-        self, model: str, q: ParsedQuery, wquery: WhooshQuery, expand: bool
+    def _ranking_scores(
+        self, q: ParsedQuery, wquery: WhooshQuery, expand: bool, check: int
     ) -> np.ndarray:
+        """The scores :meth:`rank` takes the best from (0: not a hit): those of the
+        session's model after expansion, or their fusion with the other model's (each
+        document's reciprocal rank fusion of its two rankings: 0 outside both)."""
+        expand = expand and not q.require_all and self.expands(wquery.weights)
+        last = self._ranking
+        if last is not None and last[0] is wquery and last[1] == (expand, check):
+            return last[2]
+        p = self.params
+        scores, exact = self._model_scores(p.model, q, wquery, expand, check)
+        if p.fuse != "none":
+            other, other_exact = self._model_scores(p.fuse, q, wquery, expand, check)
+            rankings = [self._best_with_prior(x, ranking.RRF_DEPTH) for x in (scores, other)]
+            scores = ranking.rrf([[d for _, d in r] for r in rankings], self.n)
+            exact = exact and other_exact
+        self._ranking = (wquery, (expand, check), scores, exact)
+        return scores
+
+    def _model_scores(
+        self, model: str, q: ParsedQuery, wquery: WhooshQuery, expand: bool, check: int
+    ) -> tuple[np.ndarray, bool]:
         """Every document's score for *q* under weighting *model*, after the expansion of
-        the session's method from that model's own first ranking."""
+        the session's method from that model's own first ranking, the pages that hold an
+        excluded phrase left out (:meth:`_without_phrases`, with whether each was checked).
+        The feedback documents are chosen among the pages that do not hold every word
+        of an excluded phrase."""
         weights = wquery.weights
         # The first pass's scored postings, which the second re-weighs (bm25 only).
         memo: Memo | None = {} if expand and model == "bm25" else None
         scores = self._scores(weights, wquery, q.require_all, model=model, memo=memo)
         if expand:
-            feedback = self.arrays.best(scores, self.params.fb_docs)
+            feedback = self._feedback(scores, wquery)
             if feedback:
                 expanded = self._expand(weights, feedback)
                 # A score is linear in the query weights: the expanded query's scores are
@@ -159,7 +194,60 @@ class SearchSession:
                 }
                 if added:
                     scores = self._scores(added, wquery, start=scores, model=model, memo=memo)
-        return scores
+        return self._without_phrases(scores, wquery, check)
+
+    def _feedback(self, scores: np.ndarray, wquery: WhooshQuery) -> list[tuple[float, int]]:
+        """The feedback documents of a first ranking *scores*: its best, among those that
+        do not hold every word of an excluded phrase (their texts are not read for it)."""
+        suspects = self._filter_docs(wquery)[2]
+        if suspects is not None and len(suspects):
+            scores = scores.copy()
+            scores[suspects] = 0.0
+        return self.arrays.best(scores, self.params.fb_docs)
+
+    def _without_phrases(
+        self, scores: np.ndarray, wquery: WhooshQuery, check: int
+    ) -> tuple[np.ndarray, bool]:
+        """*scores* with the pages that hold an excluded phrase at 0, and whether each hit
+        that holds every word of one was checked: the best *check* of those by their
+        score are looked for in their stored texts (:attr:`holding`), the others are left
+        out as if they held it."""
+        suspects = self._filter_docs(wquery)[2]
+        if suspects is None:
+            return scores, True
+        hits = suspects[scores[suspects] > 0]
+        if not len(hits):
+            return scores, True
+        scores = scores.copy()
+        if self.holding is None or check <= 0:
+            scores[hits] = 0.0
+            return scores, self.holding is None
+        checked = np.array([d for _, d in best_of(hits, scores[hits], check)], dtype=np.int64)
+        held = self._holding_phrase(checked, wquery)
+        scores[checked[held]] = 0.0
+        unchecked = np.setdiff1d(hits, checked)
+        scores[unchecked] = 0.0
+        return scores, not len(unchecked)
+
+    def _holding_phrase(self, docnums: np.ndarray, wquery: WhooshQuery) -> np.ndarray:
+        """Whether the stored text of each of *docnums* holds an excluded phrase of the
+        query (a boolean each; a document checked once a query)."""
+        if self._held is None or self._held[0] is not wquery:
+            self._held = (wquery, {})
+        known = self._held[1]
+        todo = [int(d) for d in docnums if int(d) not in known]
+        if todo:
+            assert self.holding is not None
+            ids = self._docids(todo)
+            phrases = [p for p in wquery.parsed.excluded_phrases if len(p) > 1]
+            holding = self.holding(ids, phrases)
+            known.update((d, i in holding) for d, i in zip(todo, ids, strict=True))
+        return np.array([known[int(d)] for d in docnums], dtype=bool)
+
+    def _docids(self, docnums: Sequence[int]) -> list[int]:
+        """The database ids of documents *docnums*."""
+        ids = self.arrays.docids_cached(self.s)
+        return [int(ids[d]) if ids[d] >= 0 else stored(self.s, d)[0] for d in docnums]
 
     def _best_with_prior(self, scores: np.ndarray, limit: int) -> list[tuple[float, int]]:
         """The best *limit* (score, document number) pairs of *scores* with the link-graph
@@ -192,8 +280,8 @@ class SearchSession:
         wquery = self.query(q)
         if q.require_all or not self.expands(wquery.weights):
             return wquery.weights
-        hits = self.top(wquery.weights, self.params.fb_docs, wquery)
-        return self.expand(wquery.weights, hits)
+        feedback = self._feedback(self._scores(wquery.weights, wquery), wquery)
+        return self._expand(wquery.weights, feedback) if feedback else wquery.weights
 
     def expands(self, weights: dict[str, float]) -> bool:
         """Whether a query is expanded (see :mod:`search.ranking`)."""
@@ -270,7 +358,7 @@ class SearchSession:
                 scores[:] = 0.0
             else:
                 scores[matched < present] = 0.0
-        allowed, masked = self._filter_docs(wquery)
+        allowed, masked, _ = self._filter_docs(wquery)
         if allowed is not None:
             keep = np.zeros(len(scores), dtype=bool)
             keep[allowed] = True
@@ -281,11 +369,15 @@ class SearchSession:
             self._first = (wquery, key, scores)
         return scores
 
-    def _filter_docs(self, wquery: WhooshQuery) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """The documents the filter allows and those the mask removes (None: no such
-        query).  Phrase words and exclusions are read from the array postings, one posting
-        list at a time (Whoosh's matchers nest one level per word: a long phrase overflows
-        Python's stack); ``site:`` alone asks Whoosh, a flat union of host queries."""
+    def _filter_docs(
+        self, wquery: WhooshQuery
+    ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+        """The documents the filter allows, those the mask removes (an excluded word), and
+        those that hold every word of an excluded phrase, which the ranking checks
+        (:meth:`_without_phrases`) (None: no such query).  Phrase words and exclusions are
+        read from the array postings, one posting list at a time (Whoosh's matchers nest
+        one level per word: a long phrase overflows Python's stack); ``site:`` alone asks
+        Whoosh, a flat union of host queries."""
         if self._filtered is None or self._filtered[0] is not wquery:
             q = wquery.parsed
             arrays = self.arrays
@@ -298,22 +390,32 @@ class SearchSession:
                 for site in wquery.sites:
                     on_site[np.fromiter(matching_docs(self.s, site), dtype=np.int64)] = True
                 allowed = on_site if allowed is None else allowed & on_site
-            masked: np.ndarray | None = None
-            if q.excluded or q.excluded_phrases:
-                masked = arrays.containing_any(q.excluded)
-                for phrase in q.excluded_phrases:
-                    masked |= arrays.containing_all(phrase)
+            # An excluded phrase of one word (the others stop words) is that word.
+            words = q.excluded + [p[0] for p in q.excluded_phrases if len(p) == 1]
+            masked = arrays.containing_any(words) if words else None
+            suspects: np.ndarray | None = None
+            for phrase in q.excluded_phrases:
+                if len(phrase) > 1:
+                    holds = arrays.containing_all(phrase)
+                    suspects = holds if suspects is None else suspects | holds
             self._filtered = (
                 wquery,
                 None if allowed is None else np.flatnonzero(allowed),
                 None if masked is None else np.flatnonzero(masked),
+                None if suspects is None else np.flatnonzero(suspects),
             )
-        return self._filtered[1], self._filtered[2]
+        return self._filtered[1], self._filtered[2], self._filtered[3]
 
-    def count(self, q: ParsedQuery, wquery: WhooshQuery) -> tuple[int, bool]:
-        """Documents matching *q*: (number, exact?) — always exact on the array postings."""
-        scores = self._scores(wquery.weights, wquery, q.require_all)
-        return int(np.count_nonzero(scores)), True
+    def count(
+        self, q: ParsedQuery, wquery: WhooshQuery, expand: bool = True, check: int = 0
+    ) -> tuple[int, bool]:
+        """The documents :meth:`rank` ranks for *q* (those of the expanded query when it
+        is expanded), from the scores of its last ranking of *wquery* (or scored now):
+        (number, exact?).  Exact on the array postings, unless hits that hold every
+        word of an excluded phrase were left out unchecked (past *check*)."""
+        scores = self._ranking_scores(q, wquery, expand, check)
+        assert self._ranking is not None
+        return int(np.count_nonzero(scores > 0)), self._ranking[3]
 
     # -- explanations ------------------------------------------------------------------
 

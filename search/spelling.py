@@ -16,6 +16,9 @@ A candidate must be in :data:`MIN_RATIO` times as many documents as the word its
 document, for a word in none); the nearest wins, then the most frequent.  The stem is
 shown as the surface form of the stored postings closest to what was typed ("vacuming" →
 stem "vacum" → stem "vacuum" → "vacuuming"), so a suggestion reads as words, not stems.
+A surface is stored as its page's language stems it: only one that the query's language
+stems to the candidate is shown (a suggestion finds what it suggests, and is never the
+word typed), else the stem itself if it stems to itself, else nothing.
 """
 
 from __future__ import annotations
@@ -104,6 +107,25 @@ def closest_surface(typed: str, surfaces: list[tuple[str, int]], fallback: str) 
     return min(surfaces, key=lambda s: (damerau_levenshtein(typed, s[0]), -s[1], s[0]))[0]
 
 
+def shown(
+    typed: str, stem: str, surfaces: list[tuple[str, int]], language: str | None
+) -> str | None:
+    """The word to show for the suggested *stem*: of its stored *surfaces* (with their
+    counts), those that *language* stems to *stem* (a page of another language stored
+    them as its own stemmer reads them), the nearest to *typed* (:func:`closest_surface`);
+    without one, *stem* if it stems to itself; else None.  Never a word that stems as
+    *typed* does (*stem* is not its stem), so never *typed* in other letter cases."""
+    analyzer = get_analyzer(language)
+
+    def finds(word: str) -> bool:
+        return [t.stem for t in analyzer.tokens(word)] == [stem]
+
+    forms = [(s, n) for s, n in surfaces if finds(s)]
+    if forms:
+        return closest_surface(typed, forms, stem)
+    return stem if finds(stem) else None
+
+
 def suggest(
     session: SearchSession,
     q: ParsedQuery,
@@ -115,14 +137,18 @@ def suggest(
     in no document, and with *few_hits* its rare words too.
 
     *surfaces* gives a stem's stored surface forms with their counts
-    (:meth:`search.crawldb.CrawlDB.surfaces`)."""
+    (:meth:`search.crawldb.CrawlDB.surfaces`); words are read in *language*, by default
+    the query's."""
+    language = language if language is not None else q.language
     replacements: dict[str, str] = {}
     for term in q.terms:
         if not few_hits and session.df(term.stem):
             continue
         better = correct(session, term, language)
         if better is not None:
-            replacements[term.surface] = closest_surface(term.surface, surfaces(better), better)
+            word = shown(term.surface, better, surfaces(better), language)
+            if word is not None:
+                replacements[term.surface] = word
     if not replacements:
         return None
     text = replace_words(q.text, replacements, language)

@@ -109,3 +109,38 @@ def test_search_page_links_to_the_suggestion_escaped(data: Path) -> None:
     answer: Any = client.get("/api/search?q=replicaton").get_json()
     assert answer["suggestion"] == "replication"
     assert "suggestion" in str(client.get("/api/openapi.json").get_json())
+
+
+def test_a_suggestion_is_never_the_word_typed_read_in_the_querys_language(
+    tmp_path: Path,
+) -> None:
+    """A German page's stem "datenbank" is stored with its surface "Datenbanken", which
+    English stems to "datenbanken", the stem typed: suggesting it would search the same
+    again.  The suggestion is a word that finds the stem in the query's language."""
+    from search.analysis import analyze_document
+
+    engine = db.connect(f"sqlite:///{tmp_path / 'spidersite.db'}")
+    text = "Datenbanken speichern Daten in Tabellen."
+    german = row("de", text, [], language="de")
+    german.words = analyze_document(
+        {"body": text, "title": "", "url": german.url, "desc": "", "keywords": ""},
+        language="de",
+    )
+    DocumentStore(engine).write_batch([german])
+    index = Index(tmp_path / "index")
+    reindex(engine, index)
+    searcher = Searcher(engine, index)
+    page = searcher.search(parse_query("Datenbanken"))
+    assert page.total == 0
+    assert page.suggestion is not None
+    assert page.suggestion == "datenbank"  # German stems "Datenbanken" so, English not
+    # The suggestion finds the page.
+    assert searcher.search(parse_query(page.suggestion)).total == 1
+    # In German, the word typed finds the page: no suggestion.
+    page = searcher.search(parse_query("Datenbanken", language="de"))
+    assert page.total == 1 and page.suggestion is None
+    # A word of the page misspelt, in German: the page's word (stored lowercased), which
+    # German stems to the stem suggested.
+    page = searcher.search(parse_query("Datenbamken", language="de"))
+    assert page.suggestion == "datenbanken"
+    engine.dispose()

@@ -128,6 +128,15 @@ def test_a_phrases_count_is_exact_only_when_every_candidate_was_checked(
     monkeypatch.setattr(searcher, "PHRASE_DEPTH", 1)
     data = client.get('/api/search?q="white stripes"&n=1').get_json()
     assert data["total"] == 1 and data["total_exact"] is False
+    html = client.get('/?q="white stripes"&n=1').get_data(as_text=True)
+    assert "Results 1–1 of about 1 for" in html
+
+
+def test_an_excluded_phrase_leaves_out_the_pages_that_say_it(client: Any) -> None:
+    # The zebra page says "black and white stripes": the words, not the phrase.
+    data = client.get('/api/search?q=stripes -"black stripes"').get_json()
+    assert [h["url"].rsplit("/", 1)[1] for h in data["hits"]] == ["zebra.html"]
+    assert data["total"] == 1 and data["total_exact"] is True
 
 
 def test_api_errors_are_json_and_odd_ids_are_404(client: Any) -> None:
