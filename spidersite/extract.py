@@ -140,6 +140,10 @@ def extract_html(
     out = Extracted()
     if not body.strip():
         return out
+    if encoding and encoding.lower().replace("_", "-").startswith(("utf-16", "utf-32")):
+        # libxml2 knows these under other names (UTF-16LE …): give it UTF-8.
+        body = body.decode(encoding, "replace").lstrip("\ufeff").encode("utf-8")
+        encoding = "utf-8"
     parser = lxml.html.HTMLParser(
         encoding=encoding or "utf-8", remove_comments=True, remove_pis=True
     )

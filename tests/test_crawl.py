@@ -464,3 +464,57 @@ def test_unknown_spider_argument(crawl) -> None:
     result = crawl("-a", "seeds=http://127.0.0.1:1/", "-a", "maxhop=3")
     assert result.returncode == 2
     assert "unknown spider argument(s): maxhop" in result.stderr
+
+
+ITALIAN = (
+    "La città di Roma è la capitale d'Italia. Però il caffè è più buono a Napoli, così "
+    "dicono. Perché? Perché l'acqua è diversa. Qualità e novità ogni giorno."
+)
+
+
+def test_undeclared_latin_and_utf16_pages(site: Site, crawl) -> None:
+    """An undeclared windows-1252 page is read as such (not cp1250 or cp1257); UTF-16
+    pages with a BOM or declared in the header are pages, not binary content; a <meta>
+    UTF-16 on an ASCII page means UTF-8."""
+
+    def html(title: str, text: str, head: str = "") -> str:
+        return f"<html><head>{head}<title>{title}</title></head><body><p>{text}</p></body></html>"
+
+    site.page("/", "Start", "start", ["/it.html", "/bom.html", "/hdr.html", "/meta.html"])
+    site.add(
+        "/it.html", html("Pagina italiana", ITALIAN).encode("cp1252"), content_type="text/html"
+    )
+    site.add(
+        "/bom.html",
+        b"\xff\xfe" + html("Sixteen with BOM", "bassoon café").encode("utf-16-le"),
+        content_type="text/html",
+    )
+    site.add(
+        "/hdr.html",
+        html("Sixteen declared", "marimba café").encode("utf-16-le"),
+        content_type="text/html; charset=utf-16",
+    )
+    site.add(
+        "/meta.html",
+        html("Meta sixteen", "xylophone", '<meta charset="utf-16">'),
+        content_type="text/html",
+    )
+    result = crawl("-a", f"seeds={site.url}")
+    assert result.returncode == 0, result.stderr
+    assert result.errors() == []
+    rows = {
+        r.url.removeprefix(site.url): (r.title, r.charset)
+        for r in result.rows("SELECT url, title, charset FROM documents")
+    }
+    assert rows["it.html"] == ("Pagina italiana", "cp1252")
+    assert rows["bom.html"][0] == "Sixteen with BOM"
+    assert rows["hdr.html"] == ("Sixteen declared", "utf-16-le")
+    assert rows["meta.html"] == ("Meta sixteen", "utf-8")
+    for word, page in (
+        ("città", "it.html"),
+        ("bassoon", "bom.html"),
+        ("marimba", "hdr.html"),
+        ("xylophone", "meta.html"),
+    ):
+        hits = json.loads(result.search(word, "--json").stdout)["hits"]
+        assert [h["url"] for h in hits] == [site.url + page], word

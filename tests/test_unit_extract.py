@@ -445,3 +445,12 @@ def test_parse_http_date_with_offset() -> None:
 )
 def test_parse_http_date_invalid(value: str | bytes | None) -> None:
     assert parse_http_date(value) is None
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le"])
+def test_utf16_and_utf32_pages(encoding: str) -> None:
+    html = "<html><head><title>Café sixteen</title></head><body><p>bassoon</p></body></html>"
+    out = extract(html.encode(encoding), encoding=encoding)
+    assert (out.title, out.text) == ("Café sixteen", "bassoon")
+    bom = {"utf-16-le": b"\xff\xfe", "utf-16-be": b"\xfe\xff"}.get(encoding, b"")
+    assert extract(bom + html.encode(encoding), encoding=encoding).title == "Café sixteen"

@@ -39,6 +39,7 @@ from spidersite.crawlsettings import CrawlSettings, crawl_settings
 from spidersite.extract import extract_article, extract_html, parse_http_date
 from spidersite.items import ErrorItem, GoneItem, PageItem
 from spidersite.links import LinkFollower
+from spidersite.middlewares.charset import WIDE, codec_name
 from spidersite.nntp import article_url
 from spidersite.revisits import check_revisit, unchanged
 from spidersite.serverstate import server_state
@@ -208,7 +209,8 @@ class SiteSpider(Spider):
         if not (is_html or is_text or is_article):
             yield self._file_item(response)
             return
-        if b"\x00" in response.body[:8192]:  # binary bytes served as text
+        wide = isinstance(response, TextResponse) and codec_name(response.encoding) in WIDE
+        if not wide and b"\x00" in response.body[:8192]:  # binary bytes served as text
             server = self.servers.ensure(response.url)
             self.crawler.stats.inc_value("site/errors/parse")
             yield ErrorItem(
