@@ -358,6 +358,40 @@ def test_noindex_nofollow(site: Site, crawl) -> None:
     assert len(json.loads(result.search("wombat", "--json").stdout)["hits"]) == 1
 
 
+def test_x_robots_tag_header(site: Site, crawl) -> None:
+    """X-Robots-Tag counts as <meta name="robots"> does, for HTML and text pages, in its
+    plain form and in the form that names an agent (ours: spidersite)."""
+    site.page("/", "Start", "start", ["/noindex.html", "/nofollow.html", "/other.html", "/t.txt"])
+    site.page(
+        "/noindex.html", "Hidden", "quokka", ["/child.html"], headers={"X-Robots-Tag": "noindex"}
+    )
+    site.page(
+        "/nofollow.html",
+        "Leaf",
+        "wombat",
+        ["/never.html"],
+        headers={"X-Robots-Tag": "spidersite: nofollow"},
+    )
+    site.page("/other.html", "Other", "numbat", headers={"X-Robots-Tag": "otherbot: none"})
+    site.add("/t.txt", "bilby notes", content_type="text/plain", headers={"X-Robots-Tag": "none"})
+    site.page("/child.html", "Child", "child page")
+    site.page("/never.html", "Never", "never fetched")
+    result = crawl("-a", f"seeds={site.url}")
+    assert result.returncode == 0, result.stderr
+    assert site.url + "child.html" in result.urls()  # links of a noindex page are followed
+    assert not site.requested("/never.html")
+    flags = {
+        r.url.removeprefix(site.url): (bool(r.noindex), bool(r.nofollow))
+        for r in result.rows("SELECT url, noindex, nofollow FROM documents")
+    }
+    assert flags["noindex.html"] == (True, False)
+    assert flags["nofollow.html"] == (False, True)
+    assert flags["other.html"] == (False, False)
+    assert flags["t.txt"] == (True, True)
+    for word, hits in (("quokka", 0), ("bilby", 0), ("wombat", 1), ("numbat", 1)):
+        assert len(json.loads(result.search(word, "--json").stdout)["hits"]) == hits, word
+
+
 def test_files_plain_text_and_errors(site: Site, crawl) -> None:
     site.page(
         "/", "Start", "start", ["/manual.pdf", "/photo.png", "/notes.txt", "/blob", "/missing.html"]
