@@ -552,3 +552,21 @@ def test_undeclared_latin_and_utf16_pages(site: Site, crawl) -> None:
     ):
         hits = json.loads(result.search(word, "--json").stdout)["hits"]
         assert [h["url"] for h in hits] == [site.url + page], word
+
+
+def test_compressed_body_cut_before_its_end_is_a_failure(site: Site, crawl) -> None:
+    """A gzip stream cut short (with a Content-Length that matches what was sent) is a
+    reset failure, not a page of its first bytes; the whole stream is a page."""
+    import gzip
+
+    html = f"<html><head><title>Cut</title></head><body>{'aardvark ' * 200}</body></html>"
+    body = gzip.compress(html.encode())
+    site.page("/", "Start", "start", ["/whole.html", "/cut.html"])
+    site.add("/whole.html", body, content_type="text/html", headers={"Content-Encoding": "gzip"})
+    site.add("/cut.html", body[:60], content_type="text/html", headers={"Content-Encoding": "gzip"})
+    result = crawl("-a", f"seeds={site.url}")
+    assert result.returncode == 0, result.stderr
+    assert site.url + "whole.html" in result.urls("page")
+    assert site.url + "cut.html" not in result.urls()
+    assert [(e.url, e.kind) for e in result.errors()] == [(site.url + "cut.html", "reset")]
+    assert result.stats["compression/truncated"] == 1
