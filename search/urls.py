@@ -4,7 +4,8 @@
 redirect: absolute, of a scheme the crawler has a download handler for
 (:data:`URL_SCHEMES`), with a valid host and port, no control characters or spaces, at most
 :data:`MAX_URL_LENGTH` characters.  :func:`origin` is ``scheme://host:port/``, the key of a
-server (the design documents' CServer) everywhere.
+server (the design documents' CServer) everywhere; :func:`without_default_port` drops a
+port a URL needs not name, as :func:`origin` does.
 """
 
 from __future__ import annotations
@@ -30,6 +31,23 @@ def origin(url: str) -> str:
     if port and port != default:
         netloc = f"{netloc}:{port}"
     return f"{scheme}://{netloc}/"
+
+
+def without_default_port(url: str) -> str:
+    """*url* without the port its scheme has by default (``http://h:80/p`` is
+    ``http://h/p``), as :func:`origin` reads it; any other URL as it is."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or ":" not in rest:
+        return url
+    end = len(rest)
+    for mark in "/?#":
+        at = rest.find(mark, 0, end)
+        if at >= 0:
+            end = at
+    host, colon, port = rest[:end].rpartition(":")
+    if not colon or not port.isdigit() or int(port) != DEFAULT_PORTS.get(scheme.lower()):
+        return url
+    return f"{scheme}://{host}{rest[end:]}"
 
 
 def netloc(url: str) -> str:

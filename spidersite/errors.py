@@ -48,6 +48,11 @@ class RedirectOutOfScope(IgnoreRequest):
     its server's ``allow``/``deny`` patterns keep out."""
 
 
+class TruncatedBody(ResponseDataLossError):
+    """A compressed body stops before the end of its stream (a response cut short whose
+    ``Content-Length`` matched what was sent); raised by the compression middleware."""
+
+
 class PageCapReached(IgnoreRequest):
     """The request's server reached its ``max_pages`` for this crawl."""
 

@@ -1,4 +1,5 @@
-"""What a page says about itself: title, meta keywords and description, robots directives,
+"""What a page says about itself: title, meta keywords and description, robots directives
+(its ``<meta name="robots">``, and its ``X-Robots-Tag`` header: :func:`robots_header`),
 language, body text and links.  Pure functions over bytes, parsed once with lxml (a news
 article with the standard library's email parser)."""
 
@@ -140,6 +141,10 @@ def extract_html(
     out = Extracted()
     if not body.strip():
         return out
+    if encoding and encoding.lower().replace("_", "-").startswith(("utf-16", "utf-32")):
+        # libxml2 knows these under other names (UTF-16LE …): give it UTF-8.
+        body = body.decode(encoding, "replace").lstrip("\ufeff").encode("utf-8")
+        encoding = "utf-8"
     parser = lxml.html.HTMLParser(
         encoding=encoding or "utf-8", remove_comments=True, remove_pis=True
     )
@@ -164,7 +169,7 @@ def extract_html(
             out.keywords = normalize_space(content) or None
         elif name == "description":
             out.description = normalize_space(content) or None
-        elif name in ("robots", "spidersite"):
+        elif name in ("robots", AGENT):
             directives = {d.strip().lower() for d in content.split(",")}
             if directives & {"noindex", "none"}:
                 out.noindex = True
@@ -219,6 +224,41 @@ def extract_html(
 
 
 _MESSAGE_ID_RE = re.compile(r"<([^<>\s]+)>")
+
+
+#: Our agent's name in robots directives (``<meta name="spidersite">``, X-Robots-Tag).
+AGENT = "spidersite"
+#: X-Robots-Tag directives written ``name: value`` (any other ``name:`` names an agent).
+_VALUED_DIRECTIVES = frozenset(
+    ("unavailable_after", "max-snippet", "max-image-preview", "max-video-preview")
+)
+
+
+def robots_header(values: list[bytes] | list[str]) -> tuple[bool, bool]:
+    """(noindex, nofollow) of the ``X-Robots-Tag`` header lines *values*.
+
+    Each line is a comma-separated list of directives, as in ``<meta name="robots">``
+    (``noindex``, ``nofollow``, ``none``); ``agent: directives`` makes the directives that
+    follow it (to the end of the line) apply to that agent only, and only ours
+    (:data:`AGENT`) and those naming no agent count.
+    """
+    noindex = nofollow = False
+    for value in values:
+        line = value.decode("latin-1") if isinstance(value, bytes) else value
+        agent: str | None = None
+        for token in line.split(","):
+            name, colon, rest = token.partition(":")
+            name = name.strip().lower()
+            if colon and name not in _VALUED_DIRECTIVES and " " not in name:
+                agent, token = name, rest
+            if agent is not None and agent != AGENT:
+                continue
+            directive = token.strip().lower()
+            if directive in ("noindex", "none"):
+                noindex = True
+            if directive in ("nofollow", "none"):
+                nofollow = True
+    return noindex, nofollow
 
 
 def extract_article(

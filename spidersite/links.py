@@ -10,6 +10,10 @@ let it through (else ``site/denied_by_pattern``); ``maxhops`` and robots.txt are
 middlewares' to apply.  A middleware that drops a request makes its URL schedulable again
 (:meth:`LinkFollower.forget`).
 
+The canonical form is w3lib's (:func:`w3lib.url.canonicalize_url`: query arguments sorted,
+fragment dropped, percent-encoding normalised) without a port the scheme has by default
+(``http://host:80/`` is ``http://host/``, as :func:`search.urls.origin` has it).
+
 Canonicalisation is costly (~25 µs a URL with its check), so it is skipped for a URL that
 is already the canonical form of one the crawl scheduled (found in the fingerprint set:
 on a large site most links point to pages already scheduled), and the canonical forms of
@@ -25,7 +29,7 @@ from scrapy import Request
 from w3lib.url import canonicalize_url
 
 from search.fingerprints import FingerprintSet
-from search.urls import check_url
+from search.urls import check_url, without_default_port
 from spidersite.crawlrequests import RequestFactory
 from spidersite.crawlsettings import CrawlSettings
 from spidersite.items import LinkRecord
@@ -58,7 +62,8 @@ class LinkFollower:
                 # (canonicalize_url gives back what it is given in canonical form).
                 return url
             check_url(url, self.config.urllength_limit)
-            canon = canonicalize_url(url)
+            # w3lib keeps a port its scheme has by default (``:80``); origin() does not.
+            canon = without_default_port(canonicalize_url(url))
             size = _CACHE_ENTRY_BYTES + len(url)
             if canon == url:
                 canon = url  # one string for both: most links are written canonically

@@ -50,7 +50,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.threads import deferToThread
 from w3lib.url import canonicalize_url
 
-from search.urls import DEFAULT_PORTS
+from search.urls import DEFAULT_PORTS, without_default_port
 from spidersite import storage
 from spidersite.crawlsettings import crawl_settings
 from spidersite.handlers import BoundedDownload, SocketGuard, download_timeout
@@ -93,7 +93,8 @@ def article_url(base: str, message_id: str) -> str:
     *base* (``scheme://host[:port]/…``), in canonical form."""
     parts = urlsplit(base)
     mid = message_id.strip().removeprefix("<").removesuffix(">")
-    return canonicalize_url(f"{parts.scheme}://{parts.netloc}/{quote(mid, safe=_MESSAGE_ID_SAFE)}")
+    url = f"{parts.scheme}://{parts.netloc}/{quote(mid, safe=_MESSAGE_ID_SAFE)}"
+    return without_default_port(canonicalize_url(url))
 
 
 def parse_etag(value: bytes | str | None) -> int | None:

@@ -126,6 +126,9 @@ DOWNLOADER_MIDDLEWARES = {
     # HttpCompressionMiddleware (590) decompressed it, and fixes the encoding before
     # MetaRefreshMiddleware (580) and the spider read response.text.
     "spidersite.middlewares.charset.CharsetMiddleware": 585,
+    # 595: process_response sees the body before HttpCompressionMiddleware (590)
+    # decompresses it, and refuses a compressed stream cut before its end.
+    "spidersite.middlewares.compression.CompressedBodyMiddleware": 595,
 }
 
 SPIDER_MIDDLEWARES = {

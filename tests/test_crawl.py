@@ -358,6 +358,40 @@ def test_noindex_nofollow(site: Site, crawl) -> None:
     assert len(json.loads(result.search("wombat", "--json").stdout)["hits"]) == 1
 
 
+def test_x_robots_tag_header(site: Site, crawl) -> None:
+    """X-Robots-Tag counts as <meta name="robots"> does, for HTML and text pages, in its
+    plain form and in the form that names an agent (ours: spidersite)."""
+    site.page("/", "Start", "start", ["/noindex.html", "/nofollow.html", "/other.html", "/t.txt"])
+    site.page(
+        "/noindex.html", "Hidden", "quokka", ["/child.html"], headers={"X-Robots-Tag": "noindex"}
+    )
+    site.page(
+        "/nofollow.html",
+        "Leaf",
+        "wombat",
+        ["/never.html"],
+        headers={"X-Robots-Tag": "spidersite: nofollow"},
+    )
+    site.page("/other.html", "Other", "numbat", headers={"X-Robots-Tag": "otherbot: none"})
+    site.add("/t.txt", "bilby notes", content_type="text/plain", headers={"X-Robots-Tag": "none"})
+    site.page("/child.html", "Child", "child page")
+    site.page("/never.html", "Never", "never fetched")
+    result = crawl("-a", f"seeds={site.url}")
+    assert result.returncode == 0, result.stderr
+    assert site.url + "child.html" in result.urls()  # links of a noindex page are followed
+    assert not site.requested("/never.html")
+    flags = {
+        r.url.removeprefix(site.url): (bool(r.noindex), bool(r.nofollow))
+        for r in result.rows("SELECT url, noindex, nofollow FROM documents")
+    }
+    assert flags["noindex.html"] == (True, False)
+    assert flags["nofollow.html"] == (False, True)
+    assert flags["other.html"] == (False, False)
+    assert flags["t.txt"] == (True, True)
+    for word, hits in (("quokka", 0), ("bilby", 0), ("wombat", 1), ("numbat", 1)):
+        assert len(json.loads(result.search(word, "--json").stdout)["hits"]) == hits, word
+
+
 def test_files_plain_text_and_errors(site: Site, crawl) -> None:
     site.page(
         "/", "Start", "start", ["/manual.pdf", "/photo.png", "/notes.txt", "/blob", "/missing.html"]
@@ -464,3 +498,75 @@ def test_unknown_spider_argument(crawl) -> None:
     result = crawl("-a", "seeds=http://127.0.0.1:1/", "-a", "maxhop=3")
     assert result.returncode == 2
     assert "unknown spider argument(s): maxhop" in result.stderr
+
+
+ITALIAN = (
+    "La città di Roma è la capitale d'Italia. Però il caffè è più buono a Napoli, così "
+    "dicono. Perché? Perché l'acqua è diversa. Qualità e novità ogni giorno."
+)
+
+
+def test_undeclared_latin_and_utf16_pages(site: Site, crawl) -> None:
+    """An undeclared windows-1252 page is read as such (not cp1250 or cp1257); UTF-16
+    pages with a BOM or declared in the header are pages, not binary content; a <meta>
+    UTF-16 on an ASCII page means UTF-8."""
+
+    def html(title: str, text: str, head: str = "") -> str:
+        return f"<html><head>{head}<title>{title}</title></head><body><p>{text}</p></body></html>"
+
+    site.page("/", "Start", "start", ["/it.html", "/bom.html", "/hdr.html", "/meta.html"])
+    site.add(
+        "/it.html", html("Pagina italiana", ITALIAN).encode("cp1252"), content_type="text/html"
+    )
+    site.add(
+        "/bom.html",
+        b"\xff\xfe" + html("Sixteen with BOM", "bassoon café").encode("utf-16-le"),
+        content_type="text/html",
+    )
+    site.add(
+        "/hdr.html",
+        html("Sixteen declared", "marimba café").encode("utf-16-le"),
+        content_type="text/html; charset=utf-16",
+    )
+    site.add(
+        "/meta.html",
+        html("Meta sixteen", "xylophone", '<meta charset="utf-16">'),
+        content_type="text/html",
+    )
+    result = crawl("-a", f"seeds={site.url}")
+    assert result.returncode == 0, result.stderr
+    assert result.errors() == []
+    rows = {
+        r.url.removeprefix(site.url): (r.title, r.charset)
+        for r in result.rows("SELECT url, title, charset FROM documents")
+    }
+    assert rows["it.html"] == ("Pagina italiana", "cp1252")
+    assert rows["bom.html"][0] == "Sixteen with BOM"
+    assert rows["hdr.html"] == ("Sixteen declared", "utf-16-le")
+    assert rows["meta.html"] == ("Meta sixteen", "utf-8")
+    for word, page in (
+        ("città", "it.html"),
+        ("bassoon", "bom.html"),
+        ("marimba", "hdr.html"),
+        ("xylophone", "meta.html"),
+    ):
+        hits = json.loads(result.search(word, "--json").stdout)["hits"]
+        assert [h["url"] for h in hits] == [site.url + page], word
+
+
+def test_compressed_body_cut_before_its_end_is_a_failure(site: Site, crawl) -> None:
+    """A gzip stream cut short (with a Content-Length that matches what was sent) is a
+    reset failure, not a page of its first bytes; the whole stream is a page."""
+    import gzip
+
+    html = f"<html><head><title>Cut</title></head><body>{'aardvark ' * 200}</body></html>"
+    body = gzip.compress(html.encode())
+    site.page("/", "Start", "start", ["/whole.html", "/cut.html"])
+    site.add("/whole.html", body, content_type="text/html", headers={"Content-Encoding": "gzip"})
+    site.add("/cut.html", body[:60], content_type="text/html", headers={"Content-Encoding": "gzip"})
+    result = crawl("-a", f"seeds={site.url}")
+    assert result.returncode == 0, result.stderr
+    assert site.url + "whole.html" in result.urls("page")
+    assert site.url + "cut.html" not in result.urls()
+    assert [(e.url, e.kind) for e in result.errors()] == [(site.url + "cut.html", "reset")]
+    assert result.stats["compression/truncated"] == 1

@@ -14,6 +14,7 @@ from spidersite.extract import (
     is_file_url,
     normalize_space,
     parse_http_date,
+    robots_header,
     url_suffix,
 )
 from spidersite.items import LinkRecord
@@ -84,6 +85,31 @@ def test_meta_spidersite_directive_counts_like_robots() -> None:
         '<html><head><meta name="spidersite" content="noindex"></head><body></body></html>'
     )
     assert out.noindex and not out.nofollow
+
+
+@pytest.mark.parametrize(
+    ("values", "noindex", "nofollow"),
+    [
+        ([], False, False),
+        ([b"noindex"], True, False),
+        ([b"NoFollow"], False, True),
+        ([b"none"], True, True),
+        ([b"noindex, nofollow"], True, True),
+        ([b"noarchive", b"nofollow"], False, True),  # one directive per header line
+        ([b"all"], False, False),
+        ([b"unavailable_after: 25 Jun 2010 15:00:00 PST"], False, False),
+        ([b"max-snippet: 20, noindex"], True, False),
+        # The user-agent form: only our agent's directives, and those for every agent.
+        ([b"spidersite: noindex"], True, False),
+        ([b"SpiderSite: none"], True, True),
+        ([b"googlebot: noindex"], False, False),
+        ([b"googlebot: noindex", b"nofollow"], False, True),
+        ([b"googlebot: noindex, spidersite: nofollow"], False, True),
+        ([b"spidersite: noindex, googlebot: nofollow"], True, False),
+    ],
+)
+def test_x_robots_tag_header(values: list[bytes], noindex: bool, nofollow: bool) -> None:
+    assert robots_header(values) == (noindex, nofollow)
 
 
 def test_no_robots_meta_means_index_and_follow() -> None:
@@ -445,3 +471,12 @@ def test_parse_http_date_with_offset() -> None:
 )
 def test_parse_http_date_invalid(value: str | bytes | None) -> None:
     assert parse_http_date(value) is None
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le"])
+def test_utf16_and_utf32_pages(encoding: str) -> None:
+    html = "<html><head><title>Café sixteen</title></head><body><p>bassoon</p></body></html>"
+    out = extract(html.encode(encoding), encoding=encoding)
+    assert (out.title, out.text) == ("Café sixteen", "bassoon")
+    bom = {"utf-16-le": b"\xff\xfe", "utf-16-be": b"\xfe\xff"}.get(encoding, b"")
+    assert extract(bom + html.encode(encoding), encoding=encoding).title == "Café sixteen"

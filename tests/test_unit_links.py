@@ -76,3 +76,27 @@ def test_cache_bounded_in_bytes(follower: LinkFollower) -> None:
     assert 0 < len(follower._canonical) < 200
     url, canon = next(iter(follower._canonical.items()))
     assert url is canon
+
+
+@pytest.mark.parametrize(
+    ("url", "canon"),
+    [
+        ("http://127.0.0.1:80/p", "http://127.0.0.1/p"),
+        ("HTTP://A.example:80/p?b=2&a=1", "http://a.example/p?a=1&b=2"),
+        ("https://a.example:443/", "https://a.example/"),
+        ("ftp://a.example:21/pub/", "ftp://a.example/pub/"),
+        ("news://a.example:119/comp.lang", "news://a.example/comp.lang"),
+        ("nntp://a.example:119/comp.lang", "nntp://a.example/comp.lang"),
+        ("http://user:pw@a.example:80/", "http://user:pw@a.example/"),
+        ("http://[::1]:80/p", "http://[::1]/p"),
+        # Other ports are kept, and a default port of another scheme too.
+        ("http://a.example:8080/p", "http://a.example:8080/p"),
+        ("http://a.example:443/p", "http://a.example:443/p"),
+        ("https://a.example:80/p", "https://a.example:80/p"),
+    ],
+)
+def test_default_port_is_dropped(follower: LinkFollower, url: str, canon: str) -> None:
+    """A URL that spells out its scheme's default port is the URL without it, as
+    search.urls.origin() has it: one request, one robots.txt and one row per page."""
+    assert follower.canonical(url) == canon
+    assert follower.canonical(canon) == canon

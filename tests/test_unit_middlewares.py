@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from scrapy import Request
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.robotstxt import ProtegoRobotParser
@@ -19,6 +19,7 @@ from twisted.internet.error import ConnectionRefusedError
 
 from search.sitesfile import ServerRegistry
 from spidersite import errors, signals
+from spidersite.middlewares.compression import CompressedBodyMiddleware
 from spidersite.middlewares.concurrency import ServerConcurrencyMiddleware
 from spidersite.middlewares.crawldelay import CrawlDelayMiddleware
 from spidersite.middlewares.hops import MaxHopsMiddleware
@@ -308,3 +309,85 @@ def test_every_kind_of_failure_is_listed_once() -> None:
     other = {"tls", "ignored", "other", "render", "parse", "page_cap", "store"}
     assert by_type | other == set(CrawlError.KINDS)
     assert len(set(CrawlError.KINDS)) == len(CrawlError.KINDS)
+
+
+# -- compressed bodies ----------------------------------------------------------------------
+
+
+def compressed(encoding: str, body: bytes, method: str = "GET") -> tuple[Request, Response]:
+    request = Request(A + "page.html", method=method)
+    headers = {"Content-Type": "text/html", "Content-Encoding": encoding}
+    return request, Response(request.url, body=body, headers=headers, request=request)
+
+
+PAGE_BYTES = b"<html><head><title>Truncated page</title></head><body>" + b"words " * 400
+
+
+def _streams() -> dict[str, bytes]:
+    import gzip
+    import zlib
+
+    import brotli
+
+    return {
+        "gzip": gzip.compress(PAGE_BYTES),
+        "x-gzip": gzip.compress(PAGE_BYTES),
+        "deflate": zlib.compress(PAGE_BYTES),
+        "raw-deflate": zlib.compress(PAGE_BYTES)[2:-4],
+        "br": brotli.compress(PAGE_BYTES),
+    }
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "x-gzip", "deflate", "raw-deflate", "br"])
+def test_compressed_body_cut_before_its_end_is_a_failure(encoding: str) -> None:
+    """Scrapy's decompression keeps what it could read of a cut stream; the cut is a
+    failure of kind reset, not a page."""
+    crawler = crawler_with()
+    mw = CompressedBodyMiddleware.from_crawler(crawler)
+    stream = _streams()[encoding]
+    header = "deflate" if encoding == "raw-deflate" else encoding
+    request, whole = compressed(header, stream)
+    assert mw.process_response(request, whole) is whole
+    request, cut = compressed(header, stream[: len(stream) // 2])
+    with pytest.raises(errors.TruncatedBody) as raised:
+        mw.process_response(request, cut)
+    assert errors.classify_exception(raised.value) == "reset"
+    assert stat(crawler, "compression/truncated") == 1
+
+
+def test_compressed_body_check_leaves_other_responses_alone() -> None:
+    import gzip
+
+    crawler = crawler_with()
+    mw = CompressedBodyMiddleware.from_crawler(crawler)
+    cut = gzip.compress(PAGE_BYTES)[:60]
+    request, head = compressed("gzip", b"", method="HEAD")
+    assert mw.process_response(request, head) is head
+    request, unknown = compressed("zz-unknown", cut)
+    assert mw.process_response(request, unknown) is unknown
+    request = Request(A + "plain.html")
+    plain = Response(request.url, body=cut, headers={"Content-Type": "text/html"})
+    assert mw.process_response(request, plain) is plain
+    # Two members, the second complete: gunzip reads both.
+    request, members = compressed("gzip", gzip.compress(b"<p>a</p>") + gzip.compress(b"b"))
+    assert mw.process_response(request, members) is members
+
+
+def test_compressed_body_past_download_maxsize_is_left_to_scrapy() -> None:
+    """A stream that inflates past DOWNLOAD_MAXSIZE is Scrapy's to refuse (too large),
+    and is not inflated any further here."""
+    import gzip
+
+    crawler = crawler_with(DOWNLOAD_MAXSIZE=1000)
+    mw = CompressedBodyMiddleware.from_crawler(crawler)
+    stream = gzip.compress(PAGE_BYTES * 50)
+    request, cut = compressed("gzip", stream[: len(stream) // 2])
+    assert mw.process_response(request, cut) is cut
+    request, cut = compressed("gzip", stream[:16])  # not even 1000 bytes of it
+    with pytest.raises(errors.TruncatedBody):
+        mw.process_response(request, cut)
+
+
+def test_compressed_body_check_is_off_with_compression() -> None:
+    with pytest.raises(NotConfigured):
+        CompressedBodyMiddleware.from_crawler(crawler_with(COMPRESSION_ENABLED=False))

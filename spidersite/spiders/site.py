@@ -36,9 +36,10 @@ from spidersite import errors
 from spidersite.arguments import build_registry, check_arguments, parse_recrawl, parse_threshold
 from spidersite.crawlrequests import RequestFactory
 from spidersite.crawlsettings import CrawlSettings, crawl_settings
-from spidersite.extract import extract_article, extract_html, parse_http_date
+from spidersite.extract import extract_article, extract_html, parse_http_date, robots_header
 from spidersite.items import ErrorItem, GoneItem, PageItem
 from spidersite.links import LinkFollower
+from spidersite.middlewares.charset import WIDE, codec_name
 from spidersite.nntp import article_url
 from spidersite.revisits import check_revisit, unchanged
 from spidersite.serverstate import server_state
@@ -208,7 +209,8 @@ class SiteSpider(Spider):
         if not (is_html or is_text or is_article):
             yield self._file_item(response)
             return
-        if b"\x00" in response.body[:8192]:  # binary bytes served as text
+        wide = isinstance(response, TextResponse) and codec_name(response.encoding) in WIDE
+        if not wide and b"\x00" in response.body[:8192]:  # binary bytes served as text
             server = self.servers.ensure(response.url)
             self.crawler.stats.inc_value("site/errors/parse")
             yield ErrorItem(
@@ -227,6 +229,9 @@ class SiteSpider(Spider):
             return
         encoding = response.encoding if isinstance(response, TextResponse) else "utf-8"
         item.charset = encoding
+        # X-Robots-Tag counts as <meta name="robots"> does, for pages of every kind.
+        noindex, nofollow = robots_header(response.headers.getlist(b"X-Robots-Tag"))
+        item.noindex, item.nofollow = noindex, nofollow
         if is_html:
             try:
                 ex = extract_html(response.url, response.body, encoding, self.config.site_max_links)
@@ -236,15 +241,16 @@ class SiteSpider(Spider):
             item.title, item.keywords, item.description = ex.title, ex.keywords, ex.description
             if ex.links_invalid:
                 self.crawler.stats.inc_value("site/links_invalid", ex.links_invalid)
-            links = self.links.valid(ex.links, follow=not ex.nofollow)
+            noindex, nofollow = noindex or ex.noindex, nofollow or ex.nofollow
+            links = self.links.valid(ex.links, follow=not nofollow)
             item.text, item.links, item.link_count = ex.text, links, ex.link_total
-            item.html = response.body if ex.text and not ex.noindex else None
+            item.html = response.body if ex.text and not noindex else None
             if ex.link_total > len(ex.links):
                 self.crawler.stats.inc_value("site/links_dropped", ex.link_total - len(ex.links))
-            item.noindex, item.nofollow = ex.noindex, ex.nofollow
+            item.noindex, item.nofollow = noindex, nofollow
             if not item.language:
                 item.language = ex.language
-            followable = [] if ex.nofollow else links
+            followable = [] if nofollow else links
         elif is_article:
             item.charset = "utf-8"
             ex = extract_article(
