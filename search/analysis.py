@@ -179,6 +179,13 @@ def is_known_language(lang: str) -> bool:
     return tag in _SNOWBALL.values() or primary in _SNOWBALL or primary in _CJK_LANGS
 
 
+@lru_cache(maxsize=16_384)  # words of at most MAX_TOKEN_LENGTH characters: < 20 MB
+def cjk_subwords(word: str) -> tuple[str, ...]:
+    """The dictionary words within the Chinese word *word* (jieba's search mode: its 2-
+    and 3-character words, and those of its HMM-found parts), without *word* itself."""
+    return tuple(w for w in _jieba().cut_for_search(word, HMM=False) if w != word and w.strip())
+
+
 @lru_cache(maxsize=1)
 def _jieba() -> Any:
     import logging
@@ -782,7 +789,16 @@ def analyze_packed(
     sums: list[float] = []
     for index, w, words in _section_words(sections, weights, analyzer, max_words):
         # Count words first (at C speed), then stem each distinct word once.
-        for word, n in Counter(words).items():
+        counted = Counter(words)
+        if any(map(_CJK_RE.match, counted)):
+            # A Chinese compound is counted with the words it is made of (jieba's search
+            # mode, as Chinese search indexes do): "搜索引擎" also as 搜索 and 引擎, so a
+            # query of one of them finds it (queries are segmented in the default mode).
+            for word, n in list(counted.items()):
+                if len(word) > 2 and _CJK_RE.match(word):
+                    for part in cjk_subwords(word):
+                        counted[part] += n
+        for word, n in counted.items():
             if word in stop or len(word) > MAX_TOKEN_LENGTH:
                 continue
             stem = stem_of(word)

@@ -214,3 +214,19 @@ def test_chinese_query_finds_the_chapter_in_both_encodings(
     top = [hit["url"] for hit in json.loads(proc.stdout)["hits"]]
     assert f"{corpus_url}{DEBIAN}/{CHAPTER}" in top, top
     assert gbk_url in top, top
+
+
+def test_a_word_inside_a_chinese_compound_finds_its_page(site: Site, crawl) -> None:
+    """jieba reads 搜索引擎 ("search engine") and 北京大学 ("Peking University") as one word
+    each; a page is indexed with the words they are made of too (search mode), so a
+    query of 搜索 or 北京 finds it, and the compound still finds it."""
+    site.page("/", "首页", "网站", ["/zh.html", "/other.html"], head='<meta charset="utf-8">')
+    site.page("/zh.html", "介绍", "我们的搜索引擎在北京大学开发。")
+    site.page("/other.html", "其他", "这是一个关于天气的页面。")
+    result = crawl("-a", f"seeds={site.url}")
+    assert result.returncode == 0, result.stderr
+    for query in ("搜索", "引擎", "北京", "搜索引擎", "北京大学"):
+        proc = result.search(query, "--json")
+        assert proc.returncode == 0, proc.stderr
+        hits = [h["url"] for h in json.loads(proc.stdout)["hits"]]
+        assert hits == [site.url + "zh.html"], (query, hits)
