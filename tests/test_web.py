@@ -135,12 +135,28 @@ def test_api_errors_are_json_and_odd_ids_are_404(client: Any) -> None:
         resp = client.get(path)
         assert resp.status_code == 404 and resp.get_json()["error"].startswith("Not Found")
     resp = client.post("/api/search?q=lion")
-    assert resp.status_code in (400, 405) and "error" in resp.get_json()
+    assert resp.status_code == 405 and "error" in resp.get_json()
     # An id past the database's 64-bit integers names no document: 404, not a 500.
     for path in ("/doc/9223372036854775808", "/doc/99999999999999999999/text"):
         assert client.get(path).status_code == 404, path
     assert client.get("/doc/99999999999999999999/cached").status_code == 404
     assert client.get("/doc/9223372036854775807").status_code == 404
+
+
+def test_a_wrong_method_or_path_is_405_or_404_before_the_csrf_check(tmp_path: Path) -> None:
+    """Routing answers first: a method a route does not take is 405, a path that is not
+    there 404, whatever the CSRF token; a route that takes the method still wants one."""
+    client = make_app(tmp_path / "data").test_client()
+    for method in ("post", "put", "delete", "patch"):
+        resp = getattr(client, method)("/api/search?q=lion")
+        assert resp.status_code == 405, method
+        assert resp.get_json()["error"].startswith("Method Not Allowed"), method
+    for path in ("/api/nothere", "/api/search/extra", "/nothere"):
+        resp = client.post(path, data={"x": "1"})
+        assert resp.status_code == 404, path
+    assert client.post("/api/nothere").get_json()["error"].startswith("Not Found")
+    assert client.put("/admin/logout").status_code == 405
+    assert client.post("/admin/logout").status_code == 400  # its route: the token is checked
 
 
 def test_api_search_keeps_the_index_open_between_requests(

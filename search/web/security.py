@@ -39,8 +39,11 @@ def csrf_token() -> str:
 
 
 def check_csrf() -> None:
-    """``before_request`` hook: refuse any state-changing request without the token."""
-    if request.method in ("GET", "HEAD", "OPTIONS"):
+    """``before_request`` hook: refuse any state-changing request without the token.
+
+    A request that no route takes (a path that is not there, a method its route does not
+    take) is left to routing, which answers 404 or 405."""
+    if request.method in ("GET", "HEAD", "OPTIONS") or request.url_rule is None:
         return
     sent = request.form.get(CSRF_FIELD, "")
     token = session.get("csrf")
