@@ -139,6 +139,44 @@ def test_login_password_csrf_and_logout(tmp_path: Path) -> None:
     assert client.post("/admin/login", data=evil).headers["Location"] == "/admin/"
 
 
+def test_logout_ends_every_session_issued_before_it(tmp_path: Path) -> None:
+    """A logout is checked on the server: a copy of the session cookie kept from before it
+    is refused, in this process and in another one on the same data folder, and so are
+    the other sessions logged in before it; a later login works."""
+    app = make_app(tmp_path / "data")
+    client = app.test_client()
+    other = app.test_client()
+    elsewhere = make_app(tmp_path / "data").test_client()  # another process's application
+    login(other)
+    login(elsewhere)
+    new = login(client)
+    kept = client.get_cookie("spidersite_session")
+    assert kept is not None
+    assert client.get("/admin/").status_code == 200
+    assert client.post("/admin/logout", data={"csrf_token": new}).status_code == 302
+    assert client.get("/admin/").status_code == 302
+    client.set_cookie("spidersite_session", kept.value)  # the cookie kept from before
+    assert client.get("/admin/").status_code == 302
+    assert client.post("/admin/servers/new", data={"csrf_token": new}).status_code == 302
+    assert other.get("/admin/").status_code == 302
+    assert elsewhere.get("/admin/").status_code == 302
+    login(client)
+    assert client.get("/admin/").status_code == 200
+    login(elsewhere)
+    assert elsewhere.get("/admin/").status_code == 200
+
+
+def test_a_logout_without_a_login_ends_no_session(tmp_path: Path) -> None:
+    """Anyone can get a CSRF token (the login form's): a logout that was not logged in
+    must not end the admin's session."""
+    app = make_app(tmp_path / "data")
+    admin_client, stranger = app.test_client(), app.test_client()
+    login(admin_client)
+    csrf = token(stranger.get("/admin/login").get_data(as_text=True))
+    assert stranger.post("/admin/logout", data={"csrf_token": csrf}).status_code == 302
+    assert admin_client.get("/admin/").status_code == 200
+
+
 def test_admin_disabled_without_password(tmp_path: Path) -> None:
     client = make_app(tmp_path / "data", SPIDERSITE_ADMIN_PASSWORD="").test_client()
     html = client.get("/admin/login").get_data(as_text=True)

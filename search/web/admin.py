@@ -76,7 +76,7 @@ def login() -> Any:
 
 @bp.post("/logout")
 def logout() -> Any:
-    security.session.clear()
+    security.log_out()
     return redirect(url_for("search.home"))
 
 
