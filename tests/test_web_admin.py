@@ -177,6 +177,27 @@ def test_a_logout_without_a_login_ends_no_session(tmp_path: Path) -> None:
     assert admin_client.get("/admin/").status_code == 200
 
 
+def test_wrong_password_keeps_next(tmp_path: Path) -> None:
+    client = make_app(tmp_path / "data").test_client()
+    first = client.get("/admin/crawls")
+    assert first.headers["Location"] == "/admin/login?next=/admin/crawls"
+    csrf = token(client.get(first.headers["Location"]).get_data(as_text=True))
+    wrong = client.post(
+        "/admin/login", data={"password": "guess", "csrf_token": csrf, "next": "/admin/crawls"}
+    )
+    assert wrong.status_code == 401
+    assert 'name="next" value="/admin/crawls"' in wrong.get_data(as_text=True)
+    right = client.post(
+        "/admin/login", data={"password": PASSWORD, "csrf_token": csrf, "next": "/admin/crawls"}
+    )
+    assert right.headers["Location"] == "/admin/crawls"
+    # what is re-rendered is escaped, and still checked when it is posted
+    client = make_app(tmp_path / "data").test_client()
+    evil = _login_response(client, password="x", next='//evil"><b>')
+    assert 'value="//evil&#34;&gt;&lt;b&gt;"' in evil.get_data(as_text=True)
+    assert _login_response(client, next='//evil"><b>').headers["Location"] == "/admin/"
+
+
 def test_admin_disabled_without_password(tmp_path: Path) -> None:
     client = make_app(tmp_path / "data", SPIDERSITE_ADMIN_PASSWORD="").test_client()
     html = client.get("/admin/login").get_data(as_text=True)
