@@ -36,7 +36,7 @@ from spidersite import errors
 from spidersite.arguments import build_registry, check_arguments, parse_recrawl, parse_threshold
 from spidersite.crawlrequests import RequestFactory
 from spidersite.crawlsettings import CrawlSettings, crawl_settings
-from spidersite.extract import extract_article, extract_html, parse_http_date
+from spidersite.extract import extract_article, extract_html, parse_http_date, plain_text
 from spidersite.items import ErrorItem, GoneItem, PageItem
 from spidersite.links import LinkFollower
 from spidersite.nntp import article_url
@@ -256,7 +256,7 @@ class SiteSpider(Spider):
             item.links = self.links.valid(ex.links, follow=False)
             followable = []
         else:
-            item.text = (
+            item.text = plain_text(
                 response.text
                 if isinstance(response, TextResponse)
                 else response.body.decode("utf-8", "replace")
