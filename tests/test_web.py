@@ -136,6 +136,10 @@ def test_api_errors_are_json_and_odd_ids_are_404(client: Any) -> None:
         assert resp.status_code == 404 and resp.get_json()["error"].startswith("Not Found")
     resp = client.post("/api/search?q=lion")
     assert resp.status_code == 405 and "error" in resp.get_json()
+    # The API takes no float: a number that is not whole (nan, inf) is a bad parameter.
+    for query in ("n=nan", "page=inf", "n=1e3", "page=-inf"):
+        resp = client.get(f"/api/search?q=lion&{query}")
+        assert resp.status_code == 400 and "error" in resp.get_json(), query
     # An id past the database's 64-bit integers names no document: 404, not a 500.
     for path in ("/doc/9223372036854775808", "/doc/99999999999999999999/text"):
         assert client.get(path).status_code == 404, path
