@@ -112,6 +112,33 @@ def test_phrase_exclusion_site(crawled: CrawlResult) -> None:
     assert len(hits(crawled, f"stripes {others} site:{host}")) == 2
 
 
+@pytest.mark.parametrize(
+    "site",
+    [
+        "*",
+        "12?.0.0.1",
+        "1",
+        "0.0.1",
+        "0.1",
+        "[1]27.0.0.1",
+        "127.0.0.*",
+        "127.0.0.1:*",
+        "127.0.0.[1]",
+    ],
+)
+def test_a_site_is_a_host_not_a_pattern(crawled: CrawlResult, site: str) -> None:
+    """site: names a host: its wildcard characters are characters, and an IP address has
+    no subdomains (site:1 is not the last label of 127.0.0.1)."""
+    assert hits(crawled, f"stripes site:{site}") == []
+
+
+def test_site_of_an_ip_address(crawled: CrawlResult) -> None:
+    host = crawled.base.split("/")[2]  # type: ignore[attr-defined]
+    assert len(hits(crawled, "stripes site:127.0.0.1")) == 2
+    assert len(hits(crawled, f"stripes site:{host}")) == 2
+    assert hits(crawled, "stripes site:127.0.0.1:1") == []
+
+
 def test_stemmed_query_and_snippet(crawled: CrawlResult) -> None:
     found = hits(crawled, "hunting")
     assert names(found) == ["lion.html"]
