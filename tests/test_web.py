@@ -199,6 +199,41 @@ def test_api_search_keeps_the_index_open_between_requests(
     assert answers[2]["hits"] == answers[0]["hits"]
 
 
+WARM_SEGMENTER = """
+import time
+import jieba
+from search.commands.serve import warm_up
+from search.web import create_app
+from search.web.settings import WebSettings
+
+app = create_app(WebSettings.from_env())
+assert not jieba.dt.initialized
+start = time.perf_counter()
+thread = warm_up(app)
+returned = time.perf_counter() - start
+thread.join(120)
+print(jieba.dt.initialized, returned)
+"""
+
+
+def test_serve_warms_the_chinese_segmenter_in_the_background(crawled: CrawlResult) -> None:
+    """jieba's dictionary takes 1-3.5 s to load: ``serve`` loads it on a thread of its own
+    as it starts, so that the first query that meets Chinese text does not wait for it,
+    and the server does not wait for it to listen."""
+    proc = subprocess.run(
+        [sys.executable, "-c", WARM_SEGMENTER],
+        cwd=ROOT,
+        env=_env(crawled.data_dir, crawled.database_url),
+        text=True,
+        capture_output=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    initialized, returned = proc.stdout.split()
+    assert initialized == "True"
+    assert float(returned) < 1.0  # the index's warm-up only, not the dictionary's
+
+
 def test_search_page_errors_are_shown(client: Any) -> None:
     resp = client.get("/?q=the+and")
     assert resp.status_code == 400  # as /api/search answers, the message on the page
