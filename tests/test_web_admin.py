@@ -894,7 +894,11 @@ def test_admin_writes_only_inside_the_data_folder(admin: tuple[Any, str], app: A
     for args in started:
         sites = Path(args["sites"])
         assert sites.resolve().parent == data_dir / "admin" and sites.name.startswith("sites-")
-    assert sorted(p.name for p in data_dir.iterdir()) == ["admin", "web-secret-key"]
+    assert sorted(p.name for p in data_dir.iterdir()) == [
+        "admin",
+        "web-secret-key",
+        "web-session-epoch",
+    ]
 
 
 def test_crawl_log_reads_only_the_data_folder(tmp_path: Path) -> None:
