@@ -24,6 +24,7 @@ from search.commands._common import (
     STORAGE_OPTIONS,
     CLIError,
     add_common,
+    printable,
 )
 from search.index import SearchIndexError
 
@@ -89,11 +90,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     args = parser.parse_args(args_list)
     try:
         return int(modules[args.command].run(args, out))
-    except CLIError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+    except CLIError as exc:  # may quote a stored URL or path: printable()
+        sys.stderr.write(f"error: {printable(exc)}\n")
         return exc.code
     except SearchIndexError as exc:  # missing, outdated, being written
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(f"error: {printable(exc)}\n")
         return EXIT_FAILURE
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")

@@ -134,19 +134,38 @@ class WhooshQuery:
     sites: list[wq.Query] = field(default_factory=list)
 
 
+#: Whoosh's wildcard characters (fnmatch's), each as a set that holds it alone.
+_GLOB_ESCAPES = str.maketrans({"*": "[*]", "?": "[?]", "[": "[[]"})
+
+
+def _is_address(host: str) -> bool:
+    """*host* (no port) is an IP address, or could be the end of one: an IPv6 literal,
+    or a last label of digits (no top-level domain is all digits, RFC 3696 §2)."""
+    return host.startswith("[") or host.rsplit(".", 1)[-1].isdigit()
+
+
 def site_query(site: str) -> wq.Query:
     """``site:host``: the host and its subdomains, on any port (``site:host:port``: that
-    port only)."""
-    if ":" in site:
-        return wq.Or([wq.Term("host", site), wq.Wildcard("host", f"*.{site}")])
-    return wq.Or(
-        [
-            wq.Term("host", site),
-            wq.Wildcard("host", f"*.{site}"),
-            wq.Wildcard("host", f"{site}:*"),
-            wq.Wildcard("host", f"*.{site}:*"),
-        ]
-    )
+    port only).  *site* is a host, not a pattern: its wildcard characters match
+    themselves, and an IP address (``site:127.0.0.1``, ``site:[::1]``) has no
+    subdomains, so that ``site:1`` does not match ``127.0.0.1``."""
+    if site.startswith("["):  # an IPv6 literal, [::1] or [::1]:8080
+        end = site.find("]") + 1
+        if not end:  # not a host: "[" would be the start of every IPv6 literal
+            return wq.Term("host", site)
+        host, port = site[:end], site[end:]
+    else:
+        host, _, port = site.partition(":")
+    glob = site.translate(_GLOB_ESCAPES)
+    clauses: list[wq.Query] = [wq.Term("host", site)]
+    subdomains = not _is_address(host)
+    if subdomains:
+        clauses.append(wq.Wildcard("host", f"*.{glob}"))
+    if not port:
+        clauses.append(wq.Prefix("host", f"{site}:"))
+        if subdomains:
+            clauses.append(wq.Wildcard("host", f"*.{glob}:*"))
+    return wq.Or(clauses)
 
 
 def build_query(

@@ -137,10 +137,15 @@ def parse_query(
             f"(search fewer sites at a time)"
         )
     if not q.terms:
+        if q.sites or q.excluded or q.excluded_phrases:
+            raise QueryError(
+                f"the query {text.strip()!r} has no word to search for: site: and "
+                f"-exclusions only narrow a search; add a word to find "
+                f"(vacuum site:example.org)"
+            )
         if any(analyzer.words(text)):
             raise QueryError(
-                f"the query {text.strip()!r} has only stop words or exclusions: "
-                f"nothing to search for"
+                f"the query {text.strip()!r} has only stop words: nothing to search for"
             )
         raise QueryError(f"the query {text.strip()!r} has no words to search for")
     return q

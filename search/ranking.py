@@ -209,6 +209,12 @@ class Params:
     fb_min_docs: int = FEEDBACK_MIN_DOCS
 
     def __post_init__(self) -> None:
+        # NaN passes every range check below (each comparison with it is false), and an
+        # infinity would reach scores and JSON (Infinity, not JSON).
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{f.name} must be a finite number, not {value}")
         if self.k1 < 0:
             raise ValueError("k1 must be >= 0")
         if not 0 <= self.b <= 1:

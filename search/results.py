@@ -124,8 +124,14 @@ class Hit:
     snippet: list[Segment] = field(default_factory=list)
     explanation: Explanation | None = None
 
-    def snippet_text(self, mark: tuple[str, str] = ("[", "]")) -> str:
-        return "".join(f"{mark[0]}{s.text}{mark[1]}" if s.match else s.text for s in self.snippet)
+    def snippet_text(
+        self, mark: tuple[str, str] = ("[", "]"), clean: Callable[[str], str] = str
+    ) -> str:
+        """The snippet as text, its query words between *mark*; each piece of the page's
+        text through *clean* (not the marks)."""
+        return "".join(
+            f"{mark[0]}{clean(s.text)}{mark[1]}" if s.match else clean(s.text) for s in self.snippet
+        )
 
     def snippet_html(self) -> str:
         return "".join(

@@ -23,7 +23,11 @@ from spidersite.items import LinkRecord
 
 #: Elements whose text is not part of what a reader sees.
 _SKIP_TAGS = ("script", "style", "noscript", "template", "svg", "head")
-_WS_RE = re.compile(r"\s+")
+#: Runs of white space and of control characters (C0, DEL, C1): a control character has no
+#: place in a title or in indexed text, and a terminal acts on it (ESC, C1's CSI).
+_WS_RE = re.compile(r"[\s\x00-\x1f\x7f-\x9f]+")
+#: Control characters but the white space of plain text (tab, newline, CR, FF, VT).
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]+")
 _IGNORED_SCHEMES = (
     "javascript:",
     "mailto:",
@@ -52,7 +56,14 @@ FILE_SUFFIXES = frozenset(
 
 
 def normalize_space(text: str) -> str:
+    """*text* on one line: each run of white space or control characters one space."""
     return _WS_RE.sub(" ", text).strip()
+
+
+def plain_text(text: str) -> str:
+    """A ``text/plain`` body as stored: its lines kept, each run of control characters one
+    space."""
+    return _CONTROL_RE.sub(" ", text)
 
 
 def url_suffix(url: str) -> str:
@@ -204,7 +215,7 @@ def extract_html(
             continue
         rel = (el.get("rel") or "").lower()
         nofollow = "nofollow" in rel
-        anchor = normalize_space(el.text_content()) if el.tag == "a" else (el.get("alt") or "")
+        anchor = normalize_space(el.text_content() if el.tag == "a" else (el.get("alt") or ""))
         position = seen.get(target)
         if position is None:
             seen[target] = len(links)

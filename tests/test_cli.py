@@ -112,6 +112,33 @@ def test_phrase_exclusion_site(crawled: CrawlResult) -> None:
     assert len(hits(crawled, f"stripes {others} site:{host}")) == 2
 
 
+@pytest.mark.parametrize(
+    "site",
+    [
+        "*",
+        "12?.0.0.1",
+        "1",
+        "0.0.1",
+        "0.1",
+        "[1]27.0.0.1",
+        "127.0.0.*",
+        "127.0.0.1:*",
+        "127.0.0.[1]",
+    ],
+)
+def test_a_site_is_a_host_not_a_pattern(crawled: CrawlResult, site: str) -> None:
+    """site: names a host: its wildcard characters are characters, and an IP address has
+    no subdomains (site:1 is not the last label of 127.0.0.1)."""
+    assert hits(crawled, f"stripes site:{site}") == []
+
+
+def test_site_of_an_ip_address(crawled: CrawlResult) -> None:
+    host = crawled.base.split("/")[2]  # type: ignore[attr-defined]
+    assert len(hits(crawled, "stripes site:127.0.0.1")) == 2
+    assert len(hits(crawled, f"stripes site:{host}")) == 2
+    assert hits(crawled, "stripes site:127.0.0.1:1") == []
+
+
 def test_stemmed_query_and_snippet(crawled: CrawlResult) -> None:
     found = hits(crawled, "hunting")
     assert names(found) == ["lion.html"]
@@ -143,6 +170,76 @@ def test_crawled_markup_is_escaped(crawled: CrawlResult) -> None:
     assert "<script>" not in found[0]["snippet_html"]
 
 
+#: Terminal escapes a crawled page may hold: a window title (OSC 0, ended by BEL), a colour
+#: (CSI), C1's one-byte CSI, a hyperlink (OSC 8, ended by ST).
+ESCAPES = "\x1b]0;PWNED\x07\x1b[31mred\u009b2J\x1b]8;;http://evil.example/\x1b\\"
+CONTROLS = ("\x1b", "\x07", "\u009b")
+
+
+def test_crawled_control_characters_never_reach_the_terminal(
+    crawled: CrawlResult, tmp_path: Path
+) -> None:
+    """A database crawled before extraction dropped control characters: what the commands
+    print of it shows them as visible escapes, never as the characters themselves."""
+    from sqlalchemy import create_engine, text
+
+    data = tmp_path / "copy"
+    shutil.copytree(crawled.data_dir, data)
+    engine = create_engine(f"sqlite:///{data / 'spidersite.db'}")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE documents SET title = :t, url = url || :e, "
+                "text = 'A zebra ' || :e || ' has black and white stripes.' "
+                "WHERE url LIKE '%/zebra.html'"
+            ),
+            {"t": "Zebra" + ESCAPES, "e": ESCAPES},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO crawl_errors (url, time, kind, message) "
+                "VALUES (:u, '2026-12-01 10:00:00', 'http', :m)"
+            ),
+            {"u": "http://a.example/" + ESCAPES, "m": "HTTP 500\nfake line" + ESCAPES},
+        )
+    engine.dispose()
+    for args in (["zebra"], ["zebra", "--explain"], ["errors"], ["status"]):
+        proc = run_search(*args, data_dir=data)
+        assert proc.returncode == 0, proc.stderr
+        assert not any(c in proc.stdout + proc.stderr for c in CONTROLS), args
+    shown = run_search("zebra", "-n", "1", data_dir=data).stdout
+    assert "1. Zebra\\x1b]0;PWNED\\x07\\x1b[31mred\\x9b2J" in shown, shown
+    assert "A [zebra] \\x1b]0;PWNED" in shown, shown
+    logged = run_search("errors", data_dir=data).stdout
+    assert "HTTP 500\\nfake line\\x1b" in logged
+    assert not any(line.startswith("fake line") for line in logged.splitlines())
+    # JSON keeps the text as stored, its control characters (C1 too) as \\u escapes.
+    proc = run_search("zebra", "-n", "1", "--json", data_dir=data)
+    assert not any(c in proc.stdout for c in CONTROLS)
+    assert json.loads(proc.stdout)["hits"][0]["title"] == "Zebra" + ESCAPES
+
+
+def test_control_characters_are_dropped_when_crawled(site: Site, tmp_path: Path) -> None:
+    """Control characters have no place in a title or in indexed text: a crawl drops them
+    (HTML and plain text), so that the database never holds them."""
+    site.add(
+        "/",
+        f"<html><head><title>Okapi{ESCAPES}</title>"
+        f'<meta name="description" content="shy{ESCAPES}"></head>'
+        f'<body><p>okapi{ESCAPES} forest</p><a href="/notes.txt">notes</a></body></html>',
+    )
+    site.add("/notes.txt", f"okapi notes{ESCAPES}\nline two\tend", content_type="text/plain")
+    result = run_crawl(tmp_path / "data", "-a", f"seeds={site.url}")
+    assert result.returncode == 0, result.stderr
+    rows = result.rows("SELECT url, title, description, text FROM documents ORDER BY url")
+    assert len(rows) == 2
+    for row in rows:
+        for value in (row.title, row.description, row.text):
+            assert not any(c in (value or "") for c in CONTROLS), row
+    assert rows[0].title == "Okapi ]0;PWNED [31mred 2J ]8;;http://evil.example/ \\"
+    assert rows[1].text.startswith("okapi notes ]0;PWNED") and "\nline two\tend" in rows[1].text
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
@@ -155,6 +252,10 @@ def test_crawled_markup_is_escaped(crawled: CrawlResult) -> None:
         (["lion", "--page", str(10**30)], 2, "results beyond the first 10,000"),
         (["lion", "-n", "10001"], 2, "results beyond the first 10,000"),
         (["lion", "-n", "x"], 2, "invalid int value"),
+        (["lion", "--k1", "nan"], 2, "k1 must be a finite number, not nan"),
+        (["lion", "--decay", "nan"], 2, "decay must be a finite number, not nan"),
+        (["lion", "--linkrank", "inf"], 2, "linkrank must be a finite number, not inf"),
+        (["lion", "--b-title=-inf"], 2, "b_title must be a finite number, not -inf"),
         (["lion " * 2000], 2, "10000 bytes long: at most 8192"),
         ([" ".join(f"w{i}" for i in range(1000))], 2, "1000 words: at most 500"),
         (['"' + " ".join(f"w{i}" for i in range(1000)) + '"'], 2, "1000 words: at most 500"),

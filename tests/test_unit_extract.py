@@ -353,6 +353,21 @@ def test_default_encoding_is_utf8() -> None:
 def test_normalize_space() -> None:
     assert normalize_space("  a\n\t b  ") == "a b"
     assert normalize_space("") == ""
+    # Control characters (C0, DEL, C1) are spaces: never in a title or indexed text.
+    assert normalize_space("a\x1b]0;x\x07b\x00c\x7fd\u009be\u0085f") == "a ]0;x b c d e f"
+
+
+def test_control_characters_are_not_extracted() -> None:
+    page = (
+        "<html><head><title>Okapi\x1b]0;PWNED\x07</title>"
+        '<meta name="description" content="shy\x1b[31m"></head>'
+        "<body><a href='/x'>an\u009bchor</a> forest\x1b[0m</body></html>"
+    ).encode()
+    out = extract_html(PAGE, page, "utf-8")
+    assert out.title == "Okapi ]0;PWNED"
+    assert out.description == "shy [31m"
+    assert out.links[0].anchor == "an chor"
+    assert out.text == "an chor forest [0m"
 
 
 @pytest.mark.parametrize(

@@ -153,11 +153,22 @@ def test_empty_query(text: str) -> None:
         parse_query(text)
 
 
+@pytest.mark.parametrize("text", ["the of and", '"the of"'])
+def test_only_stop_words(text: str) -> None:
+    with pytest.raises(QueryError, match=r"has only stop words: nothing to search for$"):
+        parse_query(text)
+
+
 @pytest.mark.parametrize(
-    "text", ["the of and", '"the of"', "-vacuum", '-"full vacuum"', "-vacuum -tables", "site:a.com"]
+    "text", ["-vacuum", '-"full vacuum"', "-vacuum -tables", "site:a.com", "the site:a.com"]
 )
-def test_nothing_to_search(text: str) -> None:
-    with pytest.raises(QueryError, match="only stop words or exclusions"):
+def test_site_and_exclusions_need_a_word(text: str) -> None:
+    """site: and exclusions narrow a search: alone, the message says a word is needed."""
+    with pytest.raises(
+        QueryError,
+        match=r"has no word to search for: site: and -exclusions only narrow a search; "
+        r"add a word to find \(vacuum site:example\.org\)$",
+    ):
         parse_query(text)
 
 
@@ -256,3 +267,49 @@ def test_without_syntax_every_word_is_searched() -> None:
     syntax = parse_query('the "Office of the Future," -based site:example.org words')
     assert syntax.phrases == [["offic", "futur"]] and syntax.excluded == ["base"]
     assert syntax.sites == ["example.org"]
+
+
+HOSTS = [
+    "example.org",
+    "docs.example.org:8080",
+    "127.0.0.1:8000",
+    "10.0.0.1",
+    "[::1]:8080",
+    "[::1]",
+    "a*b.example",
+]
+
+
+@pytest.mark.parametrize(
+    ("site", "expected"),
+    [
+        ("example.org", {"example.org", "docs.example.org:8080"}),
+        ("example.org:8080", {"docs.example.org:8080"}),
+        ("127.0.0.1", {"127.0.0.1:8000"}),
+        ("127.0.0.1:8000", {"127.0.0.1:8000"}),
+        ("[::1]", {"[::1]:8080", "[::1]"}),
+        ("[::1]:8080", {"[::1]:8080"}),
+        ("a*b.example", {"a*b.example"}),
+        ("*", set()),
+        ("*.example", set()),
+        ("12?.0.0.1", set()),
+        ("[1]27.0.0.1", set()),
+        ("1", set()),
+        ("0.0.1", set()),
+        ("[", set()),
+    ],
+)
+def test_site_query_names_a_host(site: str, expected: set[str]) -> None:
+    """site: is a host, not a pattern, and an IP address has no subdomains."""
+    from whoosh.fields import ID, Schema
+    from whoosh.filedb.filestore import RamStorage
+
+    from search.indexquery import site_query
+
+    ix = RamStorage().create_index(Schema(host=ID(stored=True)))
+    with ix.writer() as writer:
+        for host in HOSTS:
+            writer.add_document(host=host)
+    with ix.searcher() as searcher:
+        found = {searcher.stored_fields(n)["host"] for n in site_query(site).docs(searcher)}
+    assert found == expected

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 
 import pytest
 
@@ -40,6 +41,17 @@ def test_section_scale_of_each_section() -> None:
     with pytest.raises(ValueError, match="per-field form"):
         Params(w_title=2, model="dph")
     assert Params(w_title=2, model="dph", fuse="bm25").section_scale() is not None
+
+
+@pytest.mark.parametrize("name", [f.name for f in fields(Params) if f.type == "float"])
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_params_must_be_finite(name: str, value: float) -> None:
+    """Every comparison with NaN is false: a NaN k1 or decay would pass every range check
+    and rank nothing; an infinite linkrank would put Infinity in JSON."""
+    with pytest.raises(ValueError, match=f"^{name} must be a finite number, not "):
+        Params(**{name: value})
+    with pytest.raises(ValueError, match="must be a finite number"):
+        DEFAULT.with_values(**{name: str(value)})
 
 
 def test_section_b_of_each_section_or_b() -> None:

@@ -144,12 +144,32 @@ def test_api_errors_are_json_and_odd_ids_are_404(client: Any) -> None:
         resp = client.get(path)
         assert resp.status_code == 404 and resp.get_json()["error"].startswith("Not Found")
     resp = client.post("/api/search?q=lion")
-    assert resp.status_code in (400, 405) and "error" in resp.get_json()
+    assert resp.status_code == 405 and "error" in resp.get_json()
+    # The API takes no float: a number that is not whole (nan, inf) is a bad parameter.
+    for query in ("n=nan", "page=inf", "n=1e3", "page=-inf"):
+        resp = client.get(f"/api/search?q=lion&{query}")
+        assert resp.status_code == 400 and "error" in resp.get_json(), query
     # An id past the database's 64-bit integers names no document: 404, not a 500.
     for path in ("/doc/9223372036854775808", "/doc/99999999999999999999/text"):
         assert client.get(path).status_code == 404, path
     assert client.get("/doc/99999999999999999999/cached").status_code == 404
     assert client.get("/doc/9223372036854775807").status_code == 404
+
+
+def test_a_wrong_method_or_path_is_405_or_404_before_the_csrf_check(tmp_path: Path) -> None:
+    """Routing answers first: a method a route does not take is 405, a path that is not
+    there 404, whatever the CSRF token; a route that takes the method still wants one."""
+    client = make_app(tmp_path / "data").test_client()
+    for method in ("post", "put", "delete", "patch"):
+        resp = getattr(client, method)("/api/search?q=lion")
+        assert resp.status_code == 405, method
+        assert resp.get_json()["error"].startswith("Method Not Allowed"), method
+    for path in ("/api/nothere", "/api/search/extra", "/nothere"):
+        resp = client.post(path, data={"x": "1"})
+        assert resp.status_code == 404, path
+    assert client.post("/api/nothere").get_json()["error"].startswith("Not Found")
+    assert client.put("/admin/logout").status_code == 405
+    assert client.post("/admin/logout").status_code == 400  # its route: the token is checked
 
 
 def test_api_search_keeps_the_index_open_between_requests(
@@ -186,6 +206,41 @@ def test_api_search_keeps_the_index_open_between_requests(
         (h.url, h.snippet_html()) for h in alone.hits
     ]
     assert answers[2]["hits"] == answers[0]["hits"]
+
+
+WARM_SEGMENTER = """
+import time
+import jieba
+from search.commands.serve import warm_up
+from search.web import create_app
+from search.web.settings import WebSettings
+
+app = create_app(WebSettings.from_env())
+assert not jieba.dt.initialized
+start = time.perf_counter()
+thread = warm_up(app)
+returned = time.perf_counter() - start
+thread.join(120)
+print(jieba.dt.initialized, returned)
+"""
+
+
+def test_serve_warms_the_chinese_segmenter_in_the_background(crawled: CrawlResult) -> None:
+    """jieba's dictionary takes 1-3.5 s to load: ``serve`` loads it on a thread of its own
+    as it starts, so that the first query that meets Chinese text does not wait for it,
+    and the server does not wait for it to listen."""
+    proc = subprocess.run(
+        [sys.executable, "-c", WARM_SEGMENTER],
+        cwd=ROOT,
+        env=_env(crawled.data_dir, crawled.database_url),
+        text=True,
+        capture_output=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    initialized, returned = proc.stdout.split()
+    assert initialized == "True"
+    assert float(returned) < 1.0  # the index's warm-up only, not the dictionary's
 
 
 def test_search_page_errors_are_shown(client: Any) -> None:

@@ -139,6 +139,65 @@ def test_login_password_csrf_and_logout(tmp_path: Path) -> None:
     assert client.post("/admin/login", data=evil).headers["Location"] == "/admin/"
 
 
+def test_logout_ends_every_session_issued_before_it(tmp_path: Path) -> None:
+    """A logout is checked on the server: a copy of the session cookie kept from before it
+    is refused, in this process and in another one on the same data folder, and so are
+    the other sessions logged in before it; a later login works."""
+    app = make_app(tmp_path / "data")
+    client = app.test_client()
+    other = app.test_client()
+    elsewhere = make_app(tmp_path / "data").test_client()  # another process's application
+    login(other)
+    login(elsewhere)
+    new = login(client)
+    kept = client.get_cookie("spidersite_session")
+    assert kept is not None
+    assert client.get("/admin/").status_code == 200
+    assert client.post("/admin/logout", data={"csrf_token": new}).status_code == 302
+    assert client.get("/admin/").status_code == 302
+    client.set_cookie("spidersite_session", kept.value)  # the cookie kept from before
+    assert client.get("/admin/").status_code == 302
+    assert client.post("/admin/servers/new", data={"csrf_token": new}).status_code == 302
+    assert other.get("/admin/").status_code == 302
+    assert elsewhere.get("/admin/").status_code == 302
+    login(client)
+    assert client.get("/admin/").status_code == 200
+    login(elsewhere)
+    assert elsewhere.get("/admin/").status_code == 200
+
+
+def test_a_logout_without_a_login_ends_no_session(tmp_path: Path) -> None:
+    """Anyone can get a CSRF token (the login form's): a logout that was not logged in
+    must not end the admin's session."""
+    app = make_app(tmp_path / "data")
+    admin_client, stranger = app.test_client(), app.test_client()
+    login(admin_client)
+    csrf = token(stranger.get("/admin/login").get_data(as_text=True))
+    assert stranger.post("/admin/logout", data={"csrf_token": csrf}).status_code == 302
+    assert admin_client.get("/admin/").status_code == 200
+
+
+def test_wrong_password_keeps_next(tmp_path: Path) -> None:
+    client = make_app(tmp_path / "data").test_client()
+    first = client.get("/admin/crawls")
+    assert first.headers["Location"] == "/admin/login?next=/admin/crawls"
+    csrf = token(client.get(first.headers["Location"]).get_data(as_text=True))
+    wrong = client.post(
+        "/admin/login", data={"password": "guess", "csrf_token": csrf, "next": "/admin/crawls"}
+    )
+    assert wrong.status_code == 401
+    assert 'name="next" value="/admin/crawls"' in wrong.get_data(as_text=True)
+    right = client.post(
+        "/admin/login", data={"password": PASSWORD, "csrf_token": csrf, "next": "/admin/crawls"}
+    )
+    assert right.headers["Location"] == "/admin/crawls"
+    # what is re-rendered is escaped, and still checked when it is posted
+    client = make_app(tmp_path / "data").test_client()
+    evil = _login_response(client, password="x", next='//evil"><b>')
+    assert 'value="//evil&#34;&gt;&lt;b&gt;"' in evil.get_data(as_text=True)
+    assert _login_response(client, next='//evil"><b>').headers["Location"] == "/admin/"
+
+
 def test_admin_disabled_without_password(tmp_path: Path) -> None:
     client = make_app(tmp_path / "data", SPIDERSITE_ADMIN_PASSWORD="").test_client()
     html = client.get("/admin/login").get_data(as_text=True)
@@ -835,7 +894,11 @@ def test_admin_writes_only_inside_the_data_folder(admin: tuple[Any, str], app: A
     for args in started:
         sites = Path(args["sites"])
         assert sites.resolve().parent == data_dir / "admin" and sites.name.startswith("sites-")
-    assert sorted(p.name for p in data_dir.iterdir()) == ["admin", "web-secret-key"]
+    assert sorted(p.name for p in data_dir.iterdir()) == [
+        "admin",
+        "web-secret-key",
+        "web-session-epoch",
+    ]
 
 
 def test_crawl_log_reads_only_the_data_folder(tmp_path: Path) -> None:

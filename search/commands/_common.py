@@ -7,8 +7,9 @@ opening the database and the index they name.
 from __future__ import annotations
 
 import argparse
+import json
 import os
-from typing import Any
+from typing import Any, TextIO
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
@@ -79,6 +80,31 @@ def open_engine(args: argparse.Namespace, upgrade: bool = True, create: bool | N
     except DBAPIError as exc:
         raise CLIError(_one_line(f"cannot open database {make_url(url)!r}: {exc.orig}")) from None
     return engine
+
+
+#: What :func:`printable` writes for each control character a terminal acts on: C0 but
+#: tab, DEL and C1 (ESC and C1's CSI start the escape sequences that set a window's title,
+#: recolour, make links; a newline or carriage return would make a line that seems the
+#: command's own).
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0))}
+_CONTROLS.update({0x0A: "\\n", 0x0D: "\\r"})
+#: JSON's escapes of DEL and C1, which ``json.dumps(ensure_ascii=False)`` writes as they are
+#: (it escapes C0 only).
+_JSON_CONTROLS = {c: f"\\u{c:04x}" for c in range(0x7F, 0xA0)}
+
+
+def printable(text: object) -> str:
+    """*text* safe to print on a terminal: each control character but tab shown as an
+    escape (``\\x1b``, ``\\n``).  Every string that comes from a crawl (a title, a URL, a
+    snippet, a server's error message) or from the database goes through it before a
+    command prints it as text; a page may hold any character."""
+    return str(text).translate(_CONTROLS)
+
+
+def write_json(data: Any, out: TextIO, ensure_ascii: bool = False) -> None:
+    """*data* as indented JSON on *out*, with every control character escaped (C1 too)."""
+    out.write(json.dumps(data, ensure_ascii=ensure_ascii, indent=2).translate(_JSON_CONTROLS))
+    out.write("\n")
 
 
 def _one_line(message: str) -> str:

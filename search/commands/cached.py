@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, TextIO
 
-from search.commands._common import CLIError, open_engine
+from search.commands._common import CLIError, open_engine, printable
 
 NAME = "cached"
 
@@ -45,10 +45,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         stored = read_response(row.warc_file, row.warc_offset)
     except PageStoreError as exc:
         raise CLIError(str(exc)) from None
-    if args.headers:
-        out.write(f"{stored.status} {stored.url} ({stored.date})\n")
+    if args.headers:  # a server's headers, through printable(): they may hold escapes
+        out.write(f"{stored.status} {printable(stored.url)} ({printable(stored.date)})\n")
         for name, value in stored.headers:
-            out.write(f"{name}: {value}\n")
+            out.write(f"{printable(name)}: {printable(value)}\n")
         return 0
     out.flush()
     buffer = getattr(out, "buffer", None)

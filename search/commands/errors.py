@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any, TextIO
 
-from search.commands._common import EXIT_USAGE, CLIError, open_engine
+from search.commands._common import EXIT_USAGE, CLIError, open_engine, printable
 from search.models import CrawlError
 
 NAME = "errors"
@@ -86,7 +86,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     for r in rows:
         when = r.time.strftime("%Y-%m-%d %H:%M:%S") if r.time else "-"
-        out.write(f"{when}  {r.kind:<9} {r.url}\n    {r.message}\n")
+        # A URL and a server's message are crawled text: printable() shows its escapes.
+        kind, url, message = (printable(v) for v in (r.kind, r.url, r.message))
+        out.write(f"{when}  {kind:<9} {url}\n    {message}\n")
     if total > len(rows):
         out.write(f"({len(rows)} of {total}; use -n to see more)\n")
     return 0

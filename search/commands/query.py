@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from typing import Any, TextIO
 
-from search.commands._common import EXIT_USAGE, CLIError, open_engine, open_index
+from search.commands._common import (
+    EXIT_USAGE,
+    CLIError,
+    open_engine,
+    open_index,
+    printable,
+    write_json,
+)
 
 NAME = "query"
 
@@ -253,13 +259,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     except QueryError as exc:  # beyond what a query may ask for
         raise CLIError(str(exc), EXIT_USAGE) from None
     if args.json:
-        json.dump(result.as_dict(), out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        write_json(result.as_dict(), out)
         return 0
     color = out.isatty() and not os.environ.get("NO_COLOR")
     mark = ("\033[1m", "\033[0m") if color else ("[", "]")
     if result.suggestion is not None:
-        out.write(f"Did you mean: {result.suggestion}\n")
+        out.write(f"Did you mean: {printable(result.suggestion)}\n")
     total = f"{result.total}" if result.total_exact else f"about {result.total}"
     if not result.hits and result.total:  # a page past the last
         pages = -(-result.total // args.limit)
@@ -276,14 +281,16 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     out.write(
         f"Results {first}-{last} of {total} for {text!r} ({result.seconds * 1000:.0f} ms)\n\n"
     )
+    # What was crawled is printed through printable(): a page may hold terminal escapes.
     for hit in result.hits:
-        out.write(f"{hit.rank:>3}. {hit.title or '(no title)'}  [score {hit.score:.3f}]\n")
-        out.write(f"     {hit.url}\n")
-        snippet = hit.snippet_text(mark)
+        title = printable(hit.title) if hit.title else "(no title)"
+        out.write(f"{hit.rank:>3}. {title}  [score {hit.score:.3f}]\n")
+        out.write(f"     {printable(hit.url)}\n")
+        snippet = hit.snippet_text(mark, printable)
         if snippet:
             out.write(f"     {snippet}\n")
         if hit.explanation is not None:
             for line in hit.explanation.lines():
-                out.write(f"     {line}\n")
+                out.write(f"     {printable(line)}\n")
         out.write("\n")
     return 0

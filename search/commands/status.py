@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any, TextIO
 
-from search.commands._common import open_engine, open_index
+from search.commands._common import open_engine, open_index, printable
 
 NAME = "status"
 
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         if isinstance(value, dict):
             out.write(f"{key}:\n")
             for k, v in sorted(value.items()):
-                out.write(f"  {k:<20} {v}\n")
+                out.write(f"  {printable(k):<20} {v}\n")
         else:
-            out.write(f"{key + ':':<18} {'-' if value is None else value}\n")
+            out.write(f"{key + ':':<18} {'-' if value is None else printable(value)}\n")
     return 0

@@ -51,6 +51,9 @@ def create_app(settings: WebSettings, engine: Any = None) -> Flask:
 
     app.extensions["spidersite.runner"] = runners.make_runner(settings)
     app.extensions["spidersite.login_limiter"] = security.RateLimiter(settings.login_attempts)
+    app.extensions["spidersite.session_epoch"] = security.SessionEpoch(
+        settings.data_dir / "web-session-epoch"
+    )
     app.register_blueprint(views.bp)
     app.register_blueprint(admin.bp)
     app.before_request(security.check_csrf)

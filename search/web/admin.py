@@ -68,7 +68,7 @@ def login() -> Any:
         error = "Wrong password."
     return (
         render_template(
-            "admin_login.html", enabled=enabled, error=error, next=request.args.get("next", "")
+            "admin_login.html", enabled=enabled, error=error, next=request.values.get("next", "")
         ),
         401 if error else 200,
     )
@@ -76,7 +76,7 @@ def login() -> Any:
 
 @bp.post("/logout")
 def logout() -> Any:
-    security.session.clear()
+    security.log_out()
     return redirect(url_for("search.home"))
 
 

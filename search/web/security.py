@@ -2,22 +2,28 @@
 
 Every POST (the login form included) must carry the session's CSRF token in the form field
 ``csrf_token``; the admin pages need a logged-in session, and redirect to the login
-otherwise.  The admin password is only ever held as a hash.  Login attempts are counted per
+otherwise.  A logged-in session holds the session epoch of its login (:class:`SessionEpoch`,
+a file in the data folder); a logout draws a new one, so that every session cookie issued
+before it, a copy kept by anyone included, is refused.  The admin password is only ever held
+as a hash.  Login attempts are counted per
 client address (:class:`RateLimiter`); every response carries the security headers of
 :func:`security_headers`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hmac
 import ipaddress
 import math
+import os
 import secrets
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -39,8 +45,11 @@ def csrf_token() -> str:
 
 
 def check_csrf() -> None:
-    """``before_request`` hook: refuse any state-changing request without the token."""
-    if request.method in ("GET", "HEAD", "OPTIONS"):
+    """``before_request`` hook: refuse any state-changing request without the token.
+
+    A request that no route takes (a path that is not there, a method its route does not
+    take) is left to routing, which answers 404 or 405."""
+    if request.method in ("GET", "HEAD", "OPTIONS") or request.url_rule is None:
         return
     sent = request.form.get(CSRF_FIELD, "")
     token = session.get("csrf")
@@ -52,8 +61,59 @@ def check_csrf() -> None:
         )
 
 
+class SessionEpoch:
+    """The session epoch: a random token in a file of the data folder, which every
+    logged-in session carries (``session["epoch"]``) and a logout replaces.
+
+    It is read from the file at each check (a read of 64 bytes, and only for a session
+    that says it is logged in), so that every process and thread serving the same data
+    folder sees a logout at once; the file is created and replaced whole (a temporary
+    file linked or renamed into place), so that a reader never sees it half-written.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def current(self) -> str:
+        try:
+            return self.path.read_text(encoding="ascii").strip()
+        except FileNotFoundError:
+            pass
+        self._write(replace=False)  # another process may have created it meanwhile
+        return self.path.read_text(encoding="ascii").strip()
+
+    def rotate(self) -> None:
+        """A new epoch: every session logged in before now is refused."""
+        self._write(replace=True)
+
+    def _write(self, replace: bool) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{secrets.token_hex(8)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="ascii") as f:
+                f.write(secrets.token_urlsafe(32) + "\n")
+            if replace:
+                os.replace(tmp, self.path)
+            else:
+                with contextlib.suppress(FileExistsError):  # another process's won
+                    os.link(tmp, self.path)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+
+
+def session_epoch() -> SessionEpoch:
+    epoch: SessionEpoch = current_app.extensions["spidersite.session_epoch"]
+    return epoch
+
+
 def logged_in() -> bool:
-    return bool(session.get("admin"))
+    """The session is the admin's, and logged in since the last logout."""
+    if not session.get("admin"):
+        return False
+    epoch = session.get("epoch")
+    return isinstance(epoch, str) and hmac.compare_digest(epoch, session_epoch().current())
 
 
 def login_required(view: F) -> F:
@@ -75,7 +135,17 @@ def log_in() -> None:
     """Start a fresh session (a new CSRF token too), marked as the admin's."""
     session.clear()
     session["admin"] = True
+    session["epoch"] = session_epoch().current()
     session["csrf"] = secrets.token_urlsafe(32)
+
+
+def log_out() -> None:
+    """End this session and, when it is logged in, every other one (a new session epoch):
+    a copy of the cookie kept from before is refused too.  A session that is not logged in
+    changes nothing for the others (anyone can get a CSRF token, the login form's)."""
+    if logged_in():
+        session_epoch().rotate()
+    session.clear()
 
 
 def safe_next(target: str | None) -> str:

@@ -36,7 +36,13 @@ from spidersite import errors
 from spidersite.arguments import build_registry, check_arguments, parse_recrawl, parse_threshold
 from spidersite.crawlrequests import RequestFactory
 from spidersite.crawlsettings import CrawlSettings, crawl_settings
-from spidersite.extract import extract_article, extract_html, parse_http_date, robots_header
+from spidersite.extract import (
+    extract_article,
+    extract_html,
+    parse_http_date,
+    plain_text,
+    robots_header,
+)
 from spidersite.items import ErrorItem, GoneItem, PageItem
 from spidersite.links import LinkFollower
 from spidersite.middlewares.charset import WIDE, codec_name
@@ -262,7 +268,7 @@ class SiteSpider(Spider):
             item.links = self.links.valid(ex.links, follow=False)
             followable = []
         else:
-            item.text = (
+            item.text = plain_text(
                 response.text
                 if isinstance(response, TextResponse)
                 else response.body.decode("utf-8", "replace")
