@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import unicodedata
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -115,7 +116,48 @@ def split_content(
         return None
     analyzer = get_analyzer(language)
     main_words = analyzer.words(main)
-    return Content(main, main_words, remainder_words(analyzer.words(text), main_words))
+    whole = analyzer.words(as_extracted(text))
+    return Content(main, main_words, remainder_words(whole, main_words))
+
+
+@cache
+def _unprintable() -> re.Pattern[str]:
+    """The characters the extractor drops from its text that can join two words when
+    dropped: format characters (the soft hyphen, the zero-width space and joiners, the
+    byte-order mark …) and controls, not spaces (it drops private-use, unassigned and
+    surrogate code points too, which a page's text holds too rarely to be worth a slower
+    pattern: a class of the 10,000 such characters of the Basic Multilingual Plane made
+    the check 3.5 ms a 100 kB text, against 0.3)."""
+    bmp = [
+        cp
+        for cp in range(0x10000)
+        if unicodedata.category(chr(cp)) in ("Cc", "Cf") and not chr(cp).isspace()
+    ]
+    astral = [0x110BD, 0x110CD, *range(0x13430, 0x13440), *range(0x1BCA0, 0x1BCA4)]
+    astral += [*range(0x1D173, 0x1D17B), 0xE0001, *range(0xE0020, 0xE0080)]
+    ranges: list[tuple[int, int]] = []
+    for cp in [*bmp, *astral]:
+        if ranges and cp == ranges[-1][1] + 1:
+            ranges[-1] = (ranges[-1][0], cp)
+        else:
+            ranges.append((cp, cp))
+    parts = (re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in ranges)
+    return re.compile("[" + "".join(parts) + "]")
+
+
+def as_extracted(text: str) -> str:
+    """*text* with the characters the extractor drops removed, in Unicode's composed form
+    (NFC), as the extractor returns its text: the page's words and the main content's
+    are then read alike, and the remainder holds no words made by the difference ("in"
+    and "formation" of a soft-hyphenated "in\u00adformation"; a decomposed "café")."""
+    if text.isascii():  # no format character, composed (its controls are spaces already)
+        return text
+    pattern = _unprintable()
+    if pattern.search(text):
+        text = pattern.sub("", text)
+    if not unicodedata.is_normalized("NFC", text):
+        text = unicodedata.normalize("NFC", text)
+    return text
 
 
 def release_caches() -> None:

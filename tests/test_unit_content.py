@@ -342,3 +342,23 @@ def test_code_pages_keep_the_extractors_words(page: str) -> None:
     got = main_text(html, "utf-8")
     assert got is not None and as_served is not None
     assert analyzer.words(got) == analyzer.words(as_served)
+
+
+def test_boilerplate_holds_no_word_made_by_what_the_extractor_drops() -> None:
+    """The extractor drops format characters (a soft hyphen, a zero-width space) and
+    composes accents (NFC); the page's whole text is read alike before the main content's
+    words are taken out of it, so the boilerplate gets no pieces of main-content words
+    ("in" and "formation" of "In\\u00adformation") nor a decomposed word's letters."""
+    from spidersite.extract import extract_html
+
+    sentence = "Die In\u00adformation ist wich\u200btig, sagt das Cafe\u0301 am Markt. "
+    html = (
+        "<html><head><title>T</title></head><body><nav>Startseite Kontakt</nav><article><p>"
+        + sentence * 20
+        + "</p></article></body></html>"
+    ).encode()
+    extracted = extract_html("http://a.example/", html, "utf-8", 100)
+    content = split_content(html, extracted.text, "utf-8", "de")
+    assert content is not None
+    assert "information" in content.main_words and "café" in content.main_words
+    assert sorted(content.boilerplate_words) == ["kontakt", "startseite"]
