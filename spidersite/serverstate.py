@@ -27,6 +27,9 @@ class ServerState:
     disabled: dict[str, str] = field(default_factory=dict)
     #: Server URL -> network errors counted in this crawl.
     errors: Counter[str] = field(default_factory=Counter)
+    #: Server URL -> the seconds between requests its 429 and 503 answers asked for
+    #: (``Retry-After``, capped at ``CRAWLDELAY_MAX``; the longest asked in this crawl).
+    retry_after: dict[str, float] = field(default_factory=dict)
 
     def server(self, url: str) -> ServerConfig | None:
         """The configured server of *url*, or None when the crawl does not cover it."""

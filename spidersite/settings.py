@@ -106,6 +106,9 @@ DOWNLOADER_MIDDLEWARES = {
     "spidersite.middlewares.servers.ServerConfigMiddleware": 50,
     # 110: after RobotsTxtMiddleware (100) has fetched and parsed robots.txt.
     "spidersite.middlewares.crawldelay.CrawlDelayMiddleware": 110,
+    # 555: sees a 429 or 503 before RetryMiddleware (550) turns it into a retry; its
+    # Retry-After becomes the server's delay (applied by CrawlDelayMiddleware).
+    "spidersite.middlewares.crawldelay.RetryAfterMiddleware": 555,
     # 120: after the server configuration (50: its read_timeout, proxy and auth), robots.txt
     # (100) and the crawl delay (110): sends render_js servers' pages through the browser.
     "spidersite.render.RenderMiddleware": 120,

@@ -201,6 +201,19 @@ def test_meta_refresh_to_itself_is_parsed_and_refresh_loops_are_logged(site: Sit
     assert result.stats["redirectloop/refresh_to_itself"] == 1
 
 
+def test_retry_after_of_a_busy_server_spaces_its_requests(site: Site, crawl) -> None:
+    """Scrapy retries a 503 at once; its Retry-After becomes the server's delay first."""
+    site.page("/", "Start", "start", ["/busy.html"])
+    site.add("/busy.html", "busy", status=503, headers={"Retry-After": "1"})
+    result = crawl("-a", f"seeds={site.url}", settings={"RETRY_TIMES": 2})
+    assert result.returncode == 0, result.stderr
+    times = [h.time for h in site.requested("/busy.html")]
+    assert len(times) == 3
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert min(gaps) >= 0.9, gaps  # a lower bound only
+    assert result.stats["crawldelay/retry_after"] == 1
+
+
 def test_robots_crawl_delay_is_applied(site: Site, crawl) -> None:
     site.add("/robots.txt", "User-agent: *\nCrawl-delay: 1\n", content_type="text/plain")
     pages = [f"/p{i}.html" for i in range(4)]

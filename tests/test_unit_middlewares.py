@@ -391,3 +391,33 @@ def test_compressed_body_past_download_maxsize_is_left_to_scrapy() -> None:
 def test_compressed_body_check_is_off_with_compression() -> None:
     with pytest.raises(NotConfigured):
         CompressedBodyMiddleware.from_crawler(crawler_with(COMPRESSION_ENABLED=False))
+
+
+def test_retry_after_of_429_and_503_becomes_the_servers_delay() -> None:
+    from datetime import UTC, datetime, timedelta
+    from email.utils import format_datetime
+
+    from spidersite.middlewares.crawldelay import RetryAfterMiddleware, retry_after_seconds
+
+    now = datetime(2026, 12, 7, tzinfo=UTC)
+    assert retry_after_seconds(b"7") == 7.0
+    assert retry_after_seconds(format_datetime(now + timedelta(seconds=30)).encode(), now) == 30
+    assert retry_after_seconds(b"soon") is None and retry_after_seconds(None) is None
+    crawler = crawler_with(CRAWLDELAY_MAX=20.0)
+    mw = RetryAfterMiddleware.from_crawler(crawler)
+    state = server_state(crawler)
+    ok = Response(A + "x", status=200, headers={"Retry-After": "5"})
+    assert mw.process_response(Request(A + "x"), ok) is ok
+    assert state.retry_after == {}
+    mw.process_response(
+        Request(A + "x"), Response(A + "x", status=503, headers={"Retry-After": "3"})
+    )
+    mw.process_response(
+        Request(A + "y"), Response(A + "y", status=429, headers={"Retry-After": "2"})
+    )
+    assert state.retry_after == {A: 3.0}  # the longest asked
+    mw.process_response(
+        Request(A + "z"), Response(A + "z", status=429, headers={"Retry-After": "99"})
+    )
+    assert state.retry_after == {A: 20.0}  # capped at CRAWLDELAY_MAX
+    assert stat(crawler, "crawldelay/retry_after") == 2

@@ -9,13 +9,22 @@ Robots delays longer than ``CRAWLDELAY_MAX`` (default 60 s) are capped there.
 Runs after Scrapy's RobotsTxtMiddleware (priority 100), which fetches robots.txt first.
 Switch off with ``CRAWLDELAY_ENABLED = False``.
 
+A server that answers 429 (too many requests) or 503 (unavailable) with ``Retry-After``
+(seconds, or an HTTP date) asks to be left alone that long: :class:`RetryAfterMiddleware`
+(priority 555, so that it sees the answer before Scrapy's RetryMiddleware, 550, turns it
+into a retry) records it, and from then on the server's delay is at least that, capped at
+``CRAWLDELAY_MAX`` (Scrapy retries such answers at once, whatever they ask).
+
 Stats: ``crawldelay/robots_delay`` (servers whose robots.txt asked for a delay),
-``crawldelay/slots_configured``.
+``crawldelay/slots_configured``, ``crawldelay/retry_after`` (answers whose Retry-After
+lengthened a server's delay).
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -28,6 +37,7 @@ from spidersite.serverstate import server_state
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +83,7 @@ class CrawlDelayMiddleware:
         server = self.state.server(request.url)
         if server is None:
             return
-        delay = server.crawl_delay
+        delay = max(server.crawl_delay, self.state.retry_after.get(server.url, 0.0))
         if server.userobots:
             delay = max(delay, self.robots_delays.get(server.url, 0.0))
         concurrency = server.concurrency
@@ -100,3 +110,59 @@ class CrawlDelayMiddleware:
 
     def _default_concurrency(self) -> int:
         return self.crawler.settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN")
+
+
+def retry_after_seconds(value: bytes | None, now: datetime | None = None) -> float | None:
+    """The seconds a ``Retry-After`` header asks for (a number of seconds, or an HTTP
+    date); None when it is missing or neither."""
+    if not value:
+        return None
+    text = value.decode("latin-1").strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+class RetryAfterMiddleware:
+    """Record the ``Retry-After`` of a server's 429 and 503 answers as its delay."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        config = crawl_settings(crawler)
+        if not config.crawldelay_enabled:
+            raise NotConfigured("CRAWLDELAY_ENABLED is off")
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.state = server_state(crawler)
+        self.max_delay = config.crawldelay_max
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RetryAfterMiddleware:
+        return cls(crawler)
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        if response.status not in (429, 503):
+            return response
+        header = response.headers.get(b"Retry-After")
+        seconds = retry_after_seconds(header)
+        server = self.state.server(request.url)
+        if seconds is None or server is None:
+            return response
+        delay = min(seconds, self.max_delay)
+        if delay > self.state.retry_after.get(server.url, 0.0):
+            self.state.retry_after[server.url] = delay
+            self.stats.inc_value("crawldelay/retry_after")
+            logger.info(
+                "%s answered %d with Retry-After: %s; %.1f s between its requests from now on",
+                server.url,
+                response.status,
+                (header or b"").decode("latin-1"),
+                delay,
+                extra={"spider": self.crawler.spider},
+            )
+        return response
