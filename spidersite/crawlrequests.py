@@ -60,6 +60,15 @@ class RequestFactory:
             dont_filter=dont_filter or stored is not None,
         )
 
+    @staticmethod
+    def file_by_get(head: Request) -> Request:
+        """The GET that stands for a file's HEAD its server refused (405, 501): the same
+        request, whose download the spider stops once the headers are in
+        (``meta["headers_only"]``: the type and size are all a file's record needs)."""
+        return head.replace(
+            method="GET", meta={**head.meta, "headers_only": True}, dont_filter=True
+        )
+
     def revisit(self, row: Any) -> Request:
         """The conditional request of a stored document (a :meth:`CrawlDB.revisits` row)."""
         stored = {

@@ -59,6 +59,7 @@ class Route:
     delay: float = 0.0  # seconds before answering
     auth: str | None = None  # "user:password" required (HTTP Basic)
     reset: bool = False  # close the connection half-way through the body
+    head_status: int | None = None  # what a HEAD request gets instead (a server refusing HEAD)
 
 
 @dataclass
@@ -140,6 +141,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         if route.delay:
             time.sleep(route.delay)
+        if route.head_status is not None and self.command == "HEAD":
+            self._send(route.head_status, b"", "text/plain", {}, False)
+            return
         if route.auth is not None:
             import base64
 

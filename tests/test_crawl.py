@@ -214,6 +214,28 @@ def test_retry_after_of_a_busy_server_spaces_its_requests(site: Site, crawl) -> 
     assert result.stats["crawldelay/retry_after"] == 1
 
 
+def test_a_file_whose_server_refuses_head_is_recorded_from_a_get(site: Site, crawl) -> None:
+    """A server that answers HEAD with 405 or 501: the file's type and size come from a
+    GET, stopped once its headers are in."""
+    body = b"%PDF-1.4 " + b"x" * 200_000
+    site.page("/", "Start", "start", ["/manual.pdf", "/data.zip"])
+    site.add("/manual.pdf", body, content_type="application/pdf", head_status=405)
+    site.add("/data.zip", body, content_type="application/zip", head_status=501)
+    result = crawl("-a", f"seeds={site.url}")
+    assert result.returncode == 0, result.stderr
+    files = {
+        r.url: r
+        for r in result.rows("SELECT url, kind, content_type, size FROM documents")
+        if r.kind == "file"
+    }
+    assert files[site.url + "manual.pdf"].content_type == "application/pdf"
+    assert files[site.url + "manual.pdf"].size == len(body)
+    assert files[site.url + "data.zip"].content_type == "application/zip"
+    assert [h.method for h in site.requested("/manual.pdf")] == ["HEAD", "GET"]
+    assert result.stats["site/files_head_refused"] == 2
+    assert not result.errors()
+
+
 def test_robots_crawl_delay_is_applied(site: Site, crawl) -> None:
     site.add("/robots.txt", "User-agent: *\nCrawl-delay: 1\n", content_type="text/plain")
     pages = [f"/p{i}.html" for i in range(4)]

@@ -24,8 +24,8 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from scrapy import Spider
-from scrapy.exceptions import IgnoreRequest
+from scrapy import Request, Spider, signals
+from scrapy.exceptions import IgnoreRequest, StopDownload
 from scrapy.http import Response, TextResponse
 from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
@@ -119,7 +119,13 @@ class SiteSpider(Spider):
         )
         if spider.config.sitemap_enabled:
             spider.sitemaps = SitemapReader(spider)
+        crawler.signals.connect(spider.headers_received, signal=signals.headers_received)
         return spider
+
+    def headers_received(self, headers: Any, body_length: Any, request: Any, spider: Any) -> None:
+        """Stop a file's GET once its headers are in (:meth:`RequestFactory.file_by_get`)."""
+        if request.meta.get("headers_only"):
+            raise StopDownload(fail=False)
 
     @property
     def servers(self) -> ServerRegistry:
@@ -284,7 +290,11 @@ class SiteSpider(Spider):
         size: int | None = None
         if length and length.isdigit():
             size = int(length)
-        elif response.request is not None and response.request.method != "HEAD":
+        elif (
+            response.request is not None
+            and response.request.method != "HEAD"
+            and "download_stopped" not in response.flags
+        ):
             size = len(response.body)
         item.size = size
         self.crawler.stats.inc_value("site/files")
@@ -297,10 +307,21 @@ class SiteSpider(Spider):
         if not done:
             yield self._file_item(response)
 
-    def on_error(self, failure: Failure) -> Iterator[ErrorItem | GoneItem]:
+    def on_error(self, failure: Failure) -> Iterator[ErrorItem | GoneItem | Request]:
         request = failure.request  # type: ignore[attr-defined]
         if failure.check(errors.PageCapReached):
             return  # logged once per server by the server-config middleware
+        refused = failure.value
+        if (
+            request.method == "HEAD"
+            and isinstance(refused, HttpError)
+            and refused.response.status in (405, 501)
+        ):
+            # A server that does not answer HEAD (method not allowed, not implemented):
+            # the file's type and size from a GET's headers.
+            self.crawler.stats.inc_value("site/files_head_refused")
+            yield self.requests.file_by_get(request)
+            return
         kind, message = errors.classify(failure)
         redirects = request.meta.get("redirect_urls")
         if redirects:  # log the URL that was followed, and where it led
