@@ -796,7 +796,7 @@ def analyze_packed(
     for index, w, words in _section_words(sections, weights, analyzer, max_words):
         # Count words first (at C speed), then stem each distinct word once.
         counted = Counter(words)
-        if any(map(_CJK_RE.match, counted)):
+        if has_cjk("".join(counted)):
             # A Chinese compound is counted with the words it is made of (jieba's search
             # mode, as Chinese search indexes do): "搜索引擎" also as 搜索 and 引擎, so a
             # query of one of them finds it (queries are segmented in the default mode).
