@@ -39,6 +39,25 @@ class _Server(http.server.ThreadingHTTPServer):
     request_queue_size = 128
 
 
+def crawl_site(site: Path, data: Path, start: str = "index.html") -> tuple[int, float]:
+    """Serve the folder *site* on 127.0.0.1 and crawl it from *start* into the data folder
+    *data* with ``scrapy crawl site``: (the crawl's exit status, its seconds)."""
+    handler = functools.partial(_Handler, directory=str(site))
+    server = _Server(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/{start}"
+    env_args = ["-s", f"SPIDERSITE_DATA_DIR={data}", "-s", "LOG_LEVEL=WARNING"]
+    started = time.perf_counter()
+    try:
+        crawl = subprocess.run(
+            [sys.executable, "-m", "scrapy", "crawl", "site", "-a", f"seeds={url}", *env_args],
+            cwd=ROOT,
+        )
+    finally:
+        server.shutdown()
+    return crawl.returncode, time.perf_counter() - started
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--eval", default=str(ROOT.parent / "shared" / "eval"), metavar="DIR")
@@ -50,21 +69,10 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="cisi-"))
     with tarfile.open(eval_dir / "cisi-site.tar.gz") as tar:
         tar.extractall(work / "site", filter="data")
-    handler = functools.partial(_Handler, directory=str(work / "site" / "cisi"))
-    server = _Server(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/index.html"
     data = work / "data"
-    env_args = ["-s", f"SPIDERSITE_DATA_DIR={data}", "-s", "LOG_LEVEL=WARNING"]
-    started = time.perf_counter()
-    crawl = subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "site", "-a", f"seeds={url}", *env_args],
-        cwd=ROOT,
-    )
-    crawled = time.perf_counter() - started
-    server.shutdown()
-    if crawl.returncode:
-        print(f"the crawl failed (exit status {crawl.returncode})", file=sys.stderr)
+    code, crawled = crawl_site(work / "site" / "cisi", data)
+    if code:
+        print(f"the crawl failed (exit status {code})", file=sys.stderr)
         return 1
     print(f"crawl: {crawled:.1f} s ({data})")
     cmd = [

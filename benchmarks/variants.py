@@ -25,7 +25,6 @@ CISI"); each variant's figures are comparable with each other.
 from __future__ import annotations
 
 import argparse
-import functools
 import html
 import json
 import math
@@ -35,15 +34,13 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cisi import ROOT, _Handler, _Server
+from cisi import ROOT, crawl_site
 
 EVAL_DIR = ROOT.parent / "shared" / "eval"
 
@@ -191,32 +188,10 @@ def tfidf_cosine(texts: dict[str, tuple[str, str]], queries: dict[str, str]) -> 
 
 
 def crawl(site: Path, data: Path) -> float:
-    handler = functools.partial(_Handler, directory=str(site))
-    server = _Server(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/index.html"
-    started = time.perf_counter()
-    try:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "scrapy",
-                "crawl",
-                "site",
-                "-a",
-                f"seeds={url}",
-                "-s",
-                f"SPIDERSITE_DATA_DIR={data}",
-                "-s",
-                "LOG_LEVEL=WARNING",
-            ],
-            cwd=ROOT,
-            check=True,
-        )
-    finally:
-        server.shutdown()
-    return time.perf_counter() - started
+    code, seconds = crawl_site(site, data)
+    if code:
+        raise SystemExit(f"the crawl of {site} failed (exit status {code})")
+    return seconds
 
 
 def product_eval(data: Path, *options: str) -> dict[str, float]:

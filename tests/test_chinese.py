@@ -11,12 +11,17 @@ from pathlib import Path
 import pytest
 from scrapy import Request
 from scrapy.exceptions import NotConfigured
-from scrapy.http import HtmlResponse, Response, TextResponse
+from scrapy.http import Response, TextResponse
 from scrapy.utils.test import get_crawler
 from w3lib.encoding import html_body_declared_encoding
 
 from spidersite.middlewares.charset import CharsetMiddleware, choose_encoding
+from tests import test_unit_charset
 from tests.conftest import CrawlResult, Site, run_crawl
+
+# The charset middleware of each test, and a page through it: test_unit_charset's.
+middleware = test_unit_charset.middleware
+fetch = test_unit_charset.fetch
 
 TEXT = (
     "第 8 章 国际化和本地化。多语种（M17N）或本地语言支持的应用软件，"
@@ -34,22 +39,6 @@ def page(text: str, head: str = "") -> str:
         f"<!DOCTYPE html><html><head>{head}<title>{text[:12]}</title></head>"
         f"<body><h1>{text[:12]}</h1><p>{text}</p><p>{text}</p></body></html>"
     )
-
-
-@pytest.fixture
-def middleware() -> CharsetMiddleware:
-    crawler = get_crawler(settings_dict={})
-    crawler.stats.open_spider()
-    return CharsetMiddleware.from_crawler(crawler)
-
-
-def fetch(mw: CharsetMiddleware, body: bytes, content_type: str = "text/html") -> TextResponse:
-    url = "http://example.org/page.html"
-    request = Request(url)
-    response = HtmlResponse(url, body=body, headers={"Content-Type": content_type}, request=request)
-    out = mw.process_response(request, response)
-    assert isinstance(out, TextResponse)
-    return out
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
@@ -42,9 +42,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class CrawlDelayMiddleware:
+class _ServerDelays:
+    """What both middlewares read: the crawl's servers, ``CRAWLDELAY_MAX``."""
+
     def __init__(self, crawler: Crawler) -> None:
-        settings = crawler.settings
         config = crawl_settings(crawler)
         if not config.crawldelay_enabled:
             raise NotConfigured("CRAWLDELAY_ENABLED is off")
@@ -52,16 +53,22 @@ class CrawlDelayMiddleware:
         self.stats = crawler.stats
         self.state = server_state(crawler)
         self.max_delay = config.crawldelay_max
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+
+class CrawlDelayMiddleware(_ServerDelays):
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        settings = crawler.settings
         self.user_agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT")
         #: server URL -> delay asked by its robots.txt
         self.robots_delays: dict[str, float] = {}
         #: download slot -> (delay, concurrency) last applied
         self.applied: dict[str, tuple[float, int]] = {}
         crawler.signals.connect(self.robots_parsed, signal=signals.robots_parsed)
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> CrawlDelayMiddleware:
-        return cls(crawler)
 
     def robots_parsed(self, robotparser: Any, request: Request) -> None:
         try:
@@ -129,21 +136,8 @@ def retry_after_seconds(value: bytes | None, now: datetime | None = None) -> flo
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
-class RetryAfterMiddleware:
+class RetryAfterMiddleware(_ServerDelays):
     """Record the ``Retry-After`` of a server's 429 and 503 answers as its delay."""
-
-    def __init__(self, crawler: Crawler) -> None:
-        config = crawl_settings(crawler)
-        if not config.crawldelay_enabled:
-            raise NotConfigured("CRAWLDELAY_ENABLED is off")
-        self.crawler = crawler
-        self.stats = crawler.stats
-        self.state = server_state(crawler)
-        self.max_delay = config.crawldelay_max
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> RetryAfterMiddleware:
-        return cls(crawler)
 
     def process_response(self, request: Request, response: Response) -> Response:
         if response.status not in (429, 503):
