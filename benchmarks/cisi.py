@@ -58,6 +58,22 @@ def crawl_site(site: Path, data: Path, start: str = "index.html") -> tuple[int, 
     return crawl.returncode, time.perf_counter() - started
 
 
+def eval_command(data: Path, eval_dir: Path) -> list[str]:
+    """``python -m search eval`` of CISI's judged queries on the data folder *data*."""
+    return [
+        sys.executable,
+        "-m",
+        "search",
+        "eval",
+        "--data-dir",
+        str(data),
+        "--queries",
+        str(eval_dir / "cisi-queries.tsv"),
+        "--qrels",
+        str(eval_dir / "cisi-qrels.txt"),
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--eval", default=str(ROOT.parent / "shared" / "eval"), metavar="DIR")
@@ -75,18 +91,7 @@ def main() -> int:
         print(f"the crawl failed (exit status {code})", file=sys.stderr)
         return 1
     print(f"crawl: {crawled:.1f} s ({data})")
-    cmd = [
-        sys.executable,
-        "-m",
-        "search",
-        "eval",
-        "--data-dir",
-        str(data),
-        "--queries",
-        str(eval_dir / "cisi-queries.tsv"),
-        "--qrels",
-        str(eval_dir / "cisi-qrels.txt"),
-    ]
+    cmd = eval_command(data, eval_dir)
     if args.per_query:
         cmd.append("--per-query")
     if args.no_expand:

@@ -40,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cisi import ROOT, crawl_site
+from cisi import ROOT, crawl_site, eval_command
 
 EVAL_DIR = ROOT.parent / "shared" / "eval"
 
@@ -196,20 +196,7 @@ def crawl(site: Path, data: Path) -> float:
 
 def product_eval(data: Path, *options: str) -> dict[str, float]:
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "search",
-            "eval",
-            "--data-dir",
-            str(data),
-            "--queries",
-            str(EVAL_DIR / "cisi-queries.tsv"),
-            "--qrels",
-            str(EVAL_DIR / "cisi-qrels.txt"),
-            "--json",
-            *options,
-        ],
+        [*eval_command(data, EVAL_DIR), "--json", *options],
         cwd=ROOT,
         check=True,
         capture_output=True,
