@@ -25,6 +25,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from search import faults
 from search.analysis import SECTIONS, PackedWords
 from search.budgets import WORD_CACHE_BYTES
+from search.crawldb import INDEXABLE
 from search.db import DEADLOCK_ATTEMPTS, chunks, deadlocked
 from search.duplicates import DuplicateMarker, fingerprint_columns
 from search.models import Crawl, CrawlError, Document, Link, Posting, Server, Word
@@ -542,11 +543,14 @@ class DocumentStore:
     def _mark_indexed(self, doc_ids: Sequence[int]) -> None:
         # Only the rows not marked yet: a rebuild of an index whose documents were all
         # marked writes none (on PostgreSQL, an UPDATE that changes nothing still makes a
-        # new version of the row, in the table and in each of its indexes).
+        # new version of the row, in the table and in each of its indexes).  And only
+        # those that still belong in the index: a re-crawl may have marked a page gone
+        # (or noindex, or a clone) since the writer read it; its copy in the index is then
+        # extra, which `check` (and the next crawl's indexer) remove.
         with self.engine.begin() as conn:
             for part in chunks(doc_ids):
                 conn.execute(
                     update(Document)
-                    .where(Document.id.in_(part), Document.indexed.is_not(True))
+                    .where(Document.id.in_(part), Document.indexed.is_not(True), INDEXABLE)
                     .values(indexed=True)
                 )
