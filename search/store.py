@@ -122,6 +122,19 @@ def _vacuum_or_analyze(conn: Any, analyze: Sequence[str]) -> list[str]:
     return vacuumed
 
 
+def finish_crawl(
+    engine: Engine, crawl_id: int, reason: str, stats: dict[str, Any], finished_at: datetime
+) -> None:
+    """Record the end of crawl *crawl_id*: its finish reason, stats and time (by the
+    crawl's worker; by the crawler itself when the worker is gone)."""
+    with engine.begin() as conn:
+        conn.execute(
+            update(Crawl)
+            .where(Crawl.id == crawl_id)
+            .values(finish_reason=reason, stats=stats, finished_at=finished_at)
+        )
+
+
 def unreachable(exc: BaseException) -> bool:
     """Whether *exc* says the database could not be reached (what :class:`DocumentStore`
     retries), rather than that it refused what was written."""
@@ -178,14 +191,8 @@ class DocumentStore:
             conn.execute(update(Crawl).where(Crawl.id == self.crawl_id).values(log_file=path))
 
     def finish_crawl(self, reason: str, stats: dict[str, Any], finished_at: datetime) -> None:
-        if self.crawl_id is None:
-            return
-        with self.engine.begin() as conn:
-            conn.execute(
-                update(Crawl)
-                .where(Crawl.id == self.crawl_id)
-                .values(finish_reason=reason, stats=stats, finished_at=finished_at)
-            )
+        if self.crawl_id is not None:
+            finish_crawl(self.engine, self.crawl_id, reason, stats, finished_at)
 
     def upsert_servers(self, servers: Iterable[tuple[str, dict[str, Any]]], now: datetime) -> None:
         rows = [

@@ -9,7 +9,9 @@ import os
 import random
 import signal
 import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import create_engine, text
 
@@ -239,3 +241,78 @@ def test_reindex_follow_feeds_the_index_of_crawlers_without_one(site: Site, craw
     assert again.returncode == 0 and "removed 1" in again.stdout
     urls = [h["url"] for h in json.loads(result.search("tusk", "--json").stdout)["hits"]]
     assert f"{site.url}f2.html" not in urls and len(urls) == 3
+
+
+def _worker_of(crawler_pid: int, timeout: float = 60.0) -> Any:
+    """The crawl's worker process: the crawler's child that has a child (its indexer)."""
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for child in psutil.Process(crawler_pid).children():
+            if child.children():
+                return child
+        time.sleep(0.1)
+    raise AssertionError("no worker process found")
+
+
+def test_a_crawl_whose_worker_dies_is_recorded_stopped_and_resumes(
+    site: Site, tmp_path: Path
+) -> None:
+    """kill -9 of the worker alone: the crawl stops (store_failed, store/worker_error),
+    is recorded so by the crawler (the worker cannot), exits 1; the same command then
+    resumes it to its end."""
+    build_slow_site(site)
+    data = tmp_path / "data"
+    db_url = f"sqlite:///{data / 'spidersite.db'}"
+    cmd = [*crawl_cmd(site, data), "-s", "ANALYZE_PROCESSES=0"]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=_env(data, None),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        worker = _worker_of(proc.pid)
+        wait_for_documents(db_url, 6)
+        worker.kill()
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1, stderr[-2000:]
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        row = conn.execute(text("SELECT finish_reason, finished_at, stats FROM crawls")).one()
+    engine.dispose()
+    assert row.finish_reason == "store_failed" and row.finished_at is not None
+    stats = json.loads(row.stats)
+    assert stats["store/worker_error"] and stats["finish_reason"] == "store_failed"
+    stored_before = count_documents(db_url)
+    assert stored_before < N_PAGES
+
+    again = subprocess.run(
+        crawl_cmd(site, data),
+        cwd=ROOT,
+        env=_env(data, None),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert count_documents(db_url) == N_PAGES
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        last = conn.execute(
+            text("SELECT finish_reason, stats FROM crawls ORDER BY id DESC LIMIT 1")
+        ).one()
+    engine.dispose()
+    assert last.finish_reason == "finished"
+    assert json.loads(last.stats)["resume/requests"] > 0
+    check = run_search("check", "--dry-run", data_dir=data)
+    assert check.returncode == 0, check.stdout + check.stderr
