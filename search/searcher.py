@@ -30,7 +30,7 @@ from sqlalchemy import Engine
 from search import ranking, spelling
 from search.arrays import ArrayIndex
 from search.crawldb import CrawlDB
-from search.index import Index
+from search.index import Index, reading
 from search.indexquery import build_query, open_searcher
 from search.linkrank import LinkRanks
 from search.query import ParsedQuery, QueryError, check_window
@@ -95,7 +95,8 @@ class Searcher:
             self._open.append(open_searcher(self.index))
         elif not self._searcher.up_to_date():
             # Whoosh closes the segments the new searcher does not reuse.
-            self._open[0] = self._searcher.refresh()
+            with reading(self.index.path):
+                self._open[0] = self._searcher.refresh()
         params = params or self.params
         linkranks = self._linkranks if params.linkrank > 0 and self.db is not None else None
         texts = None
