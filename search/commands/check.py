@@ -28,7 +28,7 @@ def add_parser(sub: Any, common: Any) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from search.reindex import check
 
-    engine = open_engine(args, upgrade=False)
+    engine = open_engine(args, upgrade=False, write=not args.dry_run)
     index = open_index(args)
     if not index.exists() and not args.dry_run:  # a dry run reads no index as empty
         index.open(create=True)
