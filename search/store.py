@@ -135,10 +135,38 @@ def finish_crawl(
         )
 
 
+#: What a database says when it can take no write at all (SQLite's messages; PostgreSQL's
+#: SQLSTATEs ``disk_full`` and ``read_only_sql_transaction``), and what :func:`refused`
+#: says for it.
+_DISK_FULL = ("database or disk is full", "no space left on device")
+_READ_ONLY = ("attempt to write a readonly database",)
+_SQLSTATES = {"53100": "the database's disk is full", "25006": "the database is read-only"}
+
+
+def refused(exc: BaseException) -> str | None:
+    """Why the database takes no write at all, when *exc* says so: its disk is full, or
+    it is read-only (a file or a file system made read-only, a PostgreSQL standby).  No
+    retry can pass, nor storing a batch's pages one by one: the batch fails at once.  None
+    for anything else."""
+    orig = getattr(exc, "orig", None) or exc
+    state = getattr(orig, "sqlstate", None)
+    if state in _SQLSTATES:
+        return _SQLSTATES[str(state)]
+    message = str(orig).lower()
+    if any(m in message for m in _DISK_FULL):
+        return "the database's disk is full"
+    if any(m in message for m in _READ_ONLY):
+        return "the database is read-only"
+    return None
+
+
 def unreachable(exc: BaseException) -> bool:
-    """Whether *exc* says the database could not be reached (what :class:`DocumentStore`
-    retries), rather than that it refused what was written."""
-    return isinstance(exc, (OperationalError, InterfaceError))
+    """Whether *exc* says the database could not be reached, or not yet (what
+    :class:`DocumentStore` retries): a connection lost or refused, a server restarting, a
+    SQLite file locked by another writer past its busy timeout (a lock is let go).  Not a
+    database that takes no write at all (:func:`refused`: a full disk, a read-only one),
+    nor one that refused what was written (a constraint, an encoding)."""
+    return isinstance(exc, (OperationalError, InterfaceError)) and refused(exc) is None
 
 
 class DocumentStore:

@@ -4,15 +4,19 @@ recorded once."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import create_engine, text
 
 from tests.conftest import (
@@ -21,6 +25,7 @@ from tests.conftest import (
     _env,
     count_documents,
     crawl_command,
+    run_crawl,
     run_search,
     wait_for_documents,
 )
@@ -316,3 +321,55 @@ def test_a_crawl_whose_worker_dies_is_recorded_stopped_and_resumes(
     assert json.loads(last.stats)["resume/requests"] > 0
     check = run_search("check", "--dry-run", data_dir=data)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+@contextlib.contextmanager
+def small_disk(path: Path, size: str = "8m") -> Iterator[Path]:
+    """A file system of *size* at *path* (tmpfs; root only, else the test is skipped)."""
+    path.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system needs root")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr!r}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def test_a_full_disk_stops_the_crawl_at_once_and_it_resumes(site: Site, tmp_path: Path) -> None:
+    """The database's disk fills up: the batch fails at once, saying so (it is not retried
+    as a database that does not answer), the crawl stops (store_failed, exit status 1);
+    once there is room, the same command resumes it to its end."""
+    rng = random.Random(7)
+    n_pages = 30
+    paths = [f"/w{i}.html" for i in range(n_pages)]
+    site.page("/", "Home", "home", paths)
+    for path in paths:  # ~1,500 distinct words a page: ~60 kB of postings each
+        site.page(path, path, " ".join(f"w{rng.randrange(10**9)}" for _ in range(1500)))
+    data = tmp_path / "data"
+    settings = {"STORE_BATCH_SIZE": 4, "CONCURRENT_REQUESTS": 2, "LOG_LEVEL": "INFO"}
+    with small_disk(tmp_path / "disk", "1m") as disk:
+        db_url = f"sqlite:///{disk / 'spidersite.db'}"
+        first = run_crawl(data, "-a", f"seeds={site.url}", settings=settings, database_url=db_url)
+        assert first.returncode == 1, first.stderr[-2000:]
+        log = (data / "crawl.log").read_text()
+        assert "A batch could not be stored: the database's disk is full" in log
+        assert "Database unavailable" not in log  # not retried
+        assert "Closing spider (store_failed)" in log
+        assert "Traceback" not in log
+        stored = count_documents(db_url)
+        assert stored < n_pages + 1
+        # Room again: a bigger disk with the same database (its file and its WAL).
+        for part in disk.glob("spidersite.db*"):
+            shutil.copy(part, tmp_path / part.name)
+        copy = tmp_path / "spidersite.db"
+    again = run_crawl(
+        data, "-a", f"seeds={site.url}", settings=settings, database_url=f"sqlite:///{copy}"
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert count_documents(f"sqlite:///{copy}") == n_pages + 1
+    assert "resume/requests" in again.stats
