@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import TextIO
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from search import __version__
 from search.commands._common import (
     EXIT_FAILURE,
@@ -93,8 +95,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except CLIError as exc:  # may quote a stored URL or path: printable()
         sys.stderr.write(f"error: {printable(exc)}\n")
         return exc.code
-    except SearchIndexError as exc:  # missing, outdated, being written
+    except SearchIndexError as exc:  # missing, outdated, damaged, being written
         sys.stderr.write(f"error: {printable(exc)}\n")
+        return EXIT_FAILURE
+    except SQLAlchemyError as exc:  # the database failed a command under way
+        reason = " ".join(str(getattr(exc, "orig", None) or exc).split())
+        sys.stderr.write(f"error: the database failed: {reason}\n")
         return EXIT_FAILURE
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")

@@ -316,6 +316,14 @@ class CrawlDB:
             select(Document.id).where(Document.indexed.is_not(True), not_(INDEXABLE))
         )
 
+    def stale_mark_id_array(self) -> np.ndarray:
+        """Ids of the stored documents marked indexed that do not belong in the index (a
+        page gone, moved, noindex or a clone since it was indexed), as an ``int64`` array:
+        marks :func:`search.reindex.check` reports and clears."""
+        return self._id_array(
+            select(Document.id).where(Document.indexed.is_(True), not_(INDEXABLE))
+        )
+
     def _id_array(self, stmt: Any) -> np.ndarray:
         """The ids *stmt* selects, as an ``int64`` array, read :data:`ID_CHUNK` rows at a
         time."""

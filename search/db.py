@@ -146,6 +146,11 @@ def _probe_sqlite(path: Path) -> None:
             raise DatabaseError(f"cannot use the database sqlite:///{path}: not a file")
         if not os.access(path, os.R_OK | os.W_OK):
             raise DatabaseError(f"cannot use the database sqlite:///{path}: not writable")
+        if not os.access(path.parent, os.W_OK | os.X_OK):  # SQLite's journal goes there
+            raise DatabaseError(
+                f"cannot use the database sqlite:///{path}: its folder {path.parent} is "
+                f"not writable"
+            )
         return
     folder = path.parent
     while not folder.exists() and folder != folder.parent:

@@ -33,7 +33,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import re
+import struct
+import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
@@ -67,6 +70,7 @@ __all__ = [
     "WORDS_FIELD",
     "DocBatch",
     "Index",
+    "IndexDamaged",
     "IndexDoc",
     "IndexMissing",
     "IndexOutdated",
@@ -128,6 +132,43 @@ class IndexUnavailable(SearchIndexError):
     """Another process is writing the index."""
 
 
+class IndexDamaged(SearchIndexError):
+    """A file of the index is missing or cannot be read (deleted, cut short, garbled):
+    rebuild it."""
+
+
+#: What reading the files of a damaged index raises: a missing or unreadable file
+#: (OSError), one cut short (EOFError, struct.error, a memmap past the end: ValueError),
+#: garbled (pickle's errors, zlib.error, a bad offset: IndexError, KeyError).
+DAMAGE_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    EOFError,
+    ValueError,
+    IndexError,
+    KeyError,
+    pickle.UnpicklingError,
+    struct.error,
+    zlib.error,
+)
+
+
+@contextmanager
+def reading(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Turn what reading the files of the index at *path* raises when one is missing,
+    cut short or garbled (:data:`DAMAGE_ERRORS`) into :class:`IndexDamaged`, one line
+    saying to rebuild it: around opening the index, its readers and its array files."""
+    try:
+        yield
+    except SearchIndexError:
+        raise
+    except DAMAGE_ERRORS as exc:
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise IndexDamaged(
+            f"the search index at {path} is damaged ({detail}): run `{REINDEX}` to rebuild "
+            f"it from the database"
+        ) from exc
+
+
 class Index:
     """A Whoosh index folder: open or create, write through one writer, search."""
 
@@ -166,7 +207,8 @@ class Index:
         there is none, :class:`IndexOutdated` when it is of another format."""
         if self.exists():
             self.check_format()
-            return whoosh_index.open_dir(str(self.path), indexname=INDEX_NAME)
+            with reading(self.path):
+                return whoosh_index.open_dir(str(self.path), indexname=INDEX_NAME)
         if not create:
             raise IndexMissing(
                 f"no search index at {self.path} yet: crawl a site first "
@@ -245,7 +287,13 @@ class Index:
     def _open_for_writing(self, clear: bool) -> Any:
         if clear and self.exists() and self.format() != FORMAT:
             self._create()
-        ix = self.open(create=True)
+        try:
+            ix = self.open(create=True)
+        except IndexDamaged:
+            if not clear:
+                raise
+            # A rebuild replaces it whole: its table of contents is started anew.
+            ix = self._create()
         if not WRITER_MMAP:
             ix = FileStorage(str(self.path), supports_mmap=False).open_index(INDEX_NAME)
         return ix
@@ -313,7 +361,9 @@ class Index:
         """Documents in the index (0 when there is none)."""
         if not self.exists():
             return 0
-        return int(self.open().doc_count())
+        ix = self.open()
+        with reading(self.path):
+            return int(ix.doc_count())
 
     def docids(self) -> set[int]:
         """Every document id in the index (:meth:`docid_array`, as a set)."""
@@ -333,7 +383,7 @@ class Index:
         # memory as it opens them (search.indexquery.open_searcher).
         ix.storage.supports_mmap = False
         parts: list[np.ndarray] = []
-        with ix.searcher() as s:
+        with reading(self.path), ix.searcher() as s:
             folder = getattr(ix.storage, "folder", None)
             for reader, _ in s.reader().leaf_readers():
                 segment = reader.segment() if hasattr(reader, "segment") else None

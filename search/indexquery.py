@@ -17,7 +17,7 @@ from whoosh import scoring
 
 from search import ranking
 from search.arrayfile import value_sections
-from search.index import WORDS_FIELD, Index
+from search.index import WORDS_FIELD, Index, reading
 from search.query import ParsedQuery
 
 
@@ -217,4 +217,5 @@ def open_searcher(index: Index) -> Any:
     ranking reads the array postings (:mod:`search.arrays`, mapped)."""
     ix = index.open()
     ix.storage.supports_mmap = False
-    return ix.searcher(weighting=BM25())
+    with reading(index.path):
+        return ix.searcher(weighting=BM25())

@@ -55,7 +55,11 @@ class WriterLock:
 
 
 def index_lock(index_dir: str | os.PathLike[str]) -> WriterLock:
-    """The lock of a Whoosh index folder (its writers: a crawl that indexes, a reindex)."""
+    """The lock of a Whoosh index folder, held by a crawl that feeds the index for as long
+    as it runs (a second such crawl refuses to start).  ``python -m search reindex`` and
+    ``check`` do not take it: they may run during a crawl, and each of their commits goes
+    through Whoosh's own lock, as the crawl's indexer's do (the indexer waits for it:
+    :data:`search.indexer.LOCK_WAIT`)."""
     return WriterLock(Path(index_dir) / "writer.lock", f"the search index at {index_dir}")
 
 

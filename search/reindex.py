@@ -347,11 +347,15 @@ class CheckResult:
     #: In the index and indexable, not marked indexed in the database (a crawl killed
     #: between a commit and its marking; the index may hold an older version).
     unmarked: list[int] = field(default_factory=list)
+    #: Marked indexed in the database, and not (or no longer) belonging in the index (a
+    #: page gone, noindex or a clone since it was indexed; whether the index still holds
+    #: it or not): a repair clears the marks.
+    stale_marks: list[int] = field(default_factory=list)
     repaired: bool = False
 
     @property
     def consistent(self) -> bool:
-        return not self.missing and not self.extra and not self.unmarked
+        return not self.missing and not self.extra and not self.unmarked and not self.stale_marks
 
 
 def check(
@@ -380,23 +384,27 @@ def check(
         np.setdiff1d(wanted, present, assume_unique=True).tolist(),
         np.setdiff1d(present, wanted, assume_unique=True).tolist(),
         np.intersect1d(unmarked, present, assume_unique=True).tolist(),
+        np.unique(crawldb.stale_mark_id_array()).tolist(),
     )
     if not repair:
         return result
     store = DocumentStore(engine)
     again = np.union1d(result.missing, result.unmarked).astype(np.int64).tolist()
-    if not result.consistent:
+    if result.missing or result.extra or result.unmarked:
         with index.writer(limitmb=limitmb) as writer:
             for docid in result.extra:
                 writer.delete(docid)
             for columns in iter_doc_columns(engine, ids=again, stems=stems):
                 writer.add_columns(columns)
+    if not result.consistent:
         result.repaired = True
     store.mark_indexed(again)
-    with engine.begin() as conn:
-        conn.execute(
-            update(Document)
-            .where(Document.indexed.is_(True), not_(INDEXABLE))
-            .values(indexed=False)
-        )
+    if result.stale_marks:
+        with engine.begin() as conn:
+            for part in chunks(result.stale_marks):
+                conn.execute(
+                    update(Document)
+                    .where(Document.id.in_(part), Document.indexed.is_(True), not_(INDEXABLE))
+                    .values(indexed=False)
+                )
     return result

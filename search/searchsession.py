@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from search import dfr, expansion, proximity, ranking
-from search.arrays import ArrayIndex, Memo, best_of
-from search.index import REINDEX, IndexOutdated
+from search.arrays import ArrayIndex, Memo, best_of, index_folder
+from search.index import REINDEX, IndexOutdated, reading
 from search.indexquery import WhooshQuery, build_query, matching_docs, stored
 from search.query import ParsedQuery
 from search.results import Explanation, Ranked, TermExplanation
@@ -45,9 +45,10 @@ class SearchSession:
         self.s = searcher
         #: The ranking's parameters (:class:`search.ranking.Params`).
         self.params = params
-        arrays = ArrayIndex.load(
-            searcher, params.k1, params.b, params.section_b(), params.section_scale()
-        )
+        with reading(index_folder(searcher) or "(in memory)"):  # a segment's array files
+            arrays = ArrayIndex.load(
+                searcher, params.k1, params.b, params.section_b(), params.section_scale()
+            )
         if arrays is None:
             raise IndexOutdated(
                 f"the search index has segments without array postings: run `{REINDEX}` "

@@ -25,6 +25,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from search import faults
 from search.analysis import SECTIONS, PackedWords
 from search.budgets import WORD_CACHE_BYTES
+from search.crawldb import INDEXABLE
 from search.db import DEADLOCK_ATTEMPTS, chunks, deadlocked
 from search.duplicates import DuplicateMarker, fingerprint_columns
 from search.models import Crawl, CrawlError, Document, Link, Posting, Server, Word
@@ -121,10 +122,51 @@ def _vacuum_or_analyze(conn: Any, analyze: Sequence[str]) -> list[str]:
     return vacuumed
 
 
+def finish_crawl(
+    engine: Engine, crawl_id: int, reason: str, stats: dict[str, Any], finished_at: datetime
+) -> None:
+    """Record the end of crawl *crawl_id*: its finish reason, stats and time (by the
+    crawl's worker; by the crawler itself when the worker is gone)."""
+    with engine.begin() as conn:
+        conn.execute(
+            update(Crawl)
+            .where(Crawl.id == crawl_id)
+            .values(finish_reason=reason, stats=stats, finished_at=finished_at)
+        )
+
+
+#: What a database says when it can take no write at all (SQLite's messages; PostgreSQL's
+#: SQLSTATEs ``disk_full`` and ``read_only_sql_transaction``), and what :func:`refused`
+#: says for it.
+_DISK_FULL = ("database or disk is full", "no space left on device")
+_READ_ONLY = ("attempt to write a readonly database",)
+_SQLSTATES = {"53100": "the database's disk is full", "25006": "the database is read-only"}
+
+
+def refused(exc: BaseException) -> str | None:
+    """Why the database takes no write at all, when *exc* says so: its disk is full, or
+    it is read-only (a file or a file system made read-only, a PostgreSQL standby).  No
+    retry can pass, nor storing a batch's pages one by one: the batch fails at once.  None
+    for anything else."""
+    orig = getattr(exc, "orig", None) or exc
+    state = getattr(orig, "sqlstate", None)
+    if state in _SQLSTATES:
+        return _SQLSTATES[str(state)]
+    message = str(orig).lower()
+    if any(m in message for m in _DISK_FULL):
+        return "the database's disk is full"
+    if any(m in message for m in _READ_ONLY):
+        return "the database is read-only"
+    return None
+
+
 def unreachable(exc: BaseException) -> bool:
-    """Whether *exc* says the database could not be reached (what :class:`DocumentStore`
-    retries), rather than that it refused what was written."""
-    return isinstance(exc, (OperationalError, InterfaceError))
+    """Whether *exc* says the database could not be reached, or not yet (what
+    :class:`DocumentStore` retries): a connection lost or refused, a server restarting, a
+    SQLite file locked by another writer past its busy timeout (a lock is let go).  Not a
+    database that takes no write at all (:func:`refused`: a full disk, a read-only one),
+    nor one that refused what was written (a constraint, an encoding)."""
+    return isinstance(exc, (OperationalError, InterfaceError)) and refused(exc) is None
 
 
 class DocumentStore:
@@ -177,14 +219,8 @@ class DocumentStore:
             conn.execute(update(Crawl).where(Crawl.id == self.crawl_id).values(log_file=path))
 
     def finish_crawl(self, reason: str, stats: dict[str, Any], finished_at: datetime) -> None:
-        if self.crawl_id is None:
-            return
-        with self.engine.begin() as conn:
-            conn.execute(
-                update(Crawl)
-                .where(Crawl.id == self.crawl_id)
-                .values(finish_reason=reason, stats=stats, finished_at=finished_at)
-            )
+        if self.crawl_id is not None:
+            finish_crawl(self.engine, self.crawl_id, reason, stats, finished_at)
 
     def upsert_servers(self, servers: Iterable[tuple[str, dict[str, Any]]], now: datetime) -> None:
         rows = [
@@ -545,11 +581,14 @@ class DocumentStore:
     def _mark_indexed(self, doc_ids: Sequence[int]) -> None:
         # Only the rows not marked yet: a rebuild of an index whose documents were all
         # marked writes none (on PostgreSQL, an UPDATE that changes nothing still makes a
-        # new version of the row, in the table and in each of its indexes).
+        # new version of the row, in the table and in each of its indexes).  And only
+        # those that still belong in the index: a re-crawl may have marked a page gone
+        # (or noindex, or a clone) since the writer read it; its copy in the index is then
+        # extra, which `check` (and the next crawl's indexer) remove.
         with self.engine.begin() as conn:
             for part in chunks(doc_ids):
                 conn.execute(
                     update(Document)
-                    .where(Document.id.in_(part), Document.indexed.is_not(True))
+                    .where(Document.id.in_(part), Document.indexed.is_not(True), INDEXABLE)
                     .values(indexed=True)
                 )

@@ -22,7 +22,7 @@ from search.indexer import Batch, IndexerProcess
 from search.linkrank import update_linkrank
 from search.process import freeze_startup, release_memory
 from search.rows import BatchResult, ErrorRow
-from search.store import DocumentStore, unreachable, vacuum_dead_rows
+from search.store import DocumentStore, refused, unreachable, vacuum_dead_rows
 from search.urls import netloc
 from search.worker import Report, WorkBatch, WorkerConfig
 
@@ -99,9 +99,14 @@ class Worker:
         except Exception as exc:
             # Nothing of the batch is stored: the crawler stops the crawl (a resumed crawl
             # fetches its pages again).
-            logger.exception("A batch could not be stored")
+            why = refused(exc)
+            if why:  # the database takes nothing: one line says why
+                logger.error("A batch could not be stored: %s (%s)", why, _message(exc))
+                report.error = f"{why}: {_message(exc)}"
+            else:
+                logger.exception("A batch could not be stored")
+                report.error = _message(exc)
             report.inc["store/failed_batches"] += 1
-            report.error = _message(exc)
             return report
         finally:
             if self.retries:
@@ -136,29 +141,29 @@ class Worker:
         try:
             return self.store.write_batch(batch.docs, batch.errors, batch.revisits, batch.gone)
         except Exception as exc:
-            if unreachable(exc) or not batch.docs:
+            if unreachable(exc) or refused(exc) or not batch.docs:
                 raise
             logger.warning(
                 "A batch could not be stored (%s); storing its pages one by one", _message(exc)
             )
             report.inc["store/split_batches"] += 1
         result = BatchResult()
-        refused: list[ErrorRow] = []
+        rejected: list[ErrorRow] = []
         for doc in batch.docs:
             try:
                 one = self.store.write_batch([doc])
             except Exception as exc:
-                if unreachable(exc):
+                if unreachable(exc) or refused(exc):
                     raise
                 logger.error("Page %s could not be stored: %s", doc.url, _message(exc))
                 report.inc["store/failed_documents"] += 1
-                refused.append(
+                rejected.append(
                     ErrorRow(doc.url, doc.server, "store", _message(exc), datetime.now(UTC))
                 )
                 continue
             result.documents += one.documents
             result.promoted += one.promoted
-        errors = [*batch.errors, *refused]
+        errors = [*batch.errors, *rejected]
         if errors or batch.revisits or batch.gone:
             rest = self.store.write_batch((), errors, batch.revisits, batch.gone)
             result.deleted += rest.deleted

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import CloseSpider, NotConfigured
@@ -27,6 +27,7 @@ from search.rows import DocumentRow, ErrorRow, GoneRow, RevisitRow
 from search.servers import DEFAULTS
 from search.worker import CrawlWorker, IndexConfig, Report, WorkBatch, WorkerConfig
 from spidersite import signals as our_signals
+from spidersite import storage
 from spidersite.crawlsettings import CrawlSettings, crawl_settings
 from spidersite.items import ErrorItem, GoneItem, PageItem, RevisitItem
 from spidersite.serverstate import server_state
@@ -118,6 +119,8 @@ class StorePipeline:
         self.worker: CrawlWorker | None = CrawlWorker(self.config, self.queue_batches)
         self.worker.start()
         self.failed = False
+        #: The crawl's row in ``crawls`` (None until the worker has opened it).
+        self.crawl_id: int | None = None
         self.closing: asyncio.Future[None] | None = None
         #: When the first row of the batch being gathered was added (time.monotonic).
         self.batch_started = 0.0
@@ -137,7 +140,7 @@ class StorePipeline:
         logs.mkdir(parents=True, exist_ok=True)
         assert self.worker is not None
         try:
-            _, log_path, shown = await self.worker.open(
+            self.crawl_id, log_path, shown = await self.worker.open(
                 spider.name, crawl_args() if crawl_args is not None else {}, servers, str(logs)
             )
         except db.DatabaseError as exc:
@@ -300,6 +303,15 @@ class StorePipeline:
         except Exception as exc:
             self._failed(exc)
 
+    def _record_finish(self, reason: str, stats: dict[str, Any]) -> None:
+        """Record the crawl's end through the crawler's own engine (the worker is gone, or
+        failed with an analysis process)."""
+        from search.store import finish_crawl  # the worker's module, wanted here only now
+
+        assert self.crawl_id is not None
+        engine = storage.crawl_db(self.crawler, migrate=False).engine
+        finish_crawl(engine, self.crawl_id, reason, stats, datetime.now(UTC))
+
     def _apply(self, report: Report) -> None:
         for key, n in report.inc.items():
             self.stats.inc_value(key, n)
@@ -353,9 +365,18 @@ class StorePipeline:
 
     async def finish(self, reason: str) -> None:
         """Record the crawl's stats and finish reason in ``crawls`` and stop the worker
-        (called by :class:`spidersite.extensions.CrawlRecorder` on spider_closed)."""
+        (called by :class:`spidersite.extensions.CrawlRecorder` on spider_closed).
+
+        A crawl some of whose pages could not be stored (``store/error``: a batch failed;
+        or the worker or an analysis process died) is recorded as ``store_failed``, so that
+        the same command resumes it, whatever reason Scrapy closed it with: a batch that
+        fails while the spider is already closing cannot change Scrapy's.  When the worker
+        failed, the crawler records it through its own engine."""
         if self.worker is None:
             return
+        if self.failed or self.stats.get_value("store/error"):
+            reason = STORE_FAILED
+            self.stats.set_value("finish_reason", reason)
         stats = {
             k: (v.isoformat() if isinstance(v, datetime) else v)
             for k, v in self.crawler.stats.get_stats().items()
@@ -363,6 +384,8 @@ class StorePipeline:
         try:
             if not self.failed:
                 await self.worker.call("finish_crawl", reason, stats)
+            elif self.crawl_id is not None:
+                await asyncio.to_thread(self._record_finish, reason, stats)
         except Exception as exc:
             logger.error("The crawl's stats could not be recorded: %s", exc)
         finally:

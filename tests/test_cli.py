@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -418,3 +422,108 @@ def test_older_index_is_refused_until_rebuilt(crawled: CrawlResult, tmp_path: Pa
     assert run_search("reindex", "--quiet", data_dir=data).returncode == 0
     proc = run_search("stripes", "--json", data_dir=data)
     assert proc.returncode == 0 and json.loads(proc.stdout)["total"] == 2
+
+
+# Whoosh leaves open the segment file it failed to read (closed when it is collected).
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("damage", ["deleted", "truncated"])
+def test_a_damaged_index_is_one_line_until_rebuilt(
+    crawled: CrawlResult, tmp_path: Path, damage: str
+) -> None:
+    """A segment file deleted, or cut short: every command says in one line to rebuild the
+    index (no traceback), `status` reports it, `serve` warms up without it, and `reindex`
+    rebuilds it."""
+    data = tmp_path / "copy"
+    shutil.copytree(crawled.data_dir, data)
+    (segment,) = (data / "index").glob("spidersite_*.seg")
+    if damage == "deleted":
+        segment.unlink()
+    else:
+        with open(segment, "r+b") as f:
+            f.truncate(1000)
+    for args in (["stripes"], ["check"], ["check", "--dry-run"]):
+        proc = run_search(*args, data_dir=data)
+        assert proc.returncode == 1, (args, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.startswith(f"error: the search index at {data / 'index'} is damaged")
+        assert "run `python -m search reindex`" in proc.stderr
+    proc = run_search("status", "--json", data_dir=data)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    status = json.loads(proc.stdout)
+    assert "is damaged" in status["index_format"] and status["in_index"] is None
+
+    from search.commands.serve import warm_up
+    from search.web import create_app
+    from search.web.settings import WebSettings
+
+    app = create_app(WebSettings.from_env(str(data), None, env={}))
+    warm_up(app)  # serve starts; its searches say what the command line says
+    resp = app.test_client().get("/api/search?q=stripes")
+    assert resp.status_code == 503 and "is damaged" in resp.get_data(as_text=True)
+
+    assert run_search("reindex", "--quiet", data_dir=data).returncode == 0
+    proc = run_search("stripes", "--json", data_dir=data)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["total"] == 2
+
+
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[None]:
+    """*path* made read-only: ``chattr +i`` as root (whom file modes do not stop), else
+    ``chmod 444``; skipped where neither can be done."""
+    if os.geteuid() == 0:
+        made = subprocess.run(["chattr", "+i", str(path)], capture_output=True)
+        if made.returncode != 0:
+            pytest.skip(f"chattr +i is not available here: {made.stderr!r}")
+        try:
+            yield
+        finally:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+    else:
+        mode = path.stat().st_mode
+        path.chmod(0o444)
+        try:
+            yield
+        finally:
+            path.chmod(mode)
+
+
+def test_a_read_only_database_is_one_line_before_the_index_is_touched(
+    crawled: CrawlResult, tmp_path: Path
+) -> None:
+    data = tmp_path / "copy"
+    shutil.copytree(crawled.data_dir, data)
+    index = data / "index"
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in index.iterdir())
+    with read_only(data / "spidersite.db"):
+        for args in (["reindex", "--quiet"], ["reindex", "--new"], ["check"]):
+            proc = run_search(*args, data_dir=data)
+            assert proc.returncode == 1, (args, proc.stderr)
+            assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+            assert proc.stderr == (
+                f"error: cannot use the database sqlite:///{data / 'spidersite.db'}: not writable\n"
+            )
+        assert sorted((p.name, p.stat().st_mtime_ns) for p in index.iterdir()) == before
+        # What only reads still works.
+        assert run_search("check", "--dry-run", data_dir=data).returncode == 0
+        assert run_search("stripes", data_dir=data).returncode == 0
+
+
+def test_a_database_error_under_way_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A database that fails a command after it opened (a PostgreSQL in recovery, a disk
+    gone read-only) is one line, exit status 1."""
+    from sqlalchemy.exc import OperationalError
+
+    import search.commands.status
+    from search.cli import main
+
+    def fails(args: object, out: object) -> int:
+        raise OperationalError(
+            "UPDATE documents", {}, Exception("attempt to write a readonly database\nmore")
+        )
+
+    monkeypatch.setattr(search.commands.status, "run", fails)
+    assert main(["status"]) == 1
+    err = capsys.readouterr().err
+    assert err == "error: the database failed: attempt to write a readonly database more\n"

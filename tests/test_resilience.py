@@ -4,12 +4,17 @@ recorded once."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -20,6 +25,7 @@ from tests.conftest import (
     _env,
     count_documents,
     crawl_command,
+    run_crawl,
     run_search,
     wait_for_documents,
 )
@@ -269,3 +275,130 @@ def test_reindex_follow_feeds_the_index_of_crawlers_without_one(site: Site, craw
     assert again.returncode == 0 and "removed 1" in again.stdout
     urls = [h["url"] for h in json.loads(result.search("tusk", "--json").stdout)["hits"]]
     assert f"{site.url}f2.html" not in urls and len(urls) == 3
+
+
+def _worker_of(crawler_pid: int, timeout: float = 60.0) -> Any:
+    """The crawl's worker process: the crawler's child that has a child (its indexer)."""
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for child in psutil.Process(crawler_pid).children():
+            if child.children():
+                return child
+        time.sleep(0.1)
+    raise AssertionError("no worker process found")
+
+
+def test_a_crawl_whose_worker_dies_is_recorded_stopped_and_resumes(
+    site: Site, tmp_path: Path
+) -> None:
+    """kill -9 of the worker alone: the crawl stops (store_failed, store/worker_error),
+    is recorded so by the crawler (the worker cannot), exits 1; the same command then
+    resumes it to its end."""
+    build_slow_site(site)
+    data = tmp_path / "data"
+    db_url = f"sqlite:///{data / 'spidersite.db'}"
+    cmd = [*crawl_cmd(site, data), "-s", "ANALYZE_PROCESSES=0"]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=_env(data, None),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        worker = _worker_of(proc.pid)
+        wait_for_documents(db_url, 6)
+        worker.kill()
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1, stderr[-2000:]
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        row = conn.execute(text("SELECT finish_reason, finished_at, stats FROM crawls")).one()
+    engine.dispose()
+    assert row.finish_reason == "store_failed" and row.finished_at is not None
+    stats = json.loads(row.stats)
+    assert stats["store/worker_error"] and stats["finish_reason"] == "store_failed"
+    stored_before = count_documents(db_url)
+    assert stored_before < N_PAGES
+
+    again = subprocess.run(
+        crawl_cmd(site, data),
+        cwd=ROOT,
+        env=_env(data, None),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert count_documents(db_url) == N_PAGES
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        last = conn.execute(
+            text("SELECT finish_reason, stats FROM crawls ORDER BY id DESC LIMIT 1")
+        ).one()
+    engine.dispose()
+    assert last.finish_reason == "finished"
+    assert json.loads(last.stats)["resume/requests"] > 0
+    check = run_search("check", "--dry-run", data_dir=data)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+@contextlib.contextmanager
+def small_disk(path: Path, size: str = "8m") -> Iterator[Path]:
+    """A file system of *size* at *path* (tmpfs; root only, else the test is skipped)."""
+    path.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system needs root")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr!r}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def test_a_full_disk_stops_the_crawl_at_once_and_it_resumes(site: Site, tmp_path: Path) -> None:
+    """The database's disk fills up: the batch fails at once, saying so (it is not retried
+    as a database that does not answer), the crawl stops (store_failed, exit status 1);
+    once there is room, the same command resumes it to its end."""
+    rng = random.Random(7)
+    n_pages = 30
+    paths = [f"/w{i}.html" for i in range(n_pages)]
+    site.page("/", "Home", "home", paths)
+    for path in paths:  # ~1,500 distinct words a page: ~60 kB of postings each
+        site.page(path, path, " ".join(f"w{rng.randrange(10**9)}" for _ in range(1500)))
+    data = tmp_path / "data"
+    settings = {"STORE_BATCH_SIZE": 4, "CONCURRENT_REQUESTS": 2, "LOG_LEVEL": "INFO"}
+    with small_disk(tmp_path / "disk", "1m") as disk:
+        db_url = f"sqlite:///{disk / 'spidersite.db'}"
+        first = run_crawl(data, "-a", f"seeds={site.url}", settings=settings, database_url=db_url)
+        assert first.returncode == 1, first.stderr[-2000:]
+        log = (data / "crawl.log").read_text()
+        assert "A batch could not be stored: the database's disk is full" in log
+        assert "Database unavailable" not in log  # not retried
+        assert "Closing spider (store_failed)" in log
+        assert "Traceback" not in log
+        stored = count_documents(db_url)
+        assert stored < n_pages + 1
+        # Room again: a bigger disk with the same database (its file and its WAL).
+        for part in disk.glob("spidersite.db*"):
+            shutil.copy(part, tmp_path / part.name)
+        copy = tmp_path / "spidersite.db"
+    again = run_crawl(
+        data, "-a", f"seeds={site.url}", settings=settings, database_url=f"sqlite:///{copy}"
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert count_documents(f"sqlite:///{copy}") == n_pages + 1
+    assert "resume/requests" in again.stats

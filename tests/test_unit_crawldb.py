@@ -748,3 +748,65 @@ def test_linkranks_by_id_are_read_by_primary_key_as_they_are_written(pg_url: str
             assert index_reads(conn) == before
     finally:
         engine.dispose()
+
+
+def test_a_rebuild_does_not_mark_a_page_that_went_gone_meanwhile(
+    engine: Any, store: DocumentStore, tmp_path: Any
+) -> None:
+    """A re-crawl marks a page gone while a full rebuild reads the database: the rebuild
+    indexed the page as it read it, but does not mark it indexed, and ``check`` finds
+    it in the index (extra) and removes it."""
+    from search.index import Index
+    from search.reindex import check, rebuild
+    from search.rows import GoneRow
+
+    store.write_batch([page(f"http://a.example/{i}", f"vacuum word{i}") for i in range(4)])
+    ids = sorted(CrawlDB(engine).indexable_ids())
+    index = Index(tmp_path / "index")
+    gone = ids[0]
+
+    def recrawl(_: int) -> None:  # the rebuild has read its pages: a re-crawl stores a 404
+        store.write_batch([], gone=[GoneRow(gone, 404, NOW)])
+
+    rebuild(engine, index, batch_size=10, progress=recrawl, reader=False)
+    with engine.connect() as conn:
+        marked = dict(conn.execute(select_indexed()).all())
+    assert marked == {gone: False, **{i: True for i in ids[1:]}}
+    found = check(engine, index, repair=False)
+    assert found.extra == [gone] and not found.consistent
+    check(engine, index)
+    assert index.docids() == set(ids[1:])
+
+
+def test_check_reports_marks_of_documents_that_do_not_belong_in_the_index(
+    engine: Any, store: DocumentStore, tmp_path: Any
+) -> None:
+    """A page marked indexed that does not belong in the index (gone, noindex, a clone) is
+    an inconsistency a dry run reports (``stale_marks``), and a repair clears it."""
+    from search.index import Index
+    from search.reindex import check, rebuild
+
+    store.write_batch([page(f"http://a.example/{i}", f"vacuum word{i}") for i in range(3)])
+    index = Index(tmp_path / "index")
+    rebuild(engine, index, reader=False)
+    ids = sorted(CrawlDB(engine).indexable_ids())
+    assert check(engine, index, repair=False).consistent
+    with engine.begin() as conn:  # gone, removed from the index, still marked
+        conn.execute(update(Document).where(Document.id == ids[0]).values(status=404, gone_at=NOW))
+    with index.writer() as w:
+        w.delete(ids[0])
+    found = check(engine, index, repair=False)
+    assert found.stale_marks == [ids[0]]
+    assert found.missing == found.extra == found.unmarked == []
+    assert not found.consistent
+    repaired = check(engine, index)
+    assert repaired.repaired
+    assert check(engine, index, repair=False).consistent
+    with engine.connect() as conn:
+        assert dict(conn.execute(select_indexed()).all())[ids[0]] is False
+
+
+def select_indexed() -> Any:
+    from sqlalchemy import select
+
+    return select(Document.id, Document.indexed)

@@ -4,6 +4,7 @@ stored, what the stats say, and the back-pressure of a worker that is behind."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -230,11 +231,14 @@ class _Engine:
         self.reasons.append(reason)
 
 
+@pytest.mark.parametrize("reason", ["store_failed", "finished"])
 def test_a_batch_that_cannot_be_stored_stops_the_crawl(
-    tmp_path: Path, pg_url: str, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, pg_url: str, caplog: pytest.LogCaptureFixture, reason: str
 ) -> None:
     # The database stays unreachable past the retries: the batch is not stored, so the
-    # crawl stops (store_failed) and a resumed crawl fetches its pages again.
+    # crawl stops (store_failed) and a resumed crawl fetches its pages again.  A batch that
+    # fails while the spider is closing cannot change Scrapy's reason ("finished"): the
+    # crawl is recorded as store_failed all the same.
     from sqlalchemy import create_engine, text
 
     name = pg_url.rsplit("/", 1)[1]
@@ -275,7 +279,7 @@ def test_a_batch_that_cannot_be_stored_stops_the_crawl(
         finally:
             reachable(True)
         await pipeline.close_spider()
-        await pipeline.finish("store_failed")
+        await pipeline.finish(reason)
 
     try:
         with caplog.at_level(logging.ERROR, logger="spidersite.pipelines"):
@@ -290,8 +294,11 @@ def test_a_batch_that_cannot_be_stored_stops_the_crawl(
     engine = create_engine(pg_url)
     with engine.connect() as conn:
         urls = set(conn.execute(text("SELECT url FROM documents")).scalars())
+        crawl = conn.execute(text("SELECT finish_reason, stats FROM crawls")).one()
     engine.dispose()
     assert urls == {"http://example.org/p1.html"}
+    assert crawl.finish_reason == "store_failed"
+    assert crawl.stats["store/error"].startswith("OperationalError")
 
 
 def test_a_dead_worker_is_reported_not_swallowed(
@@ -314,6 +321,11 @@ def test_a_dead_worker_is_reported_not_swallowed(
     assert crawler.stats.get_value("store/failed_batches") >= 1
     assert "BrokenProcessPool" in crawler.stats.get_value("store/worker_error")
     assert "The store worker failed" in caplog.text
+    # The worker is gone: the crawler records the crawl's end through its own engine, as
+    # stopped (resumed by the same command), with its stats.
+    (crawl,) = _rows(tmp_path, "SELECT finish_reason, finished_at, stats FROM crawls")
+    assert crawl["finish_reason"] == "store_failed" and crawl["finished_at"] is not None
+    assert "BrokenProcessPool" in json.loads(crawl["stats"])["store/worker_error"]
 
 
 @pytest.mark.parametrize("processes", [0, 1, 2])
@@ -369,6 +381,10 @@ def test_a_dead_analysis_process_stops_the_crawl(
     assert "The store worker failed" in caplog.text
     urls = {r["url"] for r in _rows(tmp_path, "SELECT url FROM documents")}
     assert urls == {"http://example.org/p1.html", "http://example.org/p2.html"}
+    (crawl,) = _rows(tmp_path, "SELECT finish_reason, finished_at, stats FROM crawls")
+    assert crawl["finish_reason"] == "store_failed" and crawl["finished_at"] is not None
+    stats = json.loads(crawl["stats"])
+    assert stats["store/worker_error"] == error and stats["store/documents"] == 2
 
 
 def test_stored_pages_are_made_searchable(tmp_path: Path) -> None:
@@ -576,3 +592,27 @@ def test_the_crawler_does_not_import_what_only_other_processes_or_options_use() 
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("stats", "status"),
+    [
+        ({"finish_reason": "finished"}, 0),
+        ({"finish_reason": "finished", "linkrank/error": "boom"}, 0),  # not failed for it
+        ({"finish_reason": "store_failed"}, 1),
+        ({"finish_reason": "database_unusable"}, 1),
+        ({"finish_reason": "index_unusable"}, 1),
+        # A batch failed while the spider was closing: Scrapy's reason stays "finished".
+        ({"finish_reason": "finished", "store/error": "OperationalError: locked"}, 1),
+        ({"finish_reason": "finished", "store/worker_error": "BrokenProcessPool: ..."}, 1),
+        # Stored, not searchable: `python -m search reindex --new`.
+        ({"finish_reason": "finished", "index/error": "LockError"}, 3),
+        ({"finish_reason": "store_failed", "index/error": "LockError"}, 1),
+    ],
+)
+def test_the_exit_status_of_scrapy_crawl_says_what_the_crawl_could_not_do(
+    stats: dict[str, Any], status: int
+) -> None:
+    from spidersite.commands.crawl import exit_status
+
+    assert exit_status(stats) == status

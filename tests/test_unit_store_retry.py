@@ -3,9 +3,11 @@ transaction inserted are not kept (they were rolled back with it)."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
@@ -65,3 +67,52 @@ def test_fingerprints_of_a_rolled_back_transaction_are_forgotten(
             for url, near in conn.execute(select(Document.url, Document.near_duplicate_of_id))
         }
     assert set(marks.values()) == {None}
+
+
+def _error(cls: Any, orig: BaseException) -> Any:
+    return cls("INSERT INTO documents", {}, orig)
+
+
+@pytest.mark.parametrize(
+    ("orig", "retried"),
+    [
+        # What can pass: the connection or the server comes back, a lock is let go.
+        (Exception("server closed the connection unexpectedly"), True),
+        (Exception("connection refused"), True),
+        (sqlite3.OperationalError("database is locked"), True),
+        # What cannot: the disk is full, the database is read-only.
+        (sqlite3.OperationalError("database or disk is full"), False),
+        (sqlite3.OperationalError("attempt to write a readonly database"), False),
+        (psycopg.errors.DiskFull("could not extend file: No space left on device"), False),
+        (psycopg.errors.ReadOnlySqlTransaction("cannot execute INSERT"), False),
+    ],
+)
+def test_only_what_can_pass_is_retried(orig: BaseException, retried: bool) -> None:
+    from sqlalchemy.exc import InternalError
+
+    from search.store import refused, unreachable
+
+    cls = InternalError if isinstance(orig, psycopg.errors.InternalError) else OperationalError
+    exc = _error(cls, orig)
+    assert unreachable(exc) is retried
+    assert (refused(exc) is not None) is (not retried)
+
+
+def test_a_full_disk_fails_the_batch_at_once_with_its_own_message(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    engine = db.connect(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    retries: list[Exception] = []
+    store = DocumentStore(engine, retry_times=5, on_retry=retries.append)
+
+    def full(conn: Any, rows: Any, stems: Any) -> Any:
+        raise _error(OperationalError, sqlite3.OperationalError("database or disk is full"))
+
+    monkeypatch.setattr(store, "_write_documents", full)
+    monkeypatch.setattr("search.store.time.sleep", lambda seconds: pytest.fail("retried"))
+    with pytest.raises(OperationalError) as info:
+        store.write_batch([row("a", "quagga zebra okapi", [])])
+    assert retries == []
+    from search.store import refused
+
+    assert refused(info.value) == "the database's disk is full"

@@ -54,13 +54,21 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def open_engine(args: argparse.Namespace, upgrade: bool = True, create: bool | None = None) -> Any:
+def open_engine(
+    args: argparse.Namespace,
+    upgrade: bool = True,
+    create: bool | None = None,
+    write: bool = False,
+) -> Any:
     """The database of the storage options, as one-line errors when it cannot be used.
 
     With ``upgrade=False`` (or ``create=False``) a missing SQLite file is an error
     (read-only commands must not create an empty database, nor a rebuild one of nothing).
     With ``upgrade=False`` the database is read once (its schema's revision), so that one
-    that cannot be opened fails here.
+    that cannot be opened fails here.  With *write* (a command that writes: ``reindex``,
+    ``check`` without ``--dry-run``) a SQLite file that cannot be written (nor its folder,
+    where SQLite keeps its journal) is an error here, before the command touches the index
+    (a rebuild would replace the index and then fail to mark its documents).
     """
     url = config.database_url(args.database_url, args.data_dir)
     if url.startswith("sqlite:///") and not (upgrade if create is None else create):
@@ -69,6 +77,11 @@ def open_engine(args: argparse.Namespace, upgrade: bool = True, create: bool | N
             raise CLIError(
                 f"no database at {path} yet: crawl a site first (scrapy crawl site -a seeds=URL)"
             )
+    if write:
+        try:
+            db.probe(url)
+        except db.DatabaseError as exc:
+            raise CLIError(_one_line(str(exc))) from None
     try:
         engine = db.connect(url, upgrade=upgrade)
         if not upgrade:

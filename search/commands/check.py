@@ -28,7 +28,7 @@ def add_parser(sub: Any, common: Any) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from search.reindex import check
 
-    engine = open_engine(args, upgrade=False)
+    engine = open_engine(args, upgrade=False, write=not args.dry_run)
     index = open_index(args)
     if not index.exists() and not args.dry_run:  # a dry run reads no index as empty
         index.open(create=True)
@@ -41,6 +41,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                 "missing": result.missing,
                 "extra": result.extra,
                 "unmarked": result.unmarked,
+                "stale_marks": result.stale_marks,
                 "consistent": result.consistent,
                 "repaired": result.repaired,
             },
@@ -54,6 +55,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"missing from the index:     {len(result.missing)}\n")
         out.write(f"extra in the index:         {len(result.extra)}\n")
         out.write(f"in the index, not marked:   {len(result.unmarked)}\n")
+        out.write(f"marked, not indexable:      {len(result.stale_marks)}\n")
         if result.consistent:
             out.write("The index agrees with the database.\n")
         elif result.repaired:

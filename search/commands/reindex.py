@@ -100,7 +100,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         raise CLIError("--batch-size must be at least 1", 2)
     if args.follow:
         return follow(args, out)
-    engine = open_engine(args, create=False)  # a rebuild of no database is a mistyped path
+    # A rebuild of no database is a mistyped path; one that cannot be written is refused
+    # before the index is touched.
+    engine = open_engine(args, create=False, write=True)
     index = open_index(args)
     total = count_indexable(engine, only_unindexed=args.new)
     bar = tqdm(total=total, unit="doc", desc="reindex", disable=args.quiet, file=sys.stderr)
@@ -169,7 +171,7 @@ def follow(args: argparse.Namespace, out: TextIO) -> int:
         raise CLIError("--commit-docs must be at least 1", 2)
     if args.max_delay <= 0:
         raise CLIError("--max-delay must be greater than 0", 2)
-    engine = open_engine(args)
+    engine = open_engine(args, write=True)
     index = open_index(args)
     index.open(create=True)
     restore = _stop_on_sigterm()

@@ -10,11 +10,13 @@ exit status 2, with no traceback.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.exceptions import UsageError
 
+from search.crawldb import STORE_FAILED
 from search.servers import ConfigError
 from spidersite import storage
 from spidersite.crawlsettings import CrawlSettings
@@ -23,8 +25,29 @@ if TYPE_CHECKING:
     import argparse
 
 
-#: Finish reasons that mean the crawl could not do its work: exit status 1.
-FATAL_REASONS = frozenset({"database_unusable", "index_unusable"})
+#: Finish reasons that mean the crawl could not do its work: exit status 1.  A crawl that
+#: stopped because pages it fetched could not be stored (``store_failed``) is one: the same
+#: command resumes it.
+FATAL_REASONS = frozenset({"database_unusable", "index_unusable", STORE_FAILED})
+#: The exit status of a crawl that stored its pages but could not make them all searchable
+#: (the indexer failed: ``index/error``); ``python -m search reindex --new`` indexes them.
+EXIT_UNSEARCHABLE = 3
+
+
+def exit_status(stats: Mapping[str, Any]) -> int:
+    """The exit status of a crawl that ran, from its final stats: 1 when it could not do
+    its work (:data:`FATAL_REASONS`, or a batch or the worker failed, whatever Scrapy's
+    reason), :data:`EXIT_UNSEARCHABLE` when its pages are stored and not all searchable,
+    else 0."""
+    if (
+        stats.get("finish_reason") in FATAL_REASONS
+        or stats.get("store/error")
+        or stats.get("store/worker_error")
+    ):
+        return 1
+    if stats.get("index/error"):
+        return EXIT_UNSEARCHABLE
+    return 0
 
 
 class Command(ScrapyCrawlCommand):
@@ -51,5 +74,4 @@ class Command(ScrapyCrawlCommand):
         self.crawler_process.start()
         if self.crawler_process.bootstrap_failed:
             self.exitcode = 1
-        if crawler.stats.get_value("finish_reason") in FATAL_REASONS:
-            self.exitcode = 1
+        self.exitcode = self.exitcode or exit_status(crawler.stats.get_stats())
