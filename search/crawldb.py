@@ -35,6 +35,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import aliased
 
 from search.analysis import SECTIONS
 from search.db import chunks
@@ -323,6 +324,26 @@ class CrawlDB:
         return self._id_array(
             select(Document.id).where(Document.indexed.is_(True), not_(INDEXABLE))
         )
+
+    def orphaned_duplicates(self) -> list[tuple[int, int]]:
+        """``(id, clone_of_id)`` of the live exact duplicates whose original is gone, has
+        another content, or is a duplicate itself: what
+        :meth:`search.duplicates.DuplicateMarker.promote_orphans` mends."""
+        original = aliased(Document)
+        stmt = (
+            select(Document.id, Document.clone_of_id)
+            .join(original, original.id == Document.clone_of_id)
+            .where(
+                Document.gone_at.is_(None),
+                or_(
+                    original.gone_at.is_not(None),
+                    original.checksum.is_distinct_from(Document.checksum),
+                    original.clone_of_id.is_not(None),
+                ),
+            )
+        )
+        with self.engine.connect() as conn:
+            return [(row[0], row[1]) for row in conn.execute(stmt) if row[1] is not None]
 
     def _id_array(self, stmt: Any) -> np.ndarray:
         """The ids *stmt* selects, as an ``int64`` array, read :data:`ID_CHUNK` rows at a

@@ -26,6 +26,7 @@ from search.analysis import DEFAULT_WEIGHTS, SECTIONS
 from search.crawldb import INDEXABLE, CrawlDB
 from search.db import chunks
 from search.doccolumns import DocColumns
+from search.duplicates import DuplicateMarker
 from search.index import LIMITMB, MAX_MERGE_DOCS, DocBatch, Index
 from search.linkrank import LinkRankResult, update_linkrank
 from search.models import Document
@@ -351,11 +352,17 @@ class CheckResult:
     #: page gone, noindex or a clone since it was indexed; whether the index still holds
     #: it or not): a repair clears the marks.
     stale_marks: list[int] = field(default_factory=list)
+    #: Exact duplicates whose original is gone, changed or a duplicate itself (left so by
+    #: an earlier version, which did not promote them): a repair makes the first of each
+    #: content the original and indexes it.
+    orphaned: list[int] = field(default_factory=list)
     repaired: bool = False
 
     @property
     def consistent(self) -> bool:
-        return not self.missing and not self.extra and not self.unmarked and not self.stale_marks
+        return not (
+            self.missing or self.extra or self.unmarked or self.stale_marks or self.orphaned
+        )
 
 
 def check(
@@ -369,10 +376,18 @@ def check(
     stems of the postings it adds from *stems* when given, :class:`Stems`).
 
     Missing documents are (re)indexed from their stored postings, extra ones deleted,
-    unmarked ones indexed again (the database's version) and marked, and the ``indexed``
-    flags of documents that no longer belong in the index cleared.
+    unmarked ones indexed again (the database's version) and marked, the ``indexed``
+    flags of documents that no longer belong in the index cleared, and exact duplicates
+    left without their original given a new one
+    (:meth:`search.duplicates.DuplicateMarker.promote_orphans`).
     """
     crawldb = CrawlDB(engine)
+    orphans = crawldb.orphaned_duplicates()
+    if repair and orphans:
+        # Promoted first, so that the duplicates that become originals are "missing" below
+        # and indexed with the rest.
+        with engine.begin() as conn:
+            DuplicateMarker().promote_orphans(conn, sorted({o for _, o in orphans}))
     # Sorted id arrays, compared by numpy: 8 bytes a document (sets of Python ints took
     # ~70, and the index's ids were read from every document's stored fields).
     unmarked = np.unique(crawldb.indexable_id_array(only_unindexed=True))
@@ -385,6 +400,7 @@ def check(
         np.setdiff1d(present, wanted, assume_unique=True).tolist(),
         np.intersect1d(unmarked, present, assume_unique=True).tolist(),
         np.unique(crawldb.stale_mark_id_array()).tolist(),
+        sorted(d for d, _ in orphans),
     )
     if not repair:
         return result

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import select, update
 from sqlalchemy import text as text_sql
-from sqlalchemy import update
 from sqlalchemy.exc import OperationalError
 
 from search import db
@@ -804,6 +804,39 @@ def test_check_reports_marks_of_documents_that_do_not_belong_in_the_index(
     assert check(engine, index, repair=False).consistent
     with engine.connect() as conn:
         assert dict(conn.execute(select_indexed()).all())[ids[0]] is False
+
+
+def test_check_promotes_duplicates_an_earlier_version_left_without_original(
+    engine: Any, store: DocumentStore, tmp_path: Any
+) -> None:
+    """Duplicates whose original went gone before duplicates were promoted (as an earlier
+    version left them): a dry run reports them (``orphaned``), a repair makes the first
+    of them the original and indexes it, the other pointing to it."""
+    from search.index import Index
+    from search.reindex import check, rebuild
+
+    same = dict(checksum="c" * 40)
+    store.write_batch([page(f"http://a.example/{i}", "okapi twin", **same) for i in range(3)])
+    ids = sorted(CrawlDB(engine).indexable_ids())
+    with engine.connect() as conn:
+        clones = dict(conn.execute(select(Document.id, Document.clone_of_id)).all())
+    original = next(i for i, c in clones.items() if c is None)
+    copies = sorted(i for i, c in clones.items() if c is not None)
+    assert ids == [original] and len(copies) == 2
+    with engine.begin() as conn:  # gone, its duplicates left as they were
+        conn.execute(
+            update(Document).where(Document.id == original).values(status=404, gone_at=NOW)
+        )
+    index = Index(tmp_path / "index")
+    rebuild(engine, index, reader=False)
+    found = check(engine, index, repair=False)
+    assert found.orphaned == copies and not found.consistent
+    assert check(engine, index).repaired
+    assert index.docids() == {copies[0]}
+    with engine.connect() as conn:
+        clones = dict(conn.execute(select(Document.id, Document.clone_of_id)).all())
+    assert clones[copies[0]] is None and clones[copies[1]] == copies[0]
+    assert check(engine, index, repair=False).consistent
 
 
 def select_indexed() -> Any:

@@ -42,6 +42,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                 "extra": result.extra,
                 "unmarked": result.unmarked,
                 "stale_marks": result.stale_marks,
+                "orphaned": result.orphaned,
                 "consistent": result.consistent,
                 "repaired": result.repaired,
             },
@@ -56,6 +57,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"extra in the index:         {len(result.extra)}\n")
         out.write(f"in the index, not marked:   {len(result.unmarked)}\n")
         out.write(f"marked, not indexable:      {len(result.stale_marks)}\n")
+        out.write(f"duplicates of no original:  {len(result.orphaned)}\n")
         if result.consistent:
             out.write("The index agrees with the database.\n")
         elif result.repaired:
