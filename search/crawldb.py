@@ -334,6 +334,9 @@ class CrawlDB:
             select(Document.id, Document.clone_of_id)
             .join(original, original.id == Document.clone_of_id)
             .where(
+                # A range of the index on clone_of_id (SQLite does not take IS NOT NULL
+                # to it): a scan of the documents reads every page's text on SQLite.
+                Document.clone_of_id > 0,
                 Document.gone_at.is_(None),
                 or_(
                     original.gone_at.is_not(None),
