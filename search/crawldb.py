@@ -72,6 +72,9 @@ LINKRANK_CHUNK = 500
 #: The finish reason of a crawl stopped because a batch could not be stored (the crawl's
 #: pipeline, :mod:`spidersite.pipelines`): it is resumed as a killed one is.
 STORE_FAILED = "store_failed"
+#: The finish reason of a crawl stopped on purpose (Ctrl-C, SIGTERM, a stop from the
+#: admin): Scrapy's own name.  Resumed, as Scrapy's JOBDIR resumes it.
+SHUTDOWN = "shutdown"
 
 
 @functools.cache
@@ -116,9 +119,10 @@ class CrawlDB:
 
     def crawl_unfinished(self, spider: str, args: dict[str, Any], recent: int = 50) -> bool:
         """Whether the last crawl of *spider* with these *args* (among the *recent* last
-        crawls) never finished (it was killed), or stopped because a batch could not be
+        crawls) never finished (it was killed), stopped because a batch could not be
         stored (``store_failed``: the pages of that batch were fetched, and only a resume
-        fetches them again).  False while the database has no tables."""
+        fetches them again), or was stopped on purpose (``shutdown``: Ctrl-C, SIGTERM).
+        False while the database has no tables."""
         try:
             with self.engine.connect() as conn:
                 rows = conn.execute(
@@ -131,7 +135,7 @@ class CrawlDB:
             return False
         for row in rows:
             if (row.args or {}) == args:
-                return row.finished_at is None or row.finish_reason == STORE_FAILED
+                return row.finished_at is None or row.finish_reason in (STORE_FAILED, SHUTDOWN)
         return False
 
     def stored_urls(self) -> Iterator[str]:

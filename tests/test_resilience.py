@@ -355,6 +355,64 @@ def test_a_crawl_whose_worker_dies_is_recorded_stopped_and_resumes(
     assert check.returncode == 0, check.stdout + check.stderr
 
 
+def test_a_crawl_stopped_with_ctrl_c_resumes(site: Site, tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) stops a crawl gracefully (``shutdown``); the same command then
+    resumes it, as Scrapy's JOBDIR would, without fetching the stored pages again."""
+    build_slow_site(site)
+    data = tmp_path / "data"
+    db_url = f"sqlite:///{data / 'spidersite.db'}"
+    proc = subprocess.Popen(
+        crawl_cmd(site, data),
+        cwd=ROOT,
+        env=_env(data, None),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        wait_for_documents(db_url, 6)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        reason = conn.execute(text("SELECT finish_reason FROM crawls")).scalar_one()
+    engine.dispose()
+    assert reason == "shutdown", stderr[-2000:]
+    stored = {r for r in _stored_paths(db_url)}
+    assert 0 < len(stored) < N_PAGES
+    site.hits.clear()
+    again = subprocess.run(
+        crawl_cmd(site, data),
+        cwd=ROOT,
+        env=_env(data, None),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert count_documents(db_url) == N_PAGES
+    assert not stored & set(site.paths())  # nothing stored fetched again
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        stats = conn.execute(text("SELECT stats FROM crawls ORDER BY id DESC LIMIT 1")).scalar()
+    engine.dispose()
+    assert json.loads(stats)["resume/requests"] > 0
+
+
+def _stored_paths(db_url: str) -> list[str]:
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        urls = list(conn.execute(text("SELECT url FROM documents")).scalars())
+    engine.dispose()
+    return ["/" + u.split("/", 3)[3] for u in urls]
+
+
 @contextlib.contextmanager
 def small_disk(path: Path, size: str = "8m") -> Iterator[Path]:
     """A file system of *size* at *path* (tmpfs; root only, else the test is skipped)."""
