@@ -50,6 +50,30 @@ def crawl_cmd(site: Site, data: Path) -> list[str]:
     return crawl_command(data, "-a", f"seeds={site.url}p0.html", settings=settings)
 
 
+def crawl_again(site: Site, data: Path) -> subprocess.CompletedProcess[str]:
+    """The same crawl command run again to its end (a resume)."""
+    return subprocess.run(
+        crawl_cmd(site, data),
+        cwd=ROOT,
+        env=_env(data, None),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def last_crawl(db_url: str) -> Any:
+    """The last crawl's row: its finish reason and its stats (parsed)."""
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        row = conn.execute(
+            text("SELECT finish_reason, stats FROM crawls ORDER BY id DESC LIMIT 1")
+        ).one()
+    engine.dispose()
+    return row.finish_reason, json.loads(row.stats)
+
+
 def test_killed_crawl_resumes_and_index_agrees(site: Site, tmp_path: Path) -> None:
     build_slow_site(site)
     data = tmp_path / "data"
@@ -71,15 +95,7 @@ def test_killed_crawl_resumes_and_index_agrees(site: Site, tmp_path: Path) -> No
     assert 12 <= stored_before < N_PAGES, "the crawl was killed half way"
     fetched_before = len(site.hits)
 
-    again = subprocess.run(
-        crawl_cmd(site, data),
-        cwd=ROOT,
-        env=_env(data, None),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    again = crawl_again(site, data)
     assert again.returncode == 0, again.stderr[-2000:]
     engine = create_engine(f"sqlite:///{db}")
     with engine.connect() as conn:
@@ -332,25 +348,11 @@ def test_a_crawl_whose_worker_dies_is_recorded_stopped_and_resumes(
     stored_before = count_documents(db_url)
     assert stored_before < N_PAGES
 
-    again = subprocess.run(
-        crawl_cmd(site, data),
-        cwd=ROOT,
-        env=_env(data, None),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    again = crawl_again(site, data)
     assert again.returncode == 0, again.stderr[-2000:]
     assert count_documents(db_url) == N_PAGES
-    engine = create_engine(db_url)
-    with engine.connect() as conn:
-        last = conn.execute(
-            text("SELECT finish_reason, stats FROM crawls ORDER BY id DESC LIMIT 1")
-        ).one()
-    engine.dispose()
-    assert last.finish_reason == "finished"
-    assert json.loads(last.stats)["resume/requests"] > 0
+    reason, stats = last_crawl(db_url)
+    assert reason == "finished" and stats["resume/requests"] > 0
     check = run_search("check", "--dry-run", data_dir=data)
     assert check.returncode == 0, check.stdout + check.stderr
 
@@ -378,31 +380,16 @@ def test_a_crawl_stopped_with_ctrl_c_resumes(site: Site, tmp_path: Path) -> None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    engine = create_engine(db_url)
-    with engine.connect() as conn:
-        reason = conn.execute(text("SELECT finish_reason FROM crawls")).scalar_one()
-    engine.dispose()
-    assert reason == "shutdown", stderr[-2000:]
+    assert last_crawl(db_url)[0] == "shutdown", stderr[-2000:]
     stored = {r for r in _stored_paths(db_url)}
     assert 0 < len(stored) < N_PAGES
     site.hits.clear()
-    again = subprocess.run(
-        crawl_cmd(site, data),
-        cwd=ROOT,
-        env=_env(data, None),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    again = crawl_again(site, data)
     assert again.returncode == 0, again.stderr[-2000:]
     assert count_documents(db_url) == N_PAGES
     assert not stored & set(site.paths())  # nothing stored fetched again
-    engine = create_engine(db_url)
-    with engine.connect() as conn:
-        stats = conn.execute(text("SELECT stats FROM crawls ORDER BY id DESC LIMIT 1")).scalar()
-    engine.dispose()
-    assert json.loads(stats)["resume/requests"] > 0
+    reason, stats = last_crawl(db_url)
+    assert reason == "finished" and stats["resume/requests"] > 0
 
 
 def _stored_paths(db_url: str) -> list[str]:
