@@ -50,6 +50,20 @@ def crawl_cmd(site: Site, data: Path) -> list[str]:
     return crawl_command(data, "-a", f"seeds={site.url}p0.html", settings=settings)
 
 
+def crawl_in_background(cmd: list[str], data: Path) -> subprocess.Popen[str]:
+    """The crawl *cmd* started in a process group of its own, its stderr kept."""
+    return subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=_env(data, None),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
 def crawl_again(site: Site, data: Path) -> subprocess.CompletedProcess[str]:
     """The same crawl command run again to its end (a resume)."""
     return subprocess.run(
@@ -319,16 +333,7 @@ def test_a_crawl_whose_worker_dies_is_recorded_stopped_and_resumes(
     data = tmp_path / "data"
     db_url = f"sqlite:///{data / 'spidersite.db'}"
     cmd = [*crawl_cmd(site, data), "-s", "ANALYZE_PROCESSES=0"]
-    proc = subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        env=_env(data, None),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = crawl_in_background(cmd, data)
     try:
         worker = _worker_of(proc.pid)
         wait_for_documents(db_url, 6)
@@ -363,16 +368,7 @@ def test_a_crawl_stopped_with_ctrl_c_resumes(site: Site, tmp_path: Path) -> None
     build_slow_site(site)
     data = tmp_path / "data"
     db_url = f"sqlite:///{data / 'spidersite.db'}"
-    proc = subprocess.Popen(
-        crawl_cmd(site, data),
-        cwd=ROOT,
-        env=_env(data, None),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = crawl_in_background(crawl_cmd(site, data), data)
     try:
         wait_for_documents(db_url, 6)
         proc.send_signal(signal.SIGINT)
