@@ -182,6 +182,9 @@ def create(url: str | None = None, **kwargs: Any) -> Engine:
         kwargs.setdefault("connect_args", {"check_same_thread": False, "timeout": 60})
     else:
         kwargs.setdefault("pool_pre_ping", True)
+    # A statement's error names the statement, not its parameters: a batch's are every
+    # stored page's text and postings (megabytes in one log line).
+    kwargs.setdefault("hide_parameters", True)
     try:
         engine = create_engine(parsed, **kwargs)
     except Exception as exc:  # unknown dialect or missing driver

@@ -116,3 +116,18 @@ def test_a_full_disk_fails_the_batch_at_once_with_its_own_message(
     from search.store import refused
 
     assert refused(info.value) == "the database's disk is full"
+
+
+def test_a_database_error_does_not_carry_the_statements_parameters(tmp_path: Path) -> None:
+    """A failed statement's message names it, not its parameters: those of a batch are
+    the stored pages' texts and postings, megabytes in a log line."""
+    from sqlalchemy import text
+
+    engine = db.create(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)"))
+    secret = "pangolin-text-of-a-page"  # a short one: SQLAlchemy cuts long ones in the middle
+    with pytest.raises(Exception) as raised, engine.begin() as conn:
+        conn.execute(text("INSERT INTO t VALUES (1, :b), (1, :b)"), {"b": secret})
+    engine.dispose()
+    assert "UNIQUE" in str(raised.value) and secret not in str(raised.value)
