@@ -191,7 +191,7 @@ class Searcher:
                     doc = docs.get(r.docid)
                     if doc is None:
                         continue
-                    if all(contains_phrase(self._words(doc, words_of), p) for p in q.phrases):
+                    if all(self._holds(doc, words_of, p) for p in q.phrases):
                         kept.append(r)
                 # Exact when every candidate was checked; else a count of the best ones.
                 total = len(kept)
@@ -273,11 +273,16 @@ class Searcher:
         first :data:`search.snippets.PHRASE_WORDS` words, as an included phrase)."""
         docs = self._documents(ids, with_text=True, read=read)
         cache = {} if words is None else words
-        return {
-            i
-            for i, doc in docs.items()
-            if any(contains_phrase(self._words(doc, cache), p) for p in phrases)
-        }
+        return {i for i, doc in docs.items() if any(self._holds(doc, cache, p) for p in phrases)}
+
+    @classmethod
+    def _holds(cls, doc: Any, cache: dict[int, Words], phrase: Sequence[str]) -> bool:
+        """Whether document row *doc* holds *phrase*, in its stored text or its title (a
+        page's heading, which often repeats the title, is boilerplate, not stored)."""
+        if contains_phrase(cls._words(doc, cache), phrase):
+            return True
+        title = getattr(doc, "title", None)
+        return isinstance(title, str) and contains_phrase(word_stems(title, doc.language), phrase)
 
     @staticmethod
     def _words(doc: Any, cache: dict[int, Words]) -> Words:

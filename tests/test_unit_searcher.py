@@ -192,3 +192,34 @@ def test_the_total_of_an_expanded_query_counts_the_pages_it_ranks(
     assert len(second.hits) == 2 and first.total_exact
     # Not expanded: the pages of the query's words.
     assert searcher.search(q, expand=False).total == 10
+
+
+def test_a_phrase_in_the_title_counts(tmp_path: Path) -> None:
+    """A quoted phrase is looked for in a page's title as well as in its text: a page's
+    title is often the one place it says what it is (its heading, a repeat of the title,
+    is boilerplate, not stored text)."""
+    from search.analysis import analyze_document
+    from search.rows import DocumentRow
+
+    def titled(path: str, title: str, text: str) -> DocumentRow:
+        page = row(path, text, [], title=title)
+        sections = {"body": text, "title": title, "url": page.url, "desc": "", "keywords": ""}
+        page.words = analyze_document(sections)
+        return page
+
+    engine = db.connect(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    DocumentStore(engine).write_batch(
+        [
+            titled("titled", "A Library Management Game", "A report on a research project."),
+            titled("apart", "Other", "The management of a library is no game."),
+        ]
+    )
+    index = Index(tmp_path / "index")
+    reindex(engine, index)
+    searcher = Searcher(engine, index)
+    try:
+        assert found(searcher, '"library management game"') == (1, True, ["titled"])
+        assert found(searcher, 'library -"library management game"') == (1, True, ["apart"])
+    finally:
+        searcher.close()
+        engine.dispose()
