@@ -21,12 +21,14 @@ from sqlalchemy import create_engine, text
 
 from tests.conftest import (
     ROOT,
+    CrawlResult,
     Site,
     _env,
     count_documents,
     crawl_command,
     run_crawl,
     run_search,
+    start_crawl,
     wait_for_documents,
 )
 
@@ -40,52 +42,32 @@ def build_slow_site(site: Site) -> None:
         site.page(f"/p{i}.html", f"Page {i}", f"page number{i} marmot", children, delay=0.15)
 
 
+#: The settings of the slow site's crawls: two requests at a time, small batches.
+SLOW_CRAWL = {
+    "CONCURRENT_REQUESTS": 2,
+    "STORE_BATCH_SIZE": 3,
+    "INDEX_BATCH_SIZE": 3,
+    "LOG_LEVEL": "INFO",
+}
+
+
+def seeds(site: Site) -> tuple[str, str]:
+    """The slow site's crawl arguments."""
+    return ("-a", f"seeds={site.url}p0.html")
+
+
 def crawl_cmd(site: Site, data: Path) -> list[str]:
-    settings = {
-        "CONCURRENT_REQUESTS": 2,
-        "STORE_BATCH_SIZE": 3,
-        "INDEX_BATCH_SIZE": 3,
-        "LOG_LEVEL": "INFO",
-    }
-    return crawl_command(data, "-a", f"seeds={site.url}p0.html", settings=settings)
+    return crawl_command(data, *seeds(site), settings=SLOW_CRAWL)
 
 
-def crawl_in_background(cmd: list[str], data: Path) -> subprocess.Popen[str]:
-    """The crawl *cmd* started in a process group of its own, its stderr kept."""
-    return subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        env=_env(data, None),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+def last_reason(crawl: CrawlResult) -> str:
+    """The finish reason recorded of the last crawl."""
+    return str(crawl.scalar("SELECT finish_reason FROM crawls ORDER BY id DESC LIMIT 1"))
 
 
-def crawl_again(site: Site, data: Path) -> subprocess.CompletedProcess[str]:
+def crawl_again(site: Site, data: Path) -> CrawlResult:
     """The same crawl command run again to its end (a resume)."""
-    return subprocess.run(
-        crawl_cmd(site, data),
-        cwd=ROOT,
-        env=_env(data, None),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-
-
-def last_crawl(db_url: str) -> Any:
-    """The last crawl's row: its finish reason and its stats (parsed)."""
-    engine = create_engine(db_url)
-    with engine.connect() as conn:
-        row = conn.execute(
-            text("SELECT finish_reason, stats FROM crawls ORDER BY id DESC LIMIT 1")
-        ).one()
-    engine.dispose()
-    return row.finish_reason, json.loads(row.stats)
+    return run_crawl(data, *seeds(site), settings=SLOW_CRAWL, timeout=180)
 
 
 def test_killed_crawl_resumes_and_index_agrees(site: Site, tmp_path: Path) -> None:
@@ -332,8 +314,7 @@ def test_a_crawl_whose_worker_dies_is_recorded_stopped_and_resumes(
     build_slow_site(site)
     data = tmp_path / "data"
     db_url = f"sqlite:///{data / 'spidersite.db'}"
-    cmd = [*crawl_cmd(site, data), "-s", "ANALYZE_PROCESSES=0"]
-    proc = crawl_in_background(cmd, data)
+    proc = start_crawl(data, *seeds(site), settings={**SLOW_CRAWL, "ANALYZE_PROCESSES": 0})
     try:
         worker = _worker_of(proc.pid)
         wait_for_documents(db_url, 6)
@@ -356,8 +337,7 @@ def test_a_crawl_whose_worker_dies_is_recorded_stopped_and_resumes(
     again = crawl_again(site, data)
     assert again.returncode == 0, again.stderr[-2000:]
     assert count_documents(db_url) == N_PAGES
-    reason, stats = last_crawl(db_url)
-    assert reason == "finished" and stats["resume/requests"] > 0
+    assert last_reason(again) == "finished" and again.stats["resume/requests"] > 0
     check = run_search("check", "--dry-run", data_dir=data)
     assert check.returncode == 0, check.stdout + check.stderr
 
@@ -368,7 +348,7 @@ def test_a_crawl_stopped_with_ctrl_c_resumes(site: Site, tmp_path: Path) -> None
     build_slow_site(site)
     data = tmp_path / "data"
     db_url = f"sqlite:///{data / 'spidersite.db'}"
-    proc = crawl_in_background(crawl_cmd(site, data), data)
+    proc = start_crawl(data, *seeds(site), settings=SLOW_CRAWL)
     try:
         wait_for_documents(db_url, 6)
         proc.send_signal(signal.SIGINT)
@@ -376,24 +356,16 @@ def test_a_crawl_stopped_with_ctrl_c_resumes(site: Site, tmp_path: Path) -> None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert last_crawl(db_url)[0] == "shutdown", stderr[-2000:]
-    stored = {r for r in _stored_paths(db_url)}
+    stopped = CrawlResult(proc.returncode, "", stderr, data, db_url)
+    assert last_reason(stopped) == "shutdown", stderr[-2000:]
+    stored = {"/" + url.removeprefix(site.url) for url in stopped.urls()}
     assert 0 < len(stored) < N_PAGES
     site.hits.clear()
     again = crawl_again(site, data)
     assert again.returncode == 0, again.stderr[-2000:]
     assert count_documents(db_url) == N_PAGES
     assert not stored & set(site.paths())  # nothing stored fetched again
-    reason, stats = last_crawl(db_url)
-    assert reason == "finished" and stats["resume/requests"] > 0
-
-
-def _stored_paths(db_url: str) -> list[str]:
-    engine = create_engine(db_url)
-    with engine.connect() as conn:
-        urls = list(conn.execute(text("SELECT url FROM documents")).scalars())
-    engine.dispose()
-    return ["/" + u.split("/", 3)[3] for u in urls]
+    assert last_reason(again) == "finished" and again.stats["resume/requests"] > 0
 
 
 @contextlib.contextmanager
