@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import email.policy
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.parser import BytesParser
@@ -181,11 +181,9 @@ def extract_html(
         elif name == "description":
             out.description = normalize_space(content) or None
         elif name in ("robots", AGENT):
-            directives = {d.strip().lower() for d in content.split(",")}
-            if directives & {"noindex", "none"}:
-                out.noindex = True
-            if directives & {"nofollow", "none"}:
-                out.nofollow = True
+            noindex, nofollow = robots_directives(d.strip().lower() for d in content.split(","))
+            out.noindex = out.noindex or noindex
+            out.nofollow = out.nofollow or nofollow
         elif name == "content-language" and not out.language:
             out.language = content.split(",")[0].strip() or None
 
@@ -253,7 +251,7 @@ def robots_header(values: list[bytes] | list[str]) -> tuple[bool, bool]:
     follow it (to the end of the line) apply to that agent only, and only ours
     (:data:`AGENT`) and those naming no agent count.
     """
-    noindex = nofollow = False
+    ours: set[str] = set()
     for value in values:
         line = value.decode("latin-1") if isinstance(value, bytes) else value
         agent: str | None = None
@@ -262,14 +260,15 @@ def robots_header(values: list[bytes] | list[str]) -> tuple[bool, bool]:
             name = name.strip().lower()
             if colon and name not in _VALUED_DIRECTIVES and " " not in name:
                 agent, token = name, rest
-            if agent is not None and agent != AGENT:
-                continue
-            directive = token.strip().lower()
-            if directive in ("noindex", "none"):
-                noindex = True
-            if directive in ("nofollow", "none"):
-                nofollow = True
-    return noindex, nofollow
+            if agent is None or agent == AGENT:
+                ours.add(token.strip().lower())
+    return robots_directives(ours)
+
+
+def robots_directives(directives: Iterable[str]) -> tuple[bool, bool]:
+    """(noindex, nofollow) of lower-case robots directives: ``none`` is both."""
+    found = set(directives)
+    return bool(found & {"noindex", "none"}), bool(found & {"nofollow", "none"})
 
 
 def extract_article(
