@@ -35,8 +35,12 @@ BASE = "http://a.example/"
 
 
 def row(path: str, text: str, links: list[str], **values: Any) -> DocumentRow:
+    """A page of path *path* and text *text* linking to *links*; a ``title`` or a
+    ``language`` among *values* is analyzed as well (the title is the path otherwise, and
+    not analyzed)."""
     url = BASE + path
-    sections = {"body": text, "title": "", "url": url, "desc": "", "keywords": ""}
+    title = values.get("title", "")
+    sections = {"body": text, "title": title, "url": url, "desc": "", "keywords": ""}
     return DocumentRow(
         url=url,
         server=BASE,
@@ -50,9 +54,19 @@ def row(path: str, text: str, links: list[str], **values: Any) -> DocumentRow:
             "nofollow": False,
             **values,
         },
-        words=analyze_document(sections),
+        words=analyze_document(sections, language=values.get("language")),
         links=[(BASE + target, "", False) for target in links],
     )
+
+
+def indexed(folder: Path, pages: list[DocumentRow], name: str = "db.sqlite") -> tuple[Any, Index]:
+    """*pages* stored in a new SQLite database *name* of *folder* and indexed in its
+    ``index``: (the engine, the index)."""
+    engine = db.connect(f"sqlite:///{folder / name}")
+    DocumentStore(engine).write_batch(pages)
+    index = Index(folder / "index")
+    reindex(engine, index)
+    return engine, index
 
 
 def linkranks(engine: Any) -> dict[str, float | None]:

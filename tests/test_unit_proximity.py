@@ -11,18 +11,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from search import db, ranking
+from search import ranking
 from search.commands.eval import parse_sweep
 from search.commands.query import add_ranking_options, ranking_params
 from search.index import Index
 from search.proximity import accumulators, bonus, document_bonus, rerank
 from search.query import parse_query
-from search.reindex import reindex
 from search.results import Ranked
 from search.searcher import Searcher
 from search.searchsession import SearchSession
-from search.store import DocumentStore
-from tests.test_unit_linkrank import BASE, row
+from tests.test_unit_linkrank import BASE, indexed, row
 
 OFF = ranking.DEFAULT.with_values(linkrank=0, proximity=0)
 ON = OFF.with_values(proximity=1)
@@ -136,7 +134,6 @@ def test_params_and_options() -> None:
 def searchable(tmp_path: Path) -> Iterator[tuple[Any, Index]]:
     """Two pages of the same words, "far" stored first: the query's two words adjacent in
     "near", seven words apart in "far"; and pages of one of them."""
-    engine = db.connect(f"sqlite:///{tmp_path / 'db.sqlite'}")
     filler = "alpha bravo charlie delta echo foxtrot"
     pages = [
         row("far", f"vacuum {filler} storage", []),
@@ -144,9 +141,7 @@ def searchable(tmp_path: Path) -> Iterator[tuple[Any, Index]]:
     ]
     pages += [row(f"v{i}", f"vacuum page number {i} golf hotel", []) for i in range(4)]
     pages += [row(f"s{i}", f"storage page number {i} india juliet", []) for i in range(4)]
-    DocumentStore(engine).write_batch(pages)
-    index = Index(tmp_path / "index")
-    reindex(engine, index)
+    engine, index = indexed(tmp_path, pages)
     yield engine, index
     engine.dispose()
 

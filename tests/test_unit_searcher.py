@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from search import db, ranking
+from search import ranking
 from search.index import Index
 from search.models import Document
 from search.query import parse_query
 from search.reindex import reindex
 from search.searcher import Searcher, SearcherPool
 from search.store import DocumentStore
-from tests.test_unit_linkrank import BASE, row
+from tests.test_unit_linkrank import BASE, indexed, row
 
 
 def ids_of(engine: Any) -> dict[str, int]:
@@ -30,12 +30,9 @@ def ids_of(engine: Any) -> dict[str, int]:
 
 @pytest.fixture
 def searchable(tmp_path: Path) -> Iterator[tuple[Any, Index]]:
-    engine = db.connect(f"sqlite:///{tmp_path / 'db.sqlite'}")
     pages = [row(f"p{i}", f"vacuum reclaims storage {i}", []) for i in range(3)]
     pages += [row(f"o{i}", f"other words {i}", []) for i in range(3)]
-    DocumentStore(engine).write_batch(pages)
-    index = Index(tmp_path / "index")
-    reindex(engine, index)
+    engine, index = indexed(tmp_path, pages)
     yield engine, index
     engine.dispose()
 
@@ -114,11 +111,8 @@ PHRASE_PAGES = {
 
 @pytest.fixture(scope="module")
 def phrases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Searcher]:
-    data = tmp_path_factory.mktemp("phrases")
-    engine = db.connect(f"sqlite:///{data / 'db.sqlite'}")
-    DocumentStore(engine).write_batch([row(p, text, []) for p, text in PHRASE_PAGES.items()])
-    index = Index(data / "index")
-    reindex(engine, index)
+    pages = [row(p, text, []) for p, text in PHRASE_PAGES.items()]
+    engine, index = indexed(tmp_path_factory.mktemp("phrases"), pages)
     yield Searcher(engine, index)
     engine.dispose()
 
@@ -165,13 +159,10 @@ def expanded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, In
     """130 pages: 10 of the query's four words and "epsilon", 2 of "epsilon" alone (found
     only through the expansion), the rest of other words."""
     data = tmp_path_factory.mktemp("expanded")
-    engine = db.connect(f"sqlite:///{data / 'db.sqlite'}")
     pages = [row(f"q{i}", f"alpha beta gamma delta epsilon q{i}", []) for i in range(10)]
     pages += [row(f"e{i}", f"epsilon alone e{i}", []) for i in range(2)]
     pages += [row(f"f{i}", f"filler page f{i}", []) for i in range(118)]
-    DocumentStore(engine).write_batch(pages)
-    index = Index(data / "index")
-    reindex(engine, index)
+    engine, index = indexed(data, pages)
     yield engine, index
     engine.dispose()
 
@@ -198,24 +189,13 @@ def test_a_phrase_in_the_title_counts(tmp_path: Path) -> None:
     """A quoted phrase is looked for in a page's title as well as in its text: a page's
     title is often the one place it says what it is (its heading, a repeat of the title,
     is boilerplate, not stored text)."""
-    from search.analysis import analyze_document
-    from search.rows import DocumentRow
-
-    def titled(path: str, title: str, text: str) -> DocumentRow:
-        page = row(path, text, [], title=title)
-        sections = {"body": text, "title": title, "url": page.url, "desc": "", "keywords": ""}
-        page.words = analyze_document(sections)
-        return page
-
-    engine = db.connect(f"sqlite:///{tmp_path / 'db.sqlite'}")
-    DocumentStore(engine).write_batch(
+    engine, index = indexed(
+        tmp_path,
         [
-            titled("titled", "A Library Management Game", "A report on a research project."),
-            titled("apart", "Other", "The management of a library is no game."),
-        ]
+            row("titled", "A report on a research project.", [], title="A Library Management Game"),
+            row("apart", "The management of a library is no game.", [], title="Other"),
+        ],
     )
-    index = Index(tmp_path / "index")
-    reindex(engine, index)
     searcher = Searcher(engine, index)
     try:
         assert found(searcher, '"library management game"') == (1, True, ["titled"])

@@ -13,12 +13,10 @@ import pytest
 from search import db
 from search.index import Index
 from search.query import parse_query, replace_words
-from search.reindex import reindex
 from search.searcher import Searcher
 from search.spelling import edits1
-from search.store import DocumentStore
 from tests.conftest import run_search
-from tests.test_unit_linkrank import row
+from tests.test_unit_linkrank import indexed, row
 from tests.test_web import make_app
 
 PAGES = {
@@ -32,9 +30,8 @@ PAGES = {
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     data = tmp_path_factory.mktemp("spelling")
-    engine = db.connect(f"sqlite:///{data / 'spidersite.db'}")
-    DocumentStore(engine).write_batch([row(path, text, []) for path, text in PAGES.items()])
-    reindex(engine, Index(data / "index"))
+    pages = [row(path, text, []) for path, text in PAGES.items()]
+    engine, _ = indexed(data, pages, "spidersite.db")
     engine.dispose()
     yield data
 
@@ -117,18 +114,8 @@ def test_a_suggestion_is_never_the_word_typed_read_in_the_querys_language(
     """A German page's stem "datenbank" is stored with its surface "Datenbanken", which
     English stems to "datenbanken", the stem typed: suggesting it would search the same
     again.  The suggestion is a word that finds the stem in the query's language."""
-    from search.analysis import analyze_document
-
-    engine = db.connect(f"sqlite:///{tmp_path / 'spidersite.db'}")
-    text = "Datenbanken speichern Daten in Tabellen."
-    german = row("de", text, [], language="de")
-    german.words = analyze_document(
-        {"body": text, "title": "", "url": german.url, "desc": "", "keywords": ""},
-        language="de",
-    )
-    DocumentStore(engine).write_batch([german])
-    index = Index(tmp_path / "index")
-    reindex(engine, index)
+    german = row("de", "Datenbanken speichern Daten in Tabellen.", [], language="de")
+    engine, index = indexed(tmp_path, [german], "spidersite.db")
     searcher = Searcher(engine, index)
     page = searcher.search(parse_query("Datenbanken"))
     assert page.total == 0
