@@ -35,10 +35,10 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import aliased
 
 from search.analysis import SECTIONS
 from search.db import chunks
+from search.duplicates import orphaned
 from search.models import Crawl, Document, InLink, Link, Posting, Server, Word
 from search.rows import NotDue, PostingsPage
 
@@ -333,24 +333,8 @@ class CrawlDB:
         """``(id, clone_of_id)`` of the live exact duplicates whose original is gone, has
         another content, or is a duplicate itself: what
         :meth:`search.duplicates.DuplicateMarker.promote_orphans` mends."""
-        original = aliased(Document)
-        stmt = (
-            select(Document.id, Document.clone_of_id)
-            .join(original, original.id == Document.clone_of_id)
-            .where(
-                # A range of the index on clone_of_id (SQLite does not take IS NOT NULL
-                # to it): a scan of the documents reads every page's text on SQLite.
-                Document.clone_of_id > 0,
-                Document.gone_at.is_(None),
-                or_(
-                    original.gone_at.is_not(None),
-                    original.checksum.is_distinct_from(Document.checksum),
-                    original.clone_of_id.is_not(None),
-                ),
-            )
-        )
         with self.engine.connect() as conn:
-            return [(row[0], row[1]) for row in conn.execute(stmt) if row[1] is not None]
+            return [(did, of) for did, _, of in conn.execute(orphaned())]
 
     def _id_array(self, stmt: Any) -> np.ndarray:
         """The ids *stmt* selects, as an ``int64`` array, read :data:`ID_CHUNK` rows at a

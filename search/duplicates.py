@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, or_, select, update
+from sqlalchemy.orm import aliased
 
 from search.db import chunks
 from search.models import Document
@@ -28,6 +29,31 @@ def with_checksums(checksums: Sequence[str]) -> Any:
         )
         .where(Document.checksum.in_(list(checksums)))
         .order_by(Document.id)
+    )
+
+
+def orphaned(originals: Sequence[int] | None = None) -> Any:
+    """``(id, checksum, clone_of_id)`` of the live exact duplicates (of the documents
+    *originals*, or of any) whose original no longer holds their content: it is gone, or
+    no longer stored, its content changed, or it is now a duplicate itself."""
+    original = aliased(Document)
+    of = Document.clone_of_id
+    return (
+        select(Document.id, Document.checksum, of)
+        .outerjoin(original, original.id == of)
+        .where(
+            # Without originals, a range of the index on clone_of_id (SQLite does not take
+            # IS NOT NULL to it): a scan of the documents reads every page's text on SQLite.
+            of > 0 if originals is None else of.in_(originals),
+            Document.gone_at.is_(None),
+            Document.checksum.is_not(None),
+            or_(
+                original.id.is_(None),
+                original.gone_at.is_not(None),
+                original.checksum.is_distinct_from(Document.checksum),
+                original.clone_of_id.is_not(None),
+            ),
+        )
     )
 
 
@@ -78,27 +104,9 @@ class DuplicateMarker:
         group's first page, which is no longer a duplicate (it is to be indexed: its id
         is returned), the others its duplicates.  Without this, the page a site still
         serves stays out of the index once the page it copied is gone."""
-        found: list[tuple[int, str | None, int]] = []
-        for part in chunks(sorted(set(originals))):
-            found += conn.execute(
-                select(Document.id, Document.checksum, Document.clone_of_id).where(
-                    Document.clone_of_id.in_(part), Document.gone_at.is_(None)
-                )
-            ).all()
-        if not found:
-            return []
-        state = {
-            did: (checksum, gone_at, clone_of)
-            for did, checksum, gone_at, clone_of in conn.execute(
-                select(
-                    Document.id, Document.checksum, Document.gone_at, Document.clone_of_id
-                ).where(Document.id.in_(sorted({o for _, _, o in found})))
-            )
-        }
         orphans: dict[str, list[int]] = {}
-        for did, checksum, original in found:
-            o_checksum, o_gone, o_clone_of = state.get(original, (None, True, None))
-            if checksum and (o_gone is not None or o_checksum != checksum or o_clone_of):
+        for part in chunks(sorted(set(originals))):
+            for did, checksum, _ in conn.execute(orphaned(part)):
                 orphans.setdefault(checksum, []).append(did)
         promoted: list[int] = []
         for checksum, group in orphans.items():
