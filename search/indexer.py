@@ -115,20 +115,26 @@ def _worker(
                     return None
 
     try:
-        caught_up = reindex(
-            engine,
-            index,
-            full=False,
-            limitmb=limitmb,
-            ids=catch_up,
-            wait=LOCK_WAIT,
-            max_merge_docs=max_merge_docs,
+        # Retried as the marks are, while the database is unreachable (a PostgreSQL
+        # restarted as the crawl starts): each may be done again whole.
+        caught_up = store.retrying(
+            lambda: reindex(
+                engine,
+                index,
+                full=False,
+                limitmb=limitmb,
+                ids=catch_up,
+                wait=LOCK_WAIT,
+                max_merge_docs=max_merge_docs,
+            )
         )
         if caught_up:
             logger.info("Indexed %d documents left unindexed by an earlier crawl", caught_up)
             release_memory()
-        removed = remove_unindexable(
-            engine, index, limitmb=limitmb, wait=LOCK_WAIT, max_merge_docs=max_merge_docs
+        removed = store.retrying(
+            lambda: remove_unindexable(
+                engine, index, limitmb=limitmb, wait=LOCK_WAIT, max_merge_docs=max_merge_docs
+            )
         )
         if removed:
             logger.info("Removed %d documents an earlier crawl left in the index", removed)

@@ -310,10 +310,11 @@ class DocumentStore:
         self._word_bytes = 0
         self.duplicates.forget()
 
-    def _retrying(self, write: Callable[[], _T]) -> _T:
-        """Run *write* (one transaction), retrying while the database is unreachable, and
-        again when the database rolled it back to break a deadlock (with another writer
-        of the same rows: a rebuild's reader writing linkranks)."""
+    def retrying(self, write: Callable[[], _T]) -> _T:
+        """Run *write* (one transaction, or work that may be done again whole), retrying
+        while the database is unreachable, and again when the database rolled it back to
+        break a deadlock (with another writer of the same rows: a rebuild's reader writing
+        linkranks)."""
         delay = 0.5
         attempt = deadlocks = 0
         while True:
@@ -351,7 +352,7 @@ class DocumentStore:
         """Store one batch in one transaction: documents (upserted by URL, their postings
         and links replaced), failures, re-visits that found a page unchanged (only its
         index times move), and pages gone (404/410) or moved (they leave the index)."""
-        result = self._retrying(lambda: self._write_batch(docs, errors, revisits, gone))
+        result = self.retrying(lambda: self._write_batch(docs, errors, revisits, gone))
         self._keep_tables(len(docs))
         return result
 
@@ -576,7 +577,7 @@ class DocumentStore:
             cursor.close()
 
     def mark_indexed(self, doc_ids: Sequence[int]) -> None:
-        self._retrying(lambda: self._mark_indexed(doc_ids))
+        self.retrying(lambda: self._mark_indexed(doc_ids))
 
     def _mark_indexed(self, doc_ids: Sequence[int]) -> None:
         # Only the rows not marked yet: a rebuild of an index whose documents were all

@@ -131,3 +131,32 @@ def test_a_database_error_does_not_carry_the_statements_parameters(tmp_path: Pat
         conn.execute(text("INSERT INTO t VALUES (1, :b), (1, :b)"), {"b": secret})
     engine.dispose()
     assert "UNIQUE" in str(raised.value) and secret not in str(raised.value)
+
+
+def test_the_indexers_start_survives_an_unreachable_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The indexer's first reads (the catch-up, the removal of what a killed crawl left in
+    the index) are retried while the database is unreachable, as its marks are: a
+    PostgreSQL restarted as a crawl started failed the crawl's indexer."""
+    import queue
+
+    from search import indexer
+
+    calls = []
+
+    def remove_once_unreachable(*args: Any, **kwargs: Any) -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OperationalError("SELECT id FROM documents", {}, Exception("connection is bad"))
+        return 0
+
+    monkeypatch.setattr(indexer, "remove_unindexable", remove_once_unreachable)
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    db.connect(url).dispose()
+    inbox: queue.Queue[Any] = queue.Queue()
+    outbox: queue.Queue[Any] = queue.Queue()
+    inbox.put(None)  # nothing to index: the crawl ends at once
+    indexer._worker(inbox, outbox, str(tmp_path / "index"), url, 10, 64, None, [])
+    assert len(calls) == 2
+    assert outbox.get_nowait()[0] == "done"
