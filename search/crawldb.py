@@ -139,10 +139,13 @@ class CrawlDB:
         return False
 
     def stored_urls(self) -> Iterator[str]:
-        """The URL of every stored document, read :data:`ID_CHUNK` rows at a time (on
-        PostgreSQL a server-side cursor: without it psycopg holds every URL at once)."""
+        """The URL of every stored document that is not gone, read :data:`ID_CHUNK` rows
+        at a time (on PostgreSQL a server-side cursor: without it psycopg holds every URL
+        at once). A gone page is not among them: a re-crawl fetches it again when it is
+        seeded or linked from a page it parses."""
+        stmt = select(Document.url).where(Document.gone_at.is_(None))
         with self.engine.connect() as conn:
-            yield from conn.execution_options(yield_per=ID_CHUNK).scalars(select(Document.url))
+            yield from conn.execution_options(yield_per=ID_CHUNK).scalars(stmt)
 
     def document_etag(self, url: str) -> str | None:
         """The stored ETag of the document at *url* (a news group keeps its last article

@@ -136,6 +136,36 @@ def test_a_page_that_now_redirects_off_the_crawl_leaves_the_index(
     assert (site.url + "a.html", "redirect") in again.error_kinds()
 
 
+def test_a_page_robots_txt_now_forbids_leaves_the_index(site: Site, crawl) -> None:
+    """A stored page that robots.txt has come to forbid is not fetched, and leaves the
+    index as a gone page does (its status stays what it was). robots.txt that cannot be
+    fetched allows everything, so only a robots.txt read as written can take pages out."""
+    build(site)
+    first = crawl("-a", f"seeds={site.url}")
+    assert first.returncode == 0, first.stderr
+    assert urls_hits(first, "badger") == [site.url + "b.html"]
+    site.add("/robots.txt", "User-agent: *\nDisallow: /b.html\n", content_type="text/plain")
+    site.hits.clear()
+    again = crawl("-a", "recrawl=all")
+    assert again.returncode == 0, again.stderr
+    assert not site.requested("/b.html")
+    assert again.stats["recrawl/forbidden"] == 1
+    assert urls_hits(again, "badger") == []
+    assert urls_hits(again, "aardvark") == [site.url + "a.html"]
+    row = again.rows(
+        "SELECT status, gone_at IS NOT NULL AS gone, indexed FROM documents WHERE url = :u",
+        u=site.url + "b.html",
+    )[0]
+    assert row.status == 200 and row.gone and not row.indexed
+    assert (site.url + "b.html", "robots") in again.error_kinds()
+    # Allowed again: a gone page is not re-visited, but found again when seeded (or
+    # linked from a changed page), it is stored and indexed again.
+    site.add("/robots.txt", "User-agent: *\nDisallow:\n", content_type="text/plain")
+    third = crawl("-a", f"seeds={site.url}b.html", "-a", "recrawl=all")
+    assert third.returncode == 0, third.stderr
+    assert urls_hits(third, "badger") == [site.url + "b.html"]
+
+
 def test_recrawl_due_visits_only_due_pages_and_new_links(site: Site, crawl) -> None:
     build(site)
     first = crawl("-a", f"seeds={site.url}")

@@ -18,7 +18,7 @@ from search import db
 from search.analysis import PackedWords, analyze_document
 from search.crawldb import CrawlDB
 from search.models import Document, Posting
-from search.rows import DocumentRow
+from search.rows import DocumentRow, GoneRow
 from search.store import DocumentStore
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -183,7 +183,11 @@ def test_stored_urls_and_frontier_pages_by_key(engine: Any, store: DocumentStore
             page("http://a.example/x", nofollow=True, links=[("http://a.example/n", "", False)]),
         ]
     )
+    store.write_batch([page("http://a.example/gone")])
+    gone = ids_by_url(engine)["http://a.example/gone"]
+    store.write_batch([], gone=[GoneRow(gone, 404, NOW)])
     crawldb = CrawlDB(engine)
+    # A gone page is not "stored" for a re-crawl: seeded or linked again, it is fetched.
     assert set(crawldb.stored_urls()) == {"http://a.example/", "http://a.example/x"}
     # Pages of 5 rows: every followable link of a followable page, once, in id order.
     rows = list(crawldb.frontier(chunk=5))
@@ -758,7 +762,6 @@ def test_a_rebuild_does_not_mark_a_page_that_went_gone_meanwhile(
     it in the index (extra) and removes it."""
     from search.index import Index
     from search.reindex import check, rebuild
-    from search.rows import GoneRow
 
     store.write_batch([page(f"http://a.example/{i}", f"vacuum word{i}") for i in range(4)])
     ids = sorted(CrawlDB(engine).indexable_ids())
