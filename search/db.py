@@ -31,6 +31,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
+from sqlalchemy.exc import DatabaseError as SADatabaseError
 
 from search import config
 
@@ -55,6 +56,16 @@ class DatabaseError(Exception):
 
 #: Times a transaction is tried when the database rolls it back to break a deadlock.
 DEADLOCK_ATTEMPTS = 5
+
+
+def cannot_open(exc: DBAPIError) -> bool:
+    """Whether *exc* says the database cannot be used at all: not reached (a connection
+    refused or lost, a file that cannot be opened: the driver's ``OperationalError``), or a
+    SQLite file that is not a database or is damaged (``file is not a database``,
+    ``database disk image is malformed``: the driver's generic ``DatabaseError``, which no
+    more precise class of it covers).  Not a statement the database refused (a constraint,
+    bad SQL)."""
+    return isinstance(exc, OperationalError) or type(exc) is SADatabaseError
 
 
 def deadlocked(exc: DBAPIError) -> bool:
@@ -227,7 +238,9 @@ def migrate(engine: Engine) -> None:
                         raise
             else:
                 run_migrations(engine)
-    except OperationalError as exc:
+    except (OperationalError, SADatabaseError) as exc:
+        if not cannot_open(exc):
+            raise
         raise DatabaseError(f"cannot open database {engine.url!r}: {exc.orig}") from None
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -358,6 +359,24 @@ def count_documents(database_url: str) -> int:
         return 0
     finally:
         engine.dispose()
+
+
+def damaged_sqlite(path: Path, damage: str) -> None:
+    """A SQLite file at *path* that cannot be used: bytes that are not a database, or a
+    database of this project cut to half its size (a copy cut short)."""
+    if damage == "not a database":
+        path.write_bytes(random.Random(3).randbytes(20_000))
+        return
+    from search import db
+
+    engine = db.connect(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
+    engine.dispose()
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2])
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def wait_for_documents(database_url: str, at_least: int, timeout: float = 60.0) -> int:
