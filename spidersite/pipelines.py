@@ -119,6 +119,10 @@ class StorePipeline:
         self.worker: CrawlWorker | None = CrawlWorker(self.config, self.queue_batches)
         self.worker.start()
         self.failed = False
+        #: Batches the worker could not store, and their pages (a resumed crawl fetches
+        #: them again): said once when the first fails, counted when the crawl closes.
+        self.lost_batches = 0
+        self.lost_pages = 0
         #: The crawl's row in ``crawls`` (None until the worker has opened it).
         self.crawl_id: int | None = None
         self.closing: asyncio.Future[None] | None = None
@@ -231,8 +235,9 @@ class StorePipeline:
         batch, self.batch, self.batch_text = self.batch, WorkBatch(), 0
         if not len(batch) or self.worker is None or self.failed:
             return
+        pages = len(batch.docs)
         try:
-            self.worker.write(batch, done=self._written)
+            self.worker.write(batch, done=lambda future: self._written(future, pages))
         except Exception as exc:  # the worker process is gone
             self._failed(exc)
 
@@ -284,7 +289,7 @@ class StorePipeline:
             html=item.html,
         )
 
-    def _written(self, future: asyncio.Future[Report]) -> None:
+    def _written(self, future: asyncio.Future[Report], pages: int) -> None:
         try:
             report = future.result()
         except Exception as exc:
@@ -292,9 +297,14 @@ class StorePipeline:
             return
         self._apply(report)
         if report.error:
-            # The worker still runs: what it stored before stays stored and indexed.
-            self.stats.set_value("store/error", report.error)
-            self._stop(f"A batch could not be stored: {report.error}")
+            # The worker still runs: what it stored before stays stored and indexed.  The
+            # first failure says why; the batches in flight that fail after it (the
+            # database is still down) are counted, and said once as the crawl closes.
+            self.lost_batches += 1
+            self.lost_pages += pages
+            if self.lost_batches == 1:
+                self.stats.set_value("store/error", report.error)
+                self._stop(f"A batch could not be stored: {report.error}")
         self.crawler.signals.send_catch_log(our_signals.store_flushed, report=report)
 
     def _done(self, future: asyncio.Future[Any]) -> None:
@@ -346,6 +356,14 @@ class StorePipeline:
             return
         self._submit()
         await self.worker.drain()
+        if self.lost_batches > 1:
+            logger.error(
+                "%d batches (%d pages) could not be stored (the first: %s); run the same "
+                "command again to resume the crawl and fetch them",
+                self.lost_batches,
+                self.lost_pages,
+                self.stats.get_value("store/error"),
+            )
         if not self.failed:
             try:
                 report = await self.worker.call("close_index")
