@@ -353,6 +353,29 @@ def test_compressed_body_cut_before_its_end_is_a_failure(encoding: str) -> None:
         mw.process_response(request, cut)
     assert errors.classify_exception(raised.value) == "reset"
     assert stat(crawler, "compression/truncated") == 1
+    # A network error of its server, as a connection reset is (max_net_errors).
+    assert server_state(crawler).errors[A] == 1 and stat(crawler, "neterrors/count") == 1
+
+
+def test_a_truncated_compressed_body_cuts_its_server_off_at_max_net_errors() -> None:
+    import gzip
+
+    stream = gzip.compress(PAGE_BYTES)
+    crawler = crawler_with({A: {"max_net_errors": 2}})
+    mw = CompressedBodyMiddleware.from_crawler(crawler)
+    for _ in range(2):
+        request, cut = compressed("gzip", stream[:60])
+        with pytest.raises(errors.TruncatedBody):
+            mw.process_response(request, cut)
+    assert "last: reset on " + A in server_state(crawler).disabled[A]
+    assert request.meta["dont_retry"] is True
+    # Not counted with the cut-off switched off.
+    crawler = crawler_with({A: {"max_net_errors": 2}}, NETERRORS_ENABLED=False)
+    mw = CompressedBodyMiddleware.from_crawler(crawler)
+    request, cut = compressed("gzip", stream[:60])
+    with pytest.raises(errors.TruncatedBody):
+        mw.process_response(request, cut)
+    assert server_state(crawler).errors[A] == 0
 
 
 def test_compressed_body_check_leaves_other_responses_alone() -> None:

@@ -7,7 +7,8 @@ matches what it sent, became a complete-looking page of its first bytes.  This m
 sees the body before it is decompressed and decompresses it once more, keeping nothing,
 to check that the stream reaches its end (for gzip and zstd, every member or frame that
 starts); one that does not raises :class:`spidersite.errors.TruncatedBody`, a failure of
-kind ``reset``, like a body shorter than its ``Content-Length``.  Only the outermost coding
+kind ``reset``, like a body shorter than its ``Content-Length``, and a network error of
+its server (``max_net_errors``).  Only the outermost coding
 of a body with several (``Content-Encoding: gzip, br``) is checked.
 
 It decompresses no more than ``DOWNLOAD_MAXSIZE`` bytes (the request's
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import NotConfigured
 
 from spidersite.errors import TruncatedBody
+from spidersite.middlewares.neterrors import count_net_error
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -168,6 +170,9 @@ class CompressedBodyMiddleware:
         if stream_ends(codings[-1], response.body, int(limit or 0)) is not False:
             return response
         self.stats.inc_value("compression/truncated")
+        # A network error of its server (max_net_errors), as a connection reset is: the
+        # net-error middleware never sees what process_response raises.
+        count_net_error(self.crawler, request, "reset")
         coding = codings[-1].decode("latin-1")
         raise TruncatedBody(
             f"{coding} body cut before its end ({len(response.body)} bytes received)"
