@@ -346,7 +346,6 @@ def test_a_database_that_cannot_be_opened_is_one_line(
     assert len(proc.stderr.splitlines()) == 1
 
 
-
 @pytest.mark.parametrize("damage", ["not a database", "truncated"])
 def test_a_damaged_sqlite_file_is_one_line_for_every_command(
     damage: str, crawled: CrawlResult, tmp_path: Path
@@ -376,6 +375,7 @@ def test_a_damaged_sqlite_file_is_one_line_for_every_command(
         )
         assert reason in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
     assert path.read_bytes() == before
+
 
 def test_reindex_rebuilds_the_same_index(crawled: CrawlResult, tmp_path: Path) -> None:
     before = [(h["url"], round(h["score"], 6)) for h in hits(crawled, "stripes black")]

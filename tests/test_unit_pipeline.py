@@ -301,7 +301,6 @@ def test_a_batch_that_cannot_be_stored_stops_the_crawl(
     assert crawl.stats["store/error"].startswith("OperationalError")
 
 
-
 def _reachable(admin: Any, name: str, yes: bool) -> None:
     """Let connections into PostgreSQL database *name*, or refuse them and end those open."""
     from sqlalchemy import text
@@ -377,6 +376,7 @@ def test_batches_that_fail_while_the_database_is_down_are_logged_once(
     assert not any(r.exc_info for r in errors)
     assert worker_log.count("A batch could not be stored") == 1, worker_log
     assert "Traceback" not in worker_log
+
 
 def test_a_dead_worker_is_reported_not_swallowed(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
