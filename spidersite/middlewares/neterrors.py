@@ -3,13 +3,12 @@ and HTTP 5xx answers).
 
 Every failed attempt counts, retries included (this middleware sits between the retry
 middleware and the downloader), and so does a failed robots.txt request, and a compressed
-body cut before its end (counted by the compression middleware: :func:`count_net_error`).  When a server
-reaches its ``max_net_errors`` (``0`` = never cut off), it is marked cut off in the crawl's
-:class:`~spidersite.serverstate.ServerState` (which also holds the error counts), its
-remaining requests are dropped by the server-config and concurrency middlewares, the
-``server_disabled`` signal tells the store to mark it in ``servers``, and the crawl goes on
-with the other servers.  Switch off with
-``NETERRORS_ENABLED = False``.
+body cut before its end (counted by the compression middleware: :func:`count_net_error`).
+When a server reaches its ``max_net_errors`` (``0`` = never cut off), it is marked cut off
+in the crawl's :class:`~spidersite.serverstate.ServerState` (which also holds the error
+counts), its remaining requests are dropped by the server-config and concurrency
+middlewares, the ``server_disabled`` signal tells the store to mark it in ``servers``, and
+the crawl goes on with the other servers.  Switch off with ``NETERRORS_ENABLED = False``.
 
 Stats: ``neterrors/count``, ``neterrors/servers_cut_off``.
 """
