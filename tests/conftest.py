@@ -3,6 +3,7 @@ subprocess, and databases on SQLite and on the local PostgreSQL."""
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
@@ -377,6 +378,28 @@ def damaged_sqlite(path: Path, damage: str) -> None:
     path.write_bytes(whole[: len(whole) // 2])
     for suffix in ("-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def read_only_tree(path: Path) -> Iterator[None]:
+    """The folder *path* and everything in it made read-only, as a deployed copy on a
+    read-only file system: ``chattr -R +i`` as root (whom file modes do not stop), else
+    ``chmod -R a-w``; skipped where neither can be done."""
+    if os.geteuid() == 0:
+        made = subprocess.run(["chattr", "-R", "+i", str(path)], capture_output=True)
+        if made.returncode != 0:
+            subprocess.run(["chattr", "-R", "-i", str(path)], capture_output=True)
+            pytest.skip(f"chattr +i is not available here: {made.stderr!r}")
+        try:
+            yield
+        finally:
+            subprocess.run(["chattr", "-R", "-i", str(path)], check=True)
+    else:
+        subprocess.run(["chmod", "-R", "a-w", str(path)], check=True)
+        try:
+            yield
+        finally:
+            subprocess.run(["chmod", "-R", "u+w", str(path)], check=True)
 
 
 def wait_for_documents(database_url: str, at_least: int, timeout: float = 60.0) -> int:

@@ -923,6 +923,33 @@ def test_admin_writes_only_inside_the_data_folder(admin: tuple[Any, str], app: A
     ]
 
 
+def test_a_crawl_cannot_start_from_a_read_only_data_folder(tmp_path: Path) -> None:
+    """The database elsewhere (writable), the data folder read-only: the admin's servers
+    can be edited, and starting a crawl says why it cannot (its sites file goes into the
+    data folder), with nothing written."""
+    from tests.conftest import read_only_tree
+
+    data = tmp_path / "data"
+    app = make_app(data, f"sqlite:///{tmp_path / 'spidersite.db'}")
+    client = app.test_client()
+    csrf = login(client)
+    form = {"url": "http://a.example/", "userobots": "on", "csrf_token": csrf}
+    assert client.post("/admin/servers/new", data=form).status_code == 302
+    before = sorted(p.name for p in data.iterdir())
+    with read_only_tree(data):
+        resp = client.post(
+            "/admin/crawls/start",
+            data={"mode": "normal", "csrf_token": csrf},
+            follow_redirects=True,
+        )
+        page = resp.get_data(as_text=True)
+        assert "cannot write the crawl&#39;s sites file in" in page, page
+        assert "crawls cannot be started from a data folder that cannot be written" in page
+        assert sorted(p.name for p in data.iterdir()) == before
+    with Session(engine_of(app)) as s:
+        assert s.scalars(select(Crawl)).all() == []
+
+
 def test_crawl_log_reads_only_the_data_folder(tmp_path: Path) -> None:
     from search.web.settings import WebSettings
 

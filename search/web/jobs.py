@@ -15,6 +15,7 @@ This module does not import Scrapy: the crawler runs in another process.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -95,11 +96,19 @@ def write_sites_file(
         raise JobError("no server to crawl: add a server in the admin first")
     text = sites_toml(entries)
     path = folder / f"sites-{hashlib.sha256(text.encode()).hexdigest()[:16]}.toml"
-    folder.mkdir(parents=True, exist_ok=True)
     # Whole or not at all: a crawl of the same servers may be reading it as it starts.
     part = folder / f".{path.name}.{uuid.uuid4().hex}"
-    part.write_text(text, encoding="utf-8")
-    os.replace(part, path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        part.write_text(text, encoding="utf-8")
+        os.replace(part, path)
+    except OSError as exc:  # a read-only data folder (a deployed copy)
+        with contextlib.suppress(OSError):
+            part.unlink()
+        raise JobError(
+            f"cannot write the crawl's sites file in {folder}: {exc.strerror}; crawls "
+            f"cannot be started from a data folder that cannot be written"
+        ) from None
     try:
         ServerRegistry().load_file(path)
     except ValueError as exc:
