@@ -152,6 +152,13 @@ class StorePipeline:
             self.worker.shutdown()
             self.worker = None
             raise CloseSpider("database_unusable") from None
+        except Exception as exc:  # anything else: said once, with its traceback
+            logger.error(
+                "The store could not be opened: %s: %s", type(exc).__name__, exc, exc_info=exc
+            )
+            self.worker.shutdown()
+            self.worker = None
+            raise CloseSpider(STORE_FAILED) from None
         self.log_file = open(log_path, "a", encoding="utf-8")  # noqa: SIM115
         logger.info("Storing into %s", shown)
         # Start-up is over (the spider, the servers, every component): what it made is

@@ -378,6 +378,44 @@ def test_batches_that_fail_while_the_database_is_down_are_logged_once(
     assert "Traceback" not in worker_log
 
 
+def test_a_worker_that_cannot_open_stops_the_crawl_cleanly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any failure of the worker's start (not only a database it cannot open) stops the
+    crawl at once, said once with its traceback; closing the spider then calls no worker
+    that was never opened (it failed with "the worker was not opened")."""
+    from scrapy.exceptions import CloseSpider
+
+    crawler = _crawler(tmp_path)
+    crawler.engine = _Engine()
+    pipeline = StorePipeline.from_crawler(crawler)
+
+    async def broken(*args: Any) -> Any:
+        raise RuntimeError("the indexer could not start")
+
+    assert pipeline.worker is not None
+    monkeypatch.setattr(pipeline.worker, "open", broken)
+
+    async def scenario() -> None:
+        with pytest.raises(CloseSpider) as closed:
+            await pipeline.open_spider()
+        assert closed.value.reason == "store_failed"
+        await pipeline.process_item(_page(1))
+        await pipeline.close_spider()
+        await pipeline.finish("store_failed")
+
+    with caplog.at_level(logging.ERROR):
+        asyncio.run(scenario())
+    assert pipeline.worker is None
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1, caplog.text
+    assert "The store could not be opened: RuntimeError: the indexer could not start" in (
+        errors[0].getMessage()
+    )
+    assert errors[0].exc_info is not None
+    assert "not opened" not in caplog.text
+
+
 def test_a_dead_worker_is_reported_not_swallowed(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
