@@ -379,7 +379,9 @@ class StorePipeline:
             else:
                 self._apply(report)
                 self.crawler.signals.send_catch_log(our_signals.store_closed, report=report)
-        if not self.failed:
+        # A crawl that lost batches (its database failed) is resumed: the link analysis is
+        # made at the end of that one, not on a database that may still be failing.
+        if not self.failed and not self.lost_batches:
             try:
                 self._apply(await self.worker.call("update_linkrank"))
             except Exception as exc:
