@@ -97,6 +97,16 @@ def _documents_statement(with_text: bool) -> Any:
 ID_CHUNK = 10_000
 
 
+#: The spider's arguments that identify a crawl (``SiteSpider.crawl_args``): a crawl resumes
+#: the last one whose arguments these are (``topic_threshold`` is not one).
+CRAWL_IDENTITY = ("seeds", "seeds_file", "sites", "recrawl", "topic", "crawl_key")
+
+
+def crawl_identity(args: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of *args* that identify a crawl (:data:`CRAWL_IDENTITY`)."""
+    return {k: args[k] for k in CRAWL_IDENTITY if args.get(k) is not None}
+
+
 class CrawlDB:
     """Reads of the stored crawl, over one engine (which the caller owns and disposes)."""
 
@@ -122,7 +132,13 @@ class CrawlDB:
         crawls) never finished (it was killed), stopped because a batch could not be
         stored (``store_failed``: the pages of that batch were fetched, and only a resume
         fetches them again), or was stopped on purpose (``shutdown``: Ctrl-C, SIGTERM).
-        False while the database has no tables."""
+        False while the database has no tables.
+
+        Crawls are compared by the arguments that identify them (:data:`CRAWL_IDENTITY`):
+        the admin adds others to the rows of the crawls it starts (its servers, runner and
+        process, the topic's threshold), and records a *placeholder* row for a crawl while
+        it starts, which is no crawl of the spider's and is passed over."""
+        args = crawl_identity(args)
         try:
             with self.engine.connect() as conn:
                 rows = conn.execute(
@@ -134,7 +150,10 @@ class CrawlDB:
         except SQLAlchemyError:  # no database or no tables yet: nothing to resume
             return False
         for row in rows:
-            if (row.args or {}) == args:
+            stored = row.args or {}
+            if stored.get("placeholder"):  # search.web.jobs: the admin's, while it starts
+                continue
+            if crawl_identity(stored) == args:
                 return row.finished_at is None or row.finish_reason in (STORE_FAILED, SHUTDOWN)
         return False
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CrawlResult, Site, run_crawl, run_search
+from tests.conftest import CrawlResult, Site, damaged_sqlite, run_crawl, run_search
 
 PAGES = {
     "/": (
@@ -344,6 +344,37 @@ def test_a_database_that_cannot_be_opened_is_one_line(
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.strip().endswith("file is not a database"), proc.stderr
     assert len(proc.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("damage", ["not a database", "truncated"])
+def test_a_damaged_sqlite_file_is_one_line_for_every_command(
+    damage: str, crawled: CrawlResult, tmp_path: Path
+) -> None:
+    """A SQLite file that is not a database or was cut short: every command, those that
+    write (and bring the schema up to date) and ``serve`` among them, says so in one line,
+    exit status 1, and leaves the file as it was."""
+    path = tmp_path / "spidersite.db"
+    damaged_sqlite(path, damage)
+    before = path.read_bytes()
+    index = ["--index-dir", str(crawled.data_dir / "index")]
+    reason = "file is not a database" if damage == "not a database" else "malformed"
+    for command in (
+        ["status"],
+        ["query", "zebra", *index],
+        ["errors"],
+        ["check", *index],
+        ["reindex", "--new", *index],
+        ["cached", "http://x/"],
+        ["serve", "--port", "1"],
+    ):
+        proc = run_search(*command, data_dir=tmp_path)
+        assert proc.returncode == 1, (command, proc.stderr)
+        assert proc.stderr.startswith(f"error: cannot open database sqlite:///{path}"), (
+            command,
+            proc.stderr,
+        )
+        assert reason in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert path.read_bytes() == before
 
 
 def test_reindex_rebuilds_the_same_index(crawled: CrawlResult, tmp_path: Path) -> None:

@@ -86,6 +86,29 @@ def test_crawl_unfinished(engine: Any, store: DocumentStore) -> None:
     assert crawldb.crawl_unfinished("site", {"seeds": "x"})
 
 
+def test_an_admin_crawl_is_resumed_by_the_arguments_that_identify_it(
+    engine: Any, store: DocumentStore
+) -> None:
+    """The admin adds its own arguments to its crawls' rows (servers, runner, process, the
+    topic's threshold) and records a placeholder row as a crawl starts: neither keeps the
+    same crawl from being resumed, and a placeholder is no crawl to resume."""
+    from sqlalchemy.orm import Session
+
+    from search.models import Crawl
+
+    crawldb = CrawlDB(engine)
+    spider = {"sites": "data/admin/sites-1234.toml", "topic": "quokka"}
+    admin = {**spider, "topic_threshold": "1.0", "servers": ["http://a/"], "pid": 42}
+    store.start_crawl("site", admin, NOW)
+    store.finish_crawl("shutdown", {}, NOW)
+    assert crawldb.crawl_unfinished("site", spider)
+    assert not crawldb.crawl_unfinished("site", {"sites": spider["sites"]})  # no topic
+    store.finish_crawl("finished", {}, NOW)
+    with Session(engine) as s, s.begin():  # the admin's row of the next crawl, starting
+        s.add(Crawl(spider="site", args={**admin, "placeholder": True}, started_at=NOW))
+    assert not crawldb.crawl_unfinished("site", spider)
+
+
 def test_links_analyzed_knows_when_no_page_changed_since_the_last_analysis(
     engine: Any,
 ) -> None:
