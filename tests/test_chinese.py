@@ -219,3 +219,28 @@ def test_a_word_inside_a_chinese_compound_finds_its_page(site: Site, crawl) -> N
         assert proc.returncode == 0, proc.stderr
         hits = [h["url"] for h in json.loads(proc.stdout)["hits"]]
         assert hits == [site.url + "zh.html"], (query, hits)
+
+
+def test_chinese_pages_in_full_width_and_compounds_are_found_and_marked(site: Site, crawl) -> None:
+    """A Chinese page writes Latin letters and digits full-width (ＰＤＦ, ２０２６): a query
+    typed plain finds them, and the other way round; its snippet marks them as written,
+    and marks the part of a compound a query asked for (搜索 in 搜索引擎)."""
+    site.page("/", "首页", "网站", ["/zh.html", "/en.html"], head='<meta charset="utf-8">')
+    site.page("/zh.html", "介绍", "我们的搜索引擎支持ＰＤＦ文件，２０２６年发布。")
+    site.page("/en.html", "Plain", "Export the report as pdf in 2026.")
+    result = crawl("-a", f"seeds={site.url}")
+    assert result.returncode == 0, result.stderr
+
+    def found(query: str) -> dict[str, str]:
+        proc = result.search(query, "--json")
+        assert proc.returncode == 0, proc.stderr
+        return {h["url"]: h["snippet_html"] for h in json.loads(proc.stdout)["hits"]}
+
+    zh, en = site.url + "zh.html", site.url + "en.html"
+    for query in ("pdf", "ＰＤＦ", "Pdf"):
+        hits = found(query)
+        assert set(hits) == {zh, en}, (query, hits)
+        assert "<b>ＰＤＦ</b>" in hits[zh] and "<b>pdf</b>" in hits[en]
+    assert set(found("２０２６")) == {zh, en}
+    hits = found("搜索")
+    assert list(hits) == [zh] and "<b>搜索</b>引擎" in hits[zh], hits
