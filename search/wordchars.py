@@ -72,10 +72,9 @@ def code_points(table: str) -> list[tuple[int, int]]:
     return ranges
 
 
-def char_class(table: str) -> str:
-    """The ranges of *table* as the inside of a regular expression's ``[...]`` (none of
+def char_class(ranges: list[tuple[int, int]]) -> str:
+    """*ranges* ``(first, last)`` as the inside of a regular expression's ``[...]`` (none of
     them holds a character that means something there)."""
     return "".join(
-        chr(first) if first == last else f"{chr(first)}-{chr(last)}"
-        for first, last in code_points(table)
+        chr(first) if first == last else f"{chr(first)}-{chr(last)}" for first, last in ranges
     )

@@ -871,3 +871,19 @@ def test_cjk_runs_without_the_characters_folding_changes_are_not_folded() -> Non
     analyzer = get_analyzer("zh")
     assert analyzer.words("\uf900") == analyzer.words("\u8c48")
     assert analyzer.words("か\u3099") == analyzer.words("が")
+
+
+def test_the_cache_of_folded_words_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fold() keeps the folds of words that are not ASCII, in at most FOLD_CACHE_BYTES
+    (emptied when full), and gives the same folds from it."""
+    monkeypatch.setattr(analysis, "FOLD_CACHE_BYTES", 5_000)
+    monkeypatch.setattr(analysis, "_FOLDED", {})
+    monkeypatch.setattr(analysis, "_folded_bytes", 0)
+    words = [f"ＷＯＲＤ{i}ﬁ" for i in range(300)]
+    first = [analysis.fold(w) for w in words]
+    assert first == [f"word{i}fi" for i in range(300)]
+    assert 0 < analysis._folded_bytes <= 5_000
+    assert len(analysis._FOLDED) < 300
+    cached = words[-1]
+    assert cached in analysis._FOLDED and analysis.fold(cached) == "word299fi"
+    assert analysis.fold("plain") == "plain" and "plain" not in analysis._FOLDED
