@@ -138,9 +138,8 @@ def text_rows(modules: dict[str, ModuleType], rounds: int) -> None:
         medians = {label: statistics.median(r) for label, r in results.items()}
         for label, seconds in medians.items():
             ratio = seconds / medians["baseline"] if "baseline" in medians else 1.0
-            print(
-                f"{name:<24} {label:<9} {n:>6} words {1e6 * seconds / n:>8.3f} µs/word {ratio:>6.3f}"
-            )
+            per_word = 1e6 * seconds / n
+            print(f"{name:<24} {label:<9} {n:>6} words {per_word:>8.3f} µs/word {ratio:>6.3f}")
 
 
 def main() -> None:

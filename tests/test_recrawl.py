@@ -71,7 +71,7 @@ def test_unchanged_site_answers_304_and_only_times_move(site: Site, crawl, db_ur
 def test_stored_pages_are_analyzed_again_once_their_checksums_are_cleared(
     site: Site, crawl, db_url: str
 ) -> None:
-    """What README's "Analysis of stored pages" tells a user to do after an upgrade that
+    """What README's "Words and their forms" tells a user to do after an upgrade that
     changes the analysis: a re-crawl re-analyzes only the pages that changed (here none:
     every answer is 304 or the same checksum); with the stored checksums cleared and
     conditional GET off, it re-analyzes every page, in place."""
