@@ -271,15 +271,14 @@ def _word_runs(text: str, folded: bool = False) -> list[str]:
     "—", "’"): it is tokenized by the regular expression, and only its words are folded.
     tests/test_unit_analysis.py compares both on every code point."""
     spaced = _spaced(text)
-    runs = None if spaced is None else spaced.split()
-    odd = None if spaced is None or runs is None else _not_ascii(spaced, runs)
+    runs = [] if spaced is None else spaced.split()
+    odd = None if spaced is None else _not_ascii(spaced, runs)
     if odd is None:
         words = _WORD_RE.findall(text)
         if folded:
             for i in compress(count(), map(not_, map(str.isascii, words))):
                 words[i] = fold(words[i])
         return words
-    assert runs is not None
     if not odd:
         return runs
     words = []
@@ -499,7 +498,8 @@ class Analyzer:
             return self.surfaces
 
     def stem(self, word: str) -> str:
-        """The normal form of one folded word (:func:`fold`) (CJK words are returned unchanged)."""
+        """The normal form of one folded word (:func:`fold`; CJK words are returned
+        unchanged)."""
         known = self.known_stems
         stem = known.get(word)
         if stem is None:
