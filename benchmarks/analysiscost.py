@@ -3,6 +3,7 @@
     python benchmarks/analysiscost.py                 # every page of the three sites
     python benchmarks/analysiscost.py --pages 200     # 200 pages a site (fixed seed)
     python benchmarks/analysiscost.py --texts         # Analyzer.words of French, Hindi, NFD
+    python benchmarks/analysiscost.py --differ --baseline DIR   # pages read differently
 
 What a crawl's analysis process does with a page once it is extracted: the words of its
 main content and of its whole text (:func:`search.content.split_content`'s two calls of
@@ -30,6 +31,7 @@ import tarfile
 import time
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from search import analysis
 from search.content import main_text
@@ -81,6 +83,34 @@ def analyze(module: ModuleType, page: Page, language: str) -> int:
     sections = module.page_sections(url, title, main_words, None, None, boilerplate)
     module.analyze_packed(sections, None, language)
     return len(main_words) + len(whole)
+
+
+def records(module: ModuleType, page: Page, language: str) -> dict[str, tuple[Any, ...]]:
+    """The records of *page* by the analyzer *module*, as plain tuples (two modules'
+    records are objects of two classes)."""
+    url, title, text, main = page
+    analyzer = module.get_analyzer(language)
+    main_words = analyzer.words(main)
+    boilerplate = module.remainder_words(analyzer.words(text), main_words)
+    sections = module.page_sections(url, title, main_words, None, None, boilerplate)
+    packed = module.analyze_packed(sections, None, language)
+    return {k: (r.stem, r.surface, r.counts, r.weight) for k, r in packed.records().items()}
+
+
+def differ(modules: dict[str, ModuleType], sites: dict[str, list[Page]]) -> None:
+    """How many pages of each site the two analyzers analyze differently, and the stems
+    that only one of them gives."""
+    old, new = modules.values()
+    for site, pages in sites.items():
+        changed = 0
+        only: set[str] = set()
+        for page in pages:
+            before, after = records(old, page, SITES[site]), records(new, page, SITES[site])
+            if before != after:
+                changed += 1
+                only |= set(before).symmetric_difference(after)
+        print(f"{site:<24} {len(pages):>6} pages, {changed} analyzed differently; stems of one")
+        print(f"  analyzer only: {' '.join(sorted(only)) or '-'}")
 
 
 def baseline(folder: Path) -> ModuleType:
@@ -151,7 +181,12 @@ def main() -> None:
     parser.add_argument(
         "--texts", action="store_true", help="Analyzer.words of other scripts' texts only"
     )
+    parser.add_argument(
+        "--differ", action="store_true", help="the pages the two analyzers read differently"
+    )
     args = parser.parse_args()
+    if args.differ and not args.baseline:
+        parser.error("--differ compares with a --baseline")
     if args.texts:
         modules = {"this": analysis}
         if args.baseline:
@@ -162,6 +197,9 @@ def main() -> None:
     modules = {"this": analysis}
     if args.baseline:
         modules = {"baseline": baseline(args.baseline), **modules}
+    if args.differ:
+        differ(modules, sites)
+        return
     for module in modules.values():  # the warm-up pass
         for site, pages in sites.items():
             timed(module, pages, SITES[site])
