@@ -448,6 +448,7 @@ class DocumentStore:
                     .values(status=g.status, gone_at=g.time, indexed=False, crawled_at=g.time)
                 )
                 result.deleted.append(g.doc_id)
+            self.duplicates.discard([g.doc_id for g in gone])
             changed = [d.id for d in result.documents] + [g.doc_id for g in gone]
             if changed:
                 result.promoted = self.duplicates.promote_orphans(conn, changed)
