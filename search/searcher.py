@@ -38,6 +38,7 @@ from search.linkrank import LinkRanks
 from search.query import ParsedQuery, QueryError, check_window
 from search.results import Explanation, Hit, ResultPage
 from search.searchsession import SearchSession
+from search.segmentreaders import SegmentReaders
 from search.snippets import Words, contains_phrase, make_snippet, word_stems
 
 __all__ = ["LINKRANK_MAX_AGE", "Searcher", "SearcherPool"]
@@ -80,6 +81,8 @@ class Searcher:
         # (:func:`search.indexquery.open_searcher`): closed by close(), or when this
         # Searcher is dropped.
         self._open: list[Any] = []
+        # The segments' files, opened once for the generations (:meth:`_current`).
+        self._readers = SegmentReaders()
         # Sessions open on this Searcher (nested ones included).
         self._sessions = 0
         weakref.finalize(self, _close, self._open)
@@ -92,7 +95,9 @@ class Searcher:
         _close(self._open)
 
     def _current(self) -> Any:
-        """The open Whoosh searcher, opened anew when the index has changed since.
+        """The open Whoosh searcher, opened anew when the index has changed since, on
+        the files of the segments that did not change (:mod:`search.segmentreaders`):
+        a commit costs the segments it wrote.
 
         Not Whoosh's ``refresh()``: it keeps the reader of every segment whose id did not
         change, and such a reader keeps the deleted documents of its segment as they were
@@ -102,7 +107,7 @@ class Searcher:
         searcher = self._searcher
         if searcher is not None and searcher.up_to_date():
             return searcher
-        fresh = open_searcher(self.index)
+        fresh = open_searcher(self.index, self._readers)
         if searcher is not None and not self._sessions:
             _close(self._open)
         self._open.append(fresh)
