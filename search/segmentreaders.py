@@ -67,9 +67,6 @@ class SegmentReaders:
 
     def __init__(self) -> None:
         self._files: dict[tuple[str, str], _Files] = {}
-        #: Segments opened for the latest generation, and segments reused by it (counted).
-        self.opened = 0
-        self.reused = 0
 
     def searcher(self, ix: Any, **kwargs: Any) -> Any:
         """A Whoosh searcher of the latest generation of *ix* (a ``FileIndex``), on the
@@ -78,16 +75,12 @@ class SegmentReaders:
         folder = str(Path(getattr(ix.storage, "folder", "")))
         current: dict[tuple[str, str], _Files] = {}
         readers = []
-        self.opened = self.reused = 0
         try:
             for segment in info.segments:
                 key = (folder, segment.segment_id())
                 files = self._files.get(key)
-                if files is None or files.reader.is_closed:
+                if files is None or files.reader.is_closed:  # new, or its readers all closed
                     files = _Files(SegmentReader(ix.storage, info.schema, segment))
-                    self.opened += 1
-                else:
-                    self.reused += 1
                 readers.append(SharedSegmentReader(files, segment, info.generation))
                 current[key] = files
         except BaseException:
@@ -102,8 +95,3 @@ class SegmentReaders:
         else:
             reader = MultiReader(readers, generation=info.generation)
         return WhooshSearcher(reader, fromindex=ix, **kwargs)
-
-    def forget(self) -> None:
-        """Open every segment anew for the next generation (those open now are closed
-        with the last searcher open on them)."""
-        self._files = {}

@@ -115,7 +115,16 @@ def test_a_commit_opens_only_the_segments_it_wrote(
     total, found = urls(searcher, "vacuum")
     assert total == 5 and found.count("p0") == 1 and urls(searcher, "revised")[0] == 1
     assert sorted(opened) == sorted(segment_ids(index) - before)
+    # A segment's files are closed once no generation open reads it: a full rebuild
+    # replaces every segment.
+    kept = list(searcher._readers._files.values())
+    reindex(engine, index)
+    assert urls(searcher, "vacuum")[0] == 6
+    assert all(files.reader.is_closed for files in kept)
+    current = list(searcher._readers._files.values())
+    assert current and not any(files.reader.is_closed for files in current)
     searcher.close()
+    assert all(files.reader.is_closed for files in current)
 
 
 def test_a_session_keeps_its_searcher_open_while_a_nested_one_reopens_the_index(
