@@ -93,6 +93,15 @@ class SegmentArrays:
     section_lengths: np.ndarray
     #: Database id of each document number (-1: none); None in files written before it.
     docids: np.ndarray | None = None
+    _section_totals: np.ndarray | None = None
+
+    def section_totals(self) -> np.ndarray:
+        """The sum of every document's weighted length per section (``float64``; deleted
+        documents included), computed once: an index generation's averages take it, less
+        its deleted documents', for each segment it did not write."""
+        if self._section_totals is None:
+            self._section_totals = self.section_lengths.astype(np.float64).sum(axis=0)
+        return self._section_totals
 
     def posting_sections(self, term: int, offset: int) -> np.ndarray:
         """The weighted counts per section of the *offset*-th posting of term *term*."""

@@ -120,9 +120,13 @@ def section_norm(lengths: np.ndarray, avg: np.ndarray, bs: np.ndarray) -> np.nda
     """``1 / (1 − b_f + b_f · len_f / avglen_f)`` of documents of weighted lengths per
     section *lengths* (one row a document); 0 where that is 1 / 0 (b_f 1 and an empty
     section: the document has no count there to normalise)."""
-    denominator = (1 - bs) + bs * np.asarray(lengths, dtype=np.float64) / avg
-    out = np.zeros_like(denominator)
-    np.divide(1.0, denominator, out=out, where=denominator > 0)
+    # In place, in the order of (1 − b) + b · len / avglen: a commit's new generation
+    # computes every document's anew (the averages changed).
+    out = np.array(lengths, dtype=np.float64)
+    out *= bs
+    out /= avg
+    out += 1 - bs
+    np.divide(1.0, out, out=out, where=out > 0)  # the others are 0 (never negative)
     return out
 
 
@@ -179,21 +183,21 @@ class ArrayIndex:
         total = np.zeros(N_SECTIONS, dtype=np.float64)
         live = 0
         for leaf in self.leaves:
-            lengths = leaf.arrays.section_lengths.astype(np.float64)
-            alive = np.ones(len(lengths), dtype=bool)
-            alive[leaf.deleted[leaf.deleted < len(lengths)]] = False
-            total += lengths[alive].sum(axis=0)
-            live += int(alive.sum())
+            lengths = leaf.arrays.section_lengths
+            gone = leaf.deleted[leaf.deleted < len(lengths)]
+            # The segment's sum (kept with its arrays) less its deleted documents'.
+            total += leaf.arrays.section_totals() - lengths[gone].astype(np.float64).sum(axis=0)
+            live += len(lengths) - len(gone)
         avg = total / max(live, 1)
         avg[avg <= 0] = 1.0
         self.section_avglen = avg
         for leaf in self.leaves:
-            norm = section_norm(leaf.arrays.section_lengths, avg, bs)
-            leaf.bodynorm = np.ascontiguousarray(norm[:, 0])
-            rest = norm[:, 1:]
+            lengths = leaf.arrays.section_lengths
+            leaf.bodynorm = section_norm(lengths[:, 0], avg[0], bs[0])
+            rest = section_norm(lengths[:, 1:], avg[1:], bs[1:])
             if scale is not None:
-                rest = rest * np.asarray(scale[1:], dtype=np.float64)
-            leaf.restnorm = np.ascontiguousarray(rest)
+                rest *= np.asarray(scale[1:], dtype=np.float64)
+            leaf.restnorm = rest
 
     @classmethod
     def load(

@@ -145,6 +145,13 @@ class DuplicateMarker:
             (did, to_unsigned(value)) for did, value in conn.execute(query)
         )
 
+    def discard(self, doc_ids: Sequence[int]) -> None:
+        """Hold no fingerprint of the documents *doc_ids* (gone), as :meth:`load` reads
+        none of a gone page."""
+        if self._simhashes is not None:
+            for did in doc_ids:
+                self._simhashes.discard(did)
+
     @staticmethod
     def fingerprints(rows: list[DocumentRow]) -> dict[str, int | None]:
         """The fingerprint (simhash of its body's word shingles; None for too few words)
@@ -169,7 +176,9 @@ class DuplicateMarker:
         for url, value in fingerprints.items():  # in the batch's order
             did = ids[url]
             if value is None or did in clones:
-                # An exact duplicate's fingerprint is its original's: not added twice.
+                # An exact duplicate's fingerprint is its original's: not added twice (nor
+                # kept from when the page held other content).
+                self._simhashes.discard(did)
                 continue
             other = self._simhashes.nearest(value, exclude=did)
             self._simhashes.add(did, value)

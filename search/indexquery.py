@@ -19,6 +19,7 @@ from search import ranking
 from search.arrayfile import value_sections
 from search.index import WORDS_FIELD, Index, reading
 from search.query import ParsedQuery
+from search.segmentreaders import SegmentReaders
 
 
 class _BM25Scorer(scoring.WeightLengthScorer):
@@ -207,8 +208,10 @@ def stored(searcher: Any, docnum: int) -> tuple[int, str]:
     return int(fields["docid"]), fields["url"]
 
 
-def open_searcher(index: Index) -> Any:
-    """A Whoosh searcher of *index* that scores with :class:`BM25`.
+def open_searcher(index: Index, readers: SegmentReaders | None = None) -> Any:
+    """A Whoosh searcher of *index* that scores with :class:`BM25`; with *readers*, on
+    the files of the segments they opened for an earlier generation where the segment is
+    the same (each with its current deletions: :mod:`search.segmentreaders`).
 
     Its segments' files are read as files, not mapped: Whoosh maps a compound segment
     and then copies each file it opens of it (terms, postings, stored fields) into memory
@@ -218,4 +221,6 @@ def open_searcher(index: Index) -> Any:
     ix = index.open()
     ix.storage.supports_mmap = False
     with reading(index.path):
+        if readers is not None:
+            return readers.searcher(ix, weighting=BM25())
         return ix.searcher(weighting=BM25())

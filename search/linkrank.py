@@ -358,6 +358,30 @@ class LinkRanks:
             self._values = values
             self._complete = True
 
+    def take(self, other: LinkRanks) -> None:
+        """Take the linkranks *other* (of an earlier index generation) read, by database
+        id: a commit's new generation reads from the database only those of the pages it
+        added (as queries need them), not again those of every page."""
+        with other._lock:  # read_all() marks none known: all are
+            known = np.ones(len(other), dtype=bool) if other._complete else other._known.copy()
+            values = other._values
+        have = known & (other.docids >= 0)
+        ids = other.docids[have]
+        if not len(ids):
+            return
+        mine = np.flatnonzero(self.docids >= 0)
+        size = int(max(ids.max(), self.docids.max(initial=0))) + 1
+        by_id = np.zeros(size, dtype=np.float32)
+        found = np.zeros(size, dtype=bool)
+        by_id[ids] = values[have]
+        found[ids] = True
+        taken = mine[found[self.docids[mine]]]
+        with self._lock:
+            # The values first: readers without the lock trust what is marked known.
+            self._values[taken] = by_id[self.docids[taken]]
+            self._known[taken] = True
+            self._complete = bool(self._known.all())
+
     def _read(self, docnums: np.ndarray) -> None:
         if len(docnums) > self.READ_ALL_AT:
             self.read_all()

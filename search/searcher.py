@@ -38,6 +38,7 @@ from search.linkrank import LinkRanks
 from search.query import ParsedQuery, QueryError, check_window
 from search.results import Explanation, Hit, ResultPage
 from search.searchsession import SearchSession
+from search.segmentreaders import SegmentReaders
 from search.snippets import Words, contains_phrase, make_snippet, word_stems
 
 __all__ = ["LINKRANK_MAX_AGE", "Searcher", "SearcherPool"]
@@ -80,6 +81,10 @@ class Searcher:
         # (:func:`search.indexquery.open_searcher`): closed by close(), or when this
         # Searcher is dropped.
         self._open: list[Any] = []
+        # The segments' files, opened once for the generations (:meth:`_current`).
+        self._readers = SegmentReaders()
+        # The linkranks last read, with when (:meth:`_linkranks`).
+        self._last_linkranks: tuple[float, LinkRanks] | None = None
         # Sessions open on this Searcher (nested ones included).
         self._sessions = 0
         weakref.finalize(self, _close, self._open)
@@ -92,7 +97,9 @@ class Searcher:
         _close(self._open)
 
     def _current(self) -> Any:
-        """The open Whoosh searcher, opened anew when the index has changed since.
+        """The open Whoosh searcher, opened anew when the index has changed since, on
+        the files of the segments that did not change (:mod:`search.segmentreaders`):
+        a commit costs the segments it wrote.
 
         Not Whoosh's ``refresh()``: it keeps the reader of every segment whose id did not
         change, and such a reader keeps the deleted documents of its segment as they were
@@ -102,7 +109,7 @@ class Searcher:
         searcher = self._searcher
         if searcher is not None and searcher.up_to_date():
             return searcher
-        fresh = open_searcher(self.index)
+        fresh = open_searcher(self.index, self._readers)
         if searcher is not None and not self._sessions:
             _close(self._open)
         self._open.append(fresh)
@@ -147,18 +154,24 @@ class Searcher:
 
     def _linkranks(self, arrays: ArrayIndex, searcher: Any) -> LinkRanks:
         """Each document number's linkrank (0 without one), read from the database as
-        the queries need them (:class:`search.linkrank.LinkRanks`), anew once per index
-        generation and :data:`LINKRANK_MAX_AGE`: all of them at once when those before
-        were (a warmed, long-lived process)."""
+        the queries need them (:class:`search.linkrank.LinkRanks`), anew once per
+        :data:`LINKRANK_MAX_AGE`: all of them at once when those before were (a warmed,
+        long-lived process).  A new index generation (a commit) takes those of the
+        generation before by id, as old as they are, and reads the others."""
         cached = arrays.per_doc.get("linkrank")
         now = time.monotonic()
         if cached is not None and now - cached[0] < LINKRANK_MAX_AGE:
             return cached[1]
         assert self.engine is not None
         ranks = LinkRanks(self.engine, arrays.docids_cached(searcher))
-        if cached is not None and cached[1].complete:
+        before = cached or self._last_linkranks
+        read_at = now
+        if before is not None and now - before[0] < LINKRANK_MAX_AGE:
+            ranks.take(before[1])
+            read_at = before[0]
+        elif before is not None and before[1].complete:
             ranks.read_all()
-        arrays.per_doc["linkrank"] = (now, ranks)
+        arrays.per_doc["linkrank"] = self._last_linkranks = (read_at, ranks)
         return ranks
 
     def search(

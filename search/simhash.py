@@ -20,8 +20,9 @@ changed in a page of a thousand, another footer line.
 :class:`SimhashIndex` finds candidates without comparing with every page (Manku et al.'s
 banded tables): a fingerprint is cut into 4 bands of 16 bits, and two fingerprints within
 3 bits of each other share at least one band exactly (pigeonhole).  The index is numpy
-arrays, about 40 bytes a page, and a lookup examines at most :data:`MAX_CANDIDATES` earlier
-fingerprints per band plus the few added since the tables were last merged.
+arrays, about 50 bytes a page (and 4 bytes a document id), one fingerprint a page; a lookup
+examines at most :data:`MAX_CANDIDATES` earlier fingerprints per band plus the few added
+since the last sorted run was made, and adding N pages costs O(N log N).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ MAX_WORDS = 50_000
 #: Earlier fingerprints examined per band and lookup (the earliest stored of the band's
 #: bucket); a page whose only near-duplicates lie beyond is not marked.
 MAX_CANDIDATES = 256
-#: Fingerprints added since the last merge into the sorted tables, compared one by one.
+#: Fingerprints added since the last sorted run was made, compared one by one.
 PENDING = 1024
 
 _BANDS = 4
@@ -137,14 +138,42 @@ def _popcount(x: np.ndarray) -> np.ndarray:
     return _POPCOUNT8[x.view(np.uint8)].reshape(-1, 8).sum(axis=1)
 
 
+_ROW_BITS = 32
+_ROW_MASK = np.uint64((1 << _ROW_BITS) - 1)
+_NO_ROW = np.uint32(0xFFFFFFFF)
+
+
+def _grown(size: int) -> int:
+    return size + max(1024, size // 4)
+
+
+class _Run:
+    """The band tables of the rows ``first`` to ``end`` (the live ones when it was built),
+    at a *level* (about ``PENDING · 2**level`` rows): one sorted uint64 array whose entries
+    are ``band << 48 | band value << 32 | row``, so each band's bucket is one range of it,
+    its rows in order."""
+
+    __slots__ = ("end", "first", "level", "table")
+
+    def __init__(self, first: int, end: int, level: int, table: np.ndarray) -> None:
+        self.first, self.end, self.level, self.table = first, end, level, table
+
+
 class SimhashIndex:
     """Fingerprints by band, to find near-duplicates of a new page in bounded time.
 
-    Documents are rows of two growing arrays (id, fingerprint).  For each band, a table
-    sorted by (band value, row) holds the rows merged so far; rows added since (at most
-    :data:`PENDING`) are compared one by one, until the next merge.  A lookup reads the
-    bucket of each of its 4 band values by binary search and compares at most
-    *max_candidates* of each (the earliest rows).
+    Documents are rows of two growing arrays (id, fingerprint); a document has one live row
+    at most: adding it again (a page stored again, its text changed) or discarding it ends
+    its row (its id becomes -1).  The band tables are kept in sorted runs of consecutive
+    rows (a logarithmic method, Bentley and Saxe): every :data:`PENDING` rows added make a
+    run of level 0, and two runs of one level are rebuilt as one of the next, dropping the
+    ended rows, so adding N documents costs O(N log N) and there are at most
+    log2(N / PENDING) + 1 runs.  When the ended rows pass a quarter of the live ones, the
+    arrays are compacted and the tables rebuilt as one run.
+
+    A lookup reads the bucket of each of its 4 band values in each run, the earliest first,
+    up to *max_candidates* rows of each band (ended rows included), and compares the rows
+    added since the last run was made one by one.
     """
 
     def __init__(
@@ -153,73 +182,138 @@ class SimhashIndex:
         self.max_candidates = max_candidates
         self._ids = np.zeros(1024, dtype=np.int64)
         self._values = np.zeros(1024, dtype=np.uint64)
+        #: Document id -> its live row (``_NO_ROW``: none): document ids are the documents
+        #: table's keys, dense from 1, so 4 bytes an id.
+        self._row_of = np.full(1024, _NO_ROW, dtype=np.uint32)
         self._size = 0
+        self._live = 0
+        self._runs: list[_Run] = []
         self._merged = 0
-        self._keys = [np.zeros(0, dtype=np.uint16) for _ in range(_BANDS)]
-        self._rows = [np.zeros(0, dtype=np.uint32) for _ in range(_BANDS)]
         for doc_id, value in items:
             self._append(doc_id, value)
-        self._merge()
+        self._compact()
 
     def __len__(self) -> int:
-        return self._size
+        """The documents held (one fingerprint each)."""
+        return self._live
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the arrays (capacity included)."""
-        tables = sum(k.nbytes + r.nbytes for k, r in zip(self._keys, self._rows, strict=True))
-        return self._ids.nbytes + self._values.nbytes + tables
+        tables = sum(run.table.nbytes for run in self._runs)
+        return self._ids.nbytes + self._values.nbytes + self._row_of.nbytes + tables
+
+    def _end_row(self, doc_id: int) -> None:
+        if doc_id < len(self._row_of):
+            row = self._row_of[doc_id]
+            if row != _NO_ROW:
+                self._ids[row] = -1
+                self._row_of[doc_id] = _NO_ROW
+                self._live -= 1
 
     def _append(self, doc_id: int, value: int) -> None:
-        if self._size == len(self._ids):
-            self._ids = np.resize(self._ids, 2 * self._size)
-            self._values = np.resize(self._values, 2 * self._size)
+        if doc_id < 0:
+            raise ValueError(f"a document id is not negative: {doc_id}")
+        self._end_row(doc_id)
+        if self._size == len(self._ids):  # grown by a quarter: copied O(1) times a row
+            self._ids = np.resize(self._ids, _grown(self._size))
+            self._values = np.resize(self._values, _grown(self._size))
+        if doc_id >= len(self._row_of):
+            grown = np.full(max(doc_id + 1, _grown(len(self._row_of))), _NO_ROW, dtype=np.uint32)
+            grown[: len(self._row_of)] = self._row_of
+            self._row_of = grown
         self._ids[self._size] = doc_id
         self._values[self._size] = value
+        self._row_of[doc_id] = self._size
         self._size += 1
+        self._live += 1
 
-    def _merge(self) -> None:
-        """Insert the pending rows into the sorted band tables."""
-        if self._merged == self._size:
-            return
-        rows = np.arange(self._merged, self._size, dtype=np.uint32)
-        values = self._values[self._merged : self._size]
+    def _build(self, first: int, end: int, level: int) -> _Run:
+        """The run of the live rows from *first* to *end*."""
+        rows = (np.flatnonzero(self._ids[first:end] >= 0) + first).astype(np.uint64)
+        values = self._values[rows]
+        tables = []
         for band in range(_BANDS):
             keys = ((values >> np.uint64(band * _BAND_BITS)) & np.uint64(0xFFFF)).astype(np.uint16)
-            order = np.argsort(keys, kind="stable")
-            keys, new_rows = keys[order], rows[order]
-            # New rows come after every merged one: inserting after equal keys keeps the
-            # (band value, row) order.
-            at = np.searchsorted(self._keys[band], keys, side="right")
-            self._keys[band] = np.insert(self._keys[band], at, keys)
-            self._rows[band] = np.insert(self._rows[band], at, new_rows)
+            order = np.argsort(keys, kind="stable")  # a radix sort: rows stay in order
+            prefix = np.uint64(band << (_BAND_BITS + _ROW_BITS))
+            tables.append(
+                prefix | keys[order].astype(np.uint64) << np.uint64(_ROW_BITS) | rows[order]
+            )
+        return _Run(first, end, level, np.concatenate(tables))
+
+    def _flush(self) -> None:
+        """Make a run of the pending rows, then merge the runs of equal level."""
+        if self._merged == self._size:
+            return
+        runs = self._runs
+        runs.append(self._build(self._merged, self._size, 0))
+        self._merged = self._size
+        while len(runs) > 1 and runs[-2].level == runs[-1].level:
+            newer = runs.pop()
+            older = runs.pop()
+            runs.append(self._build(older.first, newer.end, older.level + 1))
+
+    def _compact(self) -> None:
+        """Drop the ended rows from the arrays and build the tables as one run."""
+        keep = np.flatnonzero(self._ids[: self._size] >= 0)
+        self._ids = np.resize(self._ids[keep], max(1024, len(keep)))
+        self._values = np.resize(self._values[keep], max(1024, len(keep)))
+        self._size = self._live = len(keep)
+        self._row_of[:] = _NO_ROW
+        self._row_of[self._ids[: self._size]] = np.arange(self._size, dtype=np.uint32)
+        level = max(0, (self._size // PENDING).bit_length() - 1)
+        self._runs = [self._build(0, self._size, level)] if self._size else []
         self._merged = self._size
 
     def add(self, doc_id: int, value: int) -> None:
+        """Hold *value* as the fingerprint of *doc_id* (in place of one held already)."""
         self._append(doc_id, value)
         if self._size - self._merged >= PENDING:
-            self._merge()
+            if self._size - self._live > max(PENDING, self._live // 4):
+                self._compact()
+            else:
+                self._flush()
+
+    def discard(self, doc_id: int) -> None:
+        """Hold no fingerprint of *doc_id* (a page gone, or now an exact duplicate)."""
+        self._end_row(doc_id)
 
     def candidates(self, value: int) -> np.ndarray:
-        """Rows examined for *value*: each band's bucket (at most *max_candidates* of it)
-        and the pending rows."""
-        parts = [np.arange(self._merged, self._size, dtype=np.uint32)]
-        for band in range(_BANDS):
-            key = value >> (band * _BAND_BITS) & 0xFFFF
-            keys = self._keys[band]
-            lo = int(np.searchsorted(keys, key, side="left"))
-            hi = int(np.searchsorted(keys, key, side="right"))
-            parts.append(self._rows[band][lo : min(hi, lo + self.max_candidates)])
+        """The live rows examined for *value*: each band's bucket in each run (at most
+        *max_candidates* rows of each band, the earliest) and the pending rows."""
+        rows = self._candidate_rows(value)
+        return rows[self._ids[rows] >= 0]
+
+    def _candidate_rows(self, value: int) -> np.ndarray:
+        parts = [np.arange(self._merged, self._size, dtype=np.uint64)]
+        if self._runs:
+            starts = [
+                band << (_BAND_BITS + _ROW_BITS)
+                | (value >> (band * _BAND_BITS) & 0xFFFF) << _ROW_BITS
+                for band in range(_BANDS)
+            ]
+            probe = np.array(starts + [s + (1 << _ROW_BITS) for s in starts], dtype=np.uint64)
+            need = [self.max_candidates] * _BANDS
+            for run in self._runs:  # the earliest rows first
+                bounds = np.searchsorted(run.table, probe).tolist()
+                for band in range(_BANDS):
+                    lo, hi = bounds[band], bounds[band + _BANDS]
+                    if lo < hi and need[band] > 0:
+                        hi = min(hi, lo + need[band])
+                        need[band] -= hi - lo
+                        parts.append(run.table[lo:hi] & _ROW_MASK)
         return np.concatenate(parts)
 
     def nearest(self, value: int, exclude: int | None = None) -> int | None:
         """The earliest document (lowest id) among the candidates within the threshold of
         *value*, if any."""
-        rows = self.candidates(value)
+        rows = self._candidate_rows(value)
         if not len(rows):
             return None
         ids = self._ids[rows]
         near = _popcount(self._values[rows] ^ np.uint64(value)) <= NEAR_DUPLICATE_BITS
+        near &= ids >= 0
         if exclude is not None:
             near &= ids != exclude
         if not near.any():

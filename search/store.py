@@ -447,6 +447,7 @@ class DocumentStore:
                     marks["status"] = g.status
                 conn.execute(update(Document).where(Document.id == g.doc_id).values(**marks))
                 result.deleted.append(g.doc_id)
+            self.duplicates.discard([g.doc_id for g in gone])
             changed = [d.id for d in result.documents] + [g.doc_id for g in gone]
             if changed:
                 result.promoted = self.duplicates.promote_orphans(conn, changed)

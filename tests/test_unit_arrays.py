@@ -113,6 +113,23 @@ def test_index_has_several_segments_and_deletions(index: Index) -> None:
         assert any(r.has_deletions() for r, _ in leaves)
 
 
+def test_section_averages_are_those_of_the_live_documents(index: Index) -> None:
+    """Each generation's section averages take each segment's sum (computed once, kept
+    with its arrays) less its deleted documents': the mean over the live documents."""
+    params = ranking.DEFAULT
+    with index.open().searcher() as s:
+        got = ArrayIndex.load(s, params.k1, params.b, params.section_b(), None)
+        assert got is not None and any(len(leaf.deleted) for leaf in got.leaves)
+        live = []
+        for leaf in got.leaves:
+            alive = np.ones(len(leaf.arrays.section_lengths), dtype=bool)
+            alive[leaf.deleted] = False
+            live.append(leaf.arrays.section_lengths[alive].astype(np.float64))
+        expected = np.concatenate(live).mean(axis=0)
+        expected[expected <= 0] = 1.0
+        assert np.allclose(got.section_avglen, expected, rtol=1e-12, atol=0)
+
+
 @pytest.mark.parametrize("params", PARAMS, ids=_id)
 @pytest.mark.parametrize("expand", [False, True])
 def test_top_ten_and_counts_equal_whoosh(

@@ -395,6 +395,40 @@ def test_the_prior_orders_pages_of_equal_words_by_their_links(
     assert urls(off, "vacuum") == ["plain", "popular"]  # off: the words alone
 
 
+def test_a_commit_reads_the_linkranks_of_the_pages_it_added_only(
+    searchable: tuple[Any, Index], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-lived searcher read the linkranks of its hits from the database again after
+    every commit (a new index generation): now it takes those it read by id, and reads
+    the new pages' alone, until they are LINKRANK_MAX_AGE old."""
+    engine, index = searchable
+    update_linkrank(engine)
+    searcher = Searcher(engine, index)
+    searcher.warm()
+    assert urls(searcher, "vacuum") == ["popular", "plain"]
+    asked: list[list[int] | None] = []
+    real = CrawlDB.linkranks
+
+    def counting(self: CrawlDB, ids: Any = None) -> Any:
+        asked.append(None if ids is None else sorted(np.asarray(ids).tolist()))
+        return real(self, ids) if ids is not None else real(self)
+
+    monkeypatch.setattr(CrawlDB, "linkranks", counting)
+    DocumentStore(engine).write_batch([row("new", "vacuum again", ["popular"])])
+    with engine.connect() as conn:
+        new = conn.scalar(select(Document.id).where(Document.url == BASE + "new"))
+    reindex(engine, index, full=False, ids=[new])
+    found = urls(searcher, "vacuum")
+    assert sorted(found) == ["new", "plain", "popular"]
+    assert found.index("popular") < found.index("plain")  # the prior kept
+    assert asked == [[new]]  # the new page's only
+    monkeypatch.setattr(searcher_module, "LINKRANK_MAX_AGE", 0.0)
+    with index.writer() as writer:
+        writer.delete(new)
+    assert urls(searcher, "vacuum") == ["popular", "plain"]
+    assert len(asked) == 2  # read again: older than the age
+
+
 def test_reindex_command_recomputes_the_linkranks(tmp_path: Path) -> None:
     engine = db.connect(f"sqlite:///{tmp_path / 'spidersite.db'}")
     DocumentStore(engine).write_batch([row("a", "alpha", ["b"]), row("b", "beta", ["a"])])

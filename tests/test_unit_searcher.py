@@ -76,6 +76,57 @@ def test_a_pooled_searcher_sees_pages_replaced_and_removed_after_it_opened(
     pool.close()
 
 
+def segment_ids(index: Index) -> set[str]:
+    return {segment.segment_id() for segment in index.open()._read_toc().segments}
+
+
+def test_a_commit_opens_only_the_segments_it_wrote(
+    searchable: tuple[Any, Index], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-lived searcher opened every segment anew after each commit (a crawl's indexer
+    commits every few seconds): now the segments a commit did not write are read through
+    the files already open, with their deletions as the commit left them."""
+    from whoosh.reading import SegmentReader
+
+    engine, index = searchable
+    searcher = Searcher(engine, index)
+    ids = ids_of(engine)
+    for i in range(3):  # an index of several segments
+        DocumentStore(engine).write_batch([row(f"n{i}", f"vacuum later {i}", [])])
+        reindex(engine, index, full=False, ids=[ids_of(engine)[f"n{i}"]])
+    assert urls(searcher, "vacuum")[0] == 6
+    opened: list[str] = []
+    real = SegmentReader.__init__
+
+    def counting(self: Any, storage: Any, schema: Any, segment: Any, **kwargs: Any) -> None:
+        opened.append(segment.segment_id())
+        real(self, storage, schema, segment, **kwargs)
+
+    monkeypatch.setattr(SegmentReader, "__init__", counting)
+    before = segment_ids(index)
+    assert len(before) > 1
+    with index.writer() as writer:  # deletions only: no segment written
+        writer.delete(ids["p1"])
+    opened.clear()  # (the writer's own reads)
+    assert urls(searcher, "vacuum")[0] == 5 and opened == []
+    DocumentStore(engine).write_batch([row("p0", "vacuum reclaims storage revised 0", [])])
+    reindex(engine, index, full=False, ids=[ids["p0"]])
+    opened.clear()
+    total, found = urls(searcher, "vacuum")
+    assert total == 5 and found.count("p0") == 1 and urls(searcher, "revised")[0] == 1
+    assert sorted(opened) == sorted(segment_ids(index) - before)
+    # A segment's files are closed once no generation open reads it: a full rebuild
+    # replaces every segment.
+    kept = list(searcher._readers._files.values())
+    reindex(engine, index)
+    assert urls(searcher, "vacuum")[0] == 6
+    assert all(files.reader.is_closed for files in kept)
+    current = list(searcher._readers._files.values())
+    assert current and not any(files.reader.is_closed for files in current)
+    searcher.close()
+    assert all(files.reader.is_closed for files in current)
+
+
 def test_a_session_keeps_its_searcher_open_while_a_nested_one_reopens_the_index(
     searchable: tuple[Any, Index],
 ) -> None:

@@ -186,9 +186,9 @@ def test_api_search_keeps_the_index_open_between_requests(
     opened: list[Any] = []
     real = search.searcher.open_searcher
 
-    def counting(index: Any) -> Any:
+    def counting(index: Any, *args: Any) -> Any:
         opened.append(index)
-        return real(index)
+        return real(index, *args)
 
     monkeypatch.setattr(search.searcher, "open_searcher", counting)
     app = make_app(crawled.data_dir, crawled.database_url)
