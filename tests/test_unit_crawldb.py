@@ -830,3 +830,43 @@ def select_indexed() -> Any:
     from sqlalchemy import select
 
     return select(Document.id, Document.indexed)
+
+
+def test_a_documents_postings_are_read_by_document(engine: Any, store: DocumentStore) -> None:
+    """One postings row a page with words (none for a page without): a page's top words
+    by weight then stem, with their surface forms and counts, and how many it has; the
+    surface forms of a stem in some pages, most frequent first; section counts."""
+    store.write_batch(
+        [
+            page("http://a.example/1", "vacuuming tables vacuum bloat bloat bloat"),
+            page("http://a.example/2", "vacuum the tables"),
+            page("http://a.example/3", "Vacuum"),
+        ]
+    )
+    pdf = page("http://a.example/f.pdf", kind="file")
+    pdf.words = None
+    store.write_batch([pdf])
+    ids = ids_by_url(engine)
+    with engine.connect() as conn:
+        assert conn.execute(text_sql("SELECT count(*) FROM postings")).scalar() == 3
+    crawldb = CrawlDB(engine)
+    words, total = crawldb.top_words(ids["http://a.example/1"], limit=4)
+    mine = [p for p in posting_rows(engine) if p.url == "http://a.example/1"]
+    assert total == len(mine) > 4
+    assert [(w.stem, w.surface, w.body_count, w.url_count, w.weight) for w in words] == [
+        (p.stem, p.surface, p.body_count, p.url_count, p.weight)
+        for p in sorted(mine, key=lambda p: (-p.weight, p.stem))[:4]
+    ]
+    assert (words[0].stem, words[0].weight) == ("bloat", 3.0)
+    assert ("vacuum", "vacuuming", 2) in [(w.stem, w.surface, w.body_count) for w in words]
+    assert crawldb.top_words(ids["http://a.example/f.pdf"]) == ([], 0)
+    some = [ids[f"http://a.example/{n}"] for n in (1, 2, 3)]
+    assert crawldb.surfaces("vacuum", some) == [("vacuum", 2), ("vacuuming", 1)]
+    assert crawldb.surfaces("vacuum", some[:1]) == [("vacuuming", 1)]
+    assert crawldb.surfaces("nothing", some) == []
+    counts = crawldb.section_counts([*some, ids["http://a.example/f.pdf"]], ["tabl", "bloat"])
+    assert {d: sorted(c) for d, c in counts.items()} == {
+        some[0]: ["bloat", "tabl"],
+        some[1]: ["tabl"],
+    }
+    assert counts[some[0]]["bloat"]["body"] == 3

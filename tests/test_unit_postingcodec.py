@@ -11,9 +11,7 @@ from search.postingcodec import decode, encode
 
 
 def test_a_documents_postings_are_packed_in_word_id_order() -> None:
-    packed = encode(
-        [7, 2], ["Vacuums", "lock"], [3, 0, 1, 0, 0, 0, 1, 4, 0, 0, 0, 2], [5.5, 17.25]
-    )
+    packed = encode([7, 2], ["Vacuums", "lock"], [3, 0, 1, 0, 0, 0, 1, 4, 0, 0, 0, 2], [5.5, 17.25])
     assert packed.word_ids == bytes([2, 0, 0, 0, 7, 0, 0, 0])
     assert packed.surfaces == b"lock\x00Vacuums"
     assert packed.counts == bytes([1, 1, 4, 0, 0, 0, 2, 3, 0, 1, 0, 0, 0])
