@@ -251,9 +251,7 @@ class CrawlDB:
                 [d.url for d in docs],
                 [d.server_id for d in docs],
                 np.array([len(by_id[i]) if i in by_id else 0 for i in page_ids], dtype=np.int64),
-                np.concatenate([p.word_ids for p in got])
-                if got
-                else np.empty(0, dtype=np.int64),
+                np.concatenate([p.word_ids for p in got]) if got else np.empty(0, dtype=np.int64),
                 np.concatenate([p.counts for p in got])
                 if got
                 else np.empty((0, len(SECTIONS)), dtype=np.int64),
@@ -265,16 +263,18 @@ class CrawlDB:
         """docid -> its postings (:class:`search.postingcodec.DocumentPostings`, in word id
         order), for the documents of *doc_ids* that have any; their surface forms and
         weights too, unless told not to read them."""
-        columns = [Posting.document_id, Posting.word_ids, Posting.counts]
-        columns.append(Posting.surfaces if surfaces else null())
-        columns.append(Posting.weights if weights else null())
+        columns: list[Any] = [
+            Posting.document_id,
+            Posting.word_ids,
+            Posting.counts,
+            Posting.surfaces if surfaces else null(),
+            Posting.weights if weights else null(),
+        ]
         out: dict[int, postingcodec.DocumentPostings] = {}
         with self.engine.connect() as conn:
             for part in chunks(list(doc_ids)):
-                for did, word_ids, counts, forms, values in conn.execute(
-                    select(*columns).where(Posting.document_id.in_(part))
-                ):
-                    out[did] = postingcodec.decode(word_ids, counts, forms, values)
+                for row in conn.execute(select(*columns).where(Posting.document_id.in_(part))):
+                    out[row[0]] = postingcodec.decode(row[1], row[2], row[3], row[4])
         return out
 
     def top_words(self, doc_id: int, limit: int = 50) -> tuple[list[PageWord], int]:
@@ -288,15 +288,24 @@ class CrawlDB:
         order = sorted(
             range(len(posts)), key=lambda i: (-weights[i], stems.get(int(posts.word_ids[i]), ""))
         )[:limit]
-        return [
-            PageWord(
-                stems.get(int(posts.word_ids[i]), ""),
-                posts.surfaces[i],
-                *posts.counts[i].tolist(),
-                weights[i],
+        words = []
+        for i in order:
+            body, title, url, desc, keywords, boilerplate = posts.counts[i].tolist()
+            stem = stems.get(int(posts.word_ids[i]), "")
+            words.append(
+                PageWord(
+                    stem,
+                    posts.surfaces[i],
+                    body,
+                    title,
+                    url,
+                    desc,
+                    keywords,
+                    boilerplate,
+                    weights[i],
+                )
             )
-            for i in order
-        ], len(posts)
+        return words, len(posts)
 
     def word_ids(self, stems: Sequence[str]) -> dict[str, int]:
         """stem -> word id, for the stems of *stems* the words have."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,11 @@ SURFACE_CHARS = 128
 
 _WORD_IDS = np.dtype("<u4")
 _WEIGHTS = np.dtype("<f8")
-_COUNT_TYPES = {1: np.dtype("u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4")}
+_COUNT_TYPES: dict[int, np.dtype[Any]] = {
+    1: np.dtype("u1"),
+    2: np.dtype("<u2"),
+    4: np.dtype("<u4"),
+}
 _SEPARATOR = "\x00"
 
 
