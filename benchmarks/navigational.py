@@ -17,7 +17,8 @@ default); ``--proximity W`` sets it while the prior's weight varies; ``--vary
 fb_min_words`` varies the fewest distinct words of a query expanded (``Params.fb_min_words``,
 1 to 5: which keyword queries query expansion rewrites); ``--vary w_title`` the title's
 weight scale (``Params.w_title``: 1 is the servers' weight, 4 by default); ``--vary k1``
-and ``--vary b`` BM25's parameters (every section's b).
+and ``--vary b`` BM25's parameters (every section's b).  ``--set NAME=VALUE`` (repeatable)
+sets any other parameter for every run (``--set expansion=bo1 --vary fb_min_words``).
 """
 
 from __future__ import annotations
@@ -53,8 +54,16 @@ def main() -> None:
     )
     p.add_argument("--vary", choices=tuple(VALUES), default="linkrank")
     p.add_argument("--proximity", type=float, default=ranking.DEFAULT.proximity)
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="another ranking parameter (ranking.Params' names: expansion=bo1), repeatable",
+    )
     args = p.parse_args()
-    base = ranking.DEFAULT.with_values(bm25f=args.bm25f, proximity=args.proximity)
+    others = dict(item.split("=", 1) for item in args.set)
+    base = ranking.DEFAULT.with_values(bm25f=args.bm25f, proximity=args.proximity, **others)
     name = args.vary
     lines = args.queries.read_text(encoding="utf-8").splitlines()
     rows = [line.split("\t") for line in lines if line and not line.startswith("#")]

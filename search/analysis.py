@@ -3,11 +3,15 @@
 A text is reduced to words in one way only, so that a word typed in a query meets the same
 word read on a page:
 
-    tokenize  ->  segment CJK runs (jieba)  ->  lowercase  ->  drop stop words  ->  stem
+    tokenize  ->  segment CJK runs (jieba)  ->  fold  ->  drop stop words  ->  stem
 
+A word is a run of word characters and the combining marks that continue them (Hindi
+"हिन्दी" is one word, not its letters).  Folding is Unicode's NFKC_Casefold (:func:`fold`,
+as ICU's ``nfkc_cf`` normalizer): a word typed in decomposed form, in full-width letters
+or with a ligature is the same word as its plain form; an ASCII word is only lowercased.
 Stemming uses the Snowball stemmer of the text's language (``english`` by default); Chinese,
-Japanese and Korean words are never stemmed.  Every token keeps its surface form beside its
-stem, as the design documents' WORD record does (word, normal form, count).
+Japanese and Korean words are never stemmed.  Every token keeps its surface form (the folded
+word) beside its stem, as the design documents' WORD record does (word, normal form, count).
 
 :func:`analyze_document` counts each stem per *section* of a page (body, title, URL words,
 description, keywords, boilerplate) and weighs it with the server's section weights.  The
@@ -20,6 +24,7 @@ from __future__ import annotations
 import re
 import sys
 import threading
+import unicodedata
 from array import array
 from bisect import bisect_right
 from collections import Counter
@@ -31,6 +36,8 @@ from operator import not_
 from typing import Any
 
 import snowballstemmer
+
+from search.wordchars import IGNORABLE, MARKS, char_class, code_points
 
 #: Sections of a page, in the order used by :attr:`WordRecord.counts`.
 SECTIONS: tuple[str, ...] = ("body", "title", "url", "desc", "keywords", "boilerplate")
@@ -83,11 +90,33 @@ SURFACES_BYTES = 40
 _TRACKING_LOCK = threading.Lock()
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-# A CJK run, or a run of word characters that are not CJK.
-_TOKEN_RE = re.compile(rf"[{_CJK}]+|[^\W{_CJK}]+")
+# What continues a word besides word characters (\w): combining marks (Mn, Mc, Me: an
+# accent typed as a character of its own, the vowel signs and viramas of Indic scripts,
+# which \w leaves out), and the soft hyphen and the zero-width joiner and non-joiner, as
+# Unicode's word boundaries (UAX #29) keep them inside words.  A word starts with a word
+# character.
+_IN_WORD_RANGES = [*code_points(MARKS), (0x00AD, 0x00AD), (0x200C, 0x200D)]
+_IN_WORD = char_class(_IN_WORD_RANGES)
+# The same characters as two classes, those of the Basic Multilingual Plane and the others:
+# a class of BMP characters alone is tested in one step (a bitmap), one with others range
+# by range, 300 of them at every word's end (words found 2.5 times slower); the others are
+# tested only before a character beyond the BMP.
+_IN_WORD_BMP = char_class([r for r in _IN_WORD_RANGES if r[1] <= 0xFFFF])
+_IN_WORD_ASTRAL = char_class([r for r in _IN_WORD_RANGES if r[0] > 0xFFFF])
+_MARKS_AFTER = rf"(?:[{_IN_WORD_BMP}]+|(?=[\U00010000-\U0010ffff])[{_IN_WORD_ASTRAL}]+)"
+# A CJK run, or a word of characters that are not CJK.
+_TOKEN_RE = re.compile(rf"[{_CJK}]+|[^\W{_CJK}]+(?:{_MARKS_AFTER}[^\W{_CJK}]*)*")
 _CJK_RE = re.compile(rf"[{_CJK}]")
+# The CJK characters that fold() changes (CJK compatibility ideographs, kana's spacing
+# voiced marks and digraphs), or that combine with the one before them (kana's combining
+# voiced marks): a CJK run without them is its own fold, and so is each of its words.
+_CJK_FOLDED_RE = re.compile("[\u3099-\u309c\u309f\u30ff\uf900-\ufaff]")
 # The same runs as _TOKEN_RE in a text without CJK characters (a third faster).
-_WORD_RE = re.compile(r"\w+")
+_WORD_RE = re.compile(rf"\w+(?:{_MARKS_AFTER}\w*)*")
+_WORD_CHAR_RE = re.compile(rf"[\w{_IN_WORD}]")
+# The ignorable characters a word may hold, which fold() removes.
+_IGNORED = dict.fromkeys(c for a, b in code_points(IGNORABLE) for c in range(a, b + 1))
+_IGNORED_RE = re.compile(f"[{char_class(code_points(IGNORABLE))}]")
 # UTF-8 bytes with every ASCII byte that is no word character made a space (the bytes of
 # other characters, from 0x80 on, kept): see _word_runs.
 _ASCII_SEPARATORS = bytes(
@@ -229,31 +258,34 @@ def _not_ascii(spaced: str, runs: list[str]) -> list[int] | None:
     return None if len(odd) > _NON_ASCII_RUNS * len(runs) else odd
 
 
-def _word_runs(text: str) -> list[str]:
+def _word_runs(text: str, folded: bool = False) -> list[str]:
     """``_WORD_RE.findall(text)``, read two to three times as fast (a text without CJK
-    characters).
+    characters); with *folded*, each word that is not ASCII folded (:func:`fold`; the
+    words of ASCII are kept as they are).
 
     Python's regular expressions test every character's class (~25 ns a character); here
     the ASCII characters that are no word characters are made spaces at C speed (on the
     UTF-8 bytes, which keeps every other character as it is) and the text is split on
     whitespace (no word character is whitespace).  A run that is all ASCII is then one
     word; a run with another character may hold separators that are not ASCII ("»",
-    "—", "’"): it is tokenized by the regular expression.  tests/test_unit_analysis.py
-    compares both on every code point."""
+    "—", "’"): it is tokenized by the regular expression, and only its words are folded.
+    tests/test_unit_analysis.py compares both on every code point."""
     spaced = _spaced(text)
-    if spaced is None:
-        return _WORD_RE.findall(text)
-    runs = spaced.split()
-    odd = _not_ascii(spaced, runs)
+    runs = [] if spaced is None else spaced.split()
+    odd = None if spaced is None else _not_ascii(spaced, runs)
     if odd is None:
-        return _WORD_RE.findall(text)
+        words = _WORD_RE.findall(text)
+        if folded:
+            for i in compress(count(), map(not_, map(str.isascii, words))):
+                words[i] = fold(words[i])
+        return words
     if not odd:
         return runs
-    words: list[str] = []
+    words = []
     after = 0  # the runs before it are in *words*
     for i in odd:
         words += runs[after:i]
-        words += _WORD_RE.findall(runs[i])
+        words += map(fold, _WORD_RE.findall(runs[i])) if folded else _WORD_RE.findall(runs[i])
         after = i + 1
     words += runs[after:]
     return words
@@ -337,14 +369,68 @@ def _offsets_in(text: str, start: int, stop: int | None) -> list[tuple[int, int]
 
 
 def is_word_char(c: str) -> bool:
-    """Whether the character *c* is a word character (of the tokenizer's runs)."""
-    return _WORD_RE.match(c) is not None
+    """Whether the character *c* can stand inside a word (of the tokenizer's runs): a word
+    character, or a mark or joiner that continues one."""
+    return _WORD_CHAR_RE.match(c) is not None
+
+
+def fold(word: str) -> str:
+    """The normal form of a word as a search engine compares words: Unicode's NFKC_Casefold
+    (ICU's ``nfkc_cf`` normalizer, Lucene's and Elasticsearch's ``icu_normalizer``):
+    compatibility forms made plain (full-width ``ＰＤＦ`` and ``２０２６`` are ``pdf`` and
+    ``2026``, the ligature ``ﬁ`` is ``fi``), composed (``cafe`` + a combining acute is
+    ``café``), case folded (``ß`` is ``ss``, ``ς`` is ``σ``) and the ignorable characters
+    a word may hold dropped (soft hyphen, zero-width joiners, variation selectors).
+
+    Built from :mod:`unicodedata`'s NFKC and :meth:`str.casefold` (NFKC, case folding,
+    NFKC again: a folded word folds to itself, tests/test_unit_analysis.py checks every
+    code point).  An ASCII word is only lowercased, as it always was."""
+    if word.isascii():
+        return word.lower()
+    folded = _FOLDED.get(word)
+    if folded is None:
+        folded = word.translate(_IGNORED) if _IGNORED_RE.search(word) else word
+        folded = _normalize("NFKC", _normalize("NFKC", folded).casefold())
+        global _folded_bytes
+        size = STEM_ENTRY_BYTES + sys.getsizeof(word) + sys.getsizeof(folded)
+        if _folded_bytes + size > FOLD_CACHE_BYTES:
+            _FOLDED.clear()
+            _folded_bytes = 0
+        _FOLDED[word] = folded
+        _folded_bytes += size
+    return folded
+
+
+_normalize = unicodedata.normalize
+#: Bytes of the cache of folded words (:func:`fold`, words that are not ASCII), counted as
+#: :data:`STEM_CACHE_BYTES` counts its entries; past it the cache starts again empty.
+#: Folding a word costs ~0.3 µs, a look-up ~0.05: words repeat, on a page and on a site.
+#: ~1 MB holds ~7,000 words of 8 letters of Latin script.
+FOLD_CACHE_BYTES = 1024 * 1024
+_FOLDED: dict[str, str] = {}
+_folded_bytes = 0
 
 
 def has_cjk(text: str) -> bool:
     """Whether *text* holds a Chinese, Japanese or Korean character (a run of them is
     segmented into words by jieba)."""
     return not text.isascii() and _CJK_RE.search(text) is not None
+
+
+def _folded_cjk(tokens: Iterable[tuple[str, int, int]]) -> Iterator[tuple[str, int, int]]:
+    """jieba's *tokens* ``(word, start, end)`` of a CJK run, each word folded, a token
+    that starts with a combining mark (kana's voiced marks, which jieba cuts off the kana
+    they follow) joined to the one before it: "か" + U+3099 is one word, "が"."""
+    word, start, end = "", 0, 0
+    for w, s, e in tokens:
+        if word and unicodedata.combining(w[0]):
+            word, end = word + w, e
+            continue
+        if word:
+            yield fold(word), start, end
+        word, start, end = w, s, e
+    if word:
+        yield fold(word), start, end
 
 
 class StemBudget:
@@ -362,7 +448,7 @@ class StemBudget:
 
 
 class Analyzer:
-    """Tokenize, segment, lowercase, drop stop words and stem, for one language.
+    """Tokenize, segment, fold, drop stop words and stem, for one language.
 
     Instances are shared per Snowball language by :func:`get_analyzer`; each keeps a
     cache of the stems it has computed, since a language's vocabulary repeats heavily.
@@ -382,7 +468,7 @@ class Analyzer:
         self.stop_words: frozenset[str] = (
             _STOP_WORDS.get(self.language, frozenset()) | CHINESE_STOP_WORDS
         )
-        #: The stems computed so far, by lowercased word (:meth:`stem`'s cache, of at
+        #: The stems computed so far, by folded word (:meth:`stem`'s cache, of at
         #: most :data:`STEM_CACHE_BYTES`; read it directly where a loop over many words
         #: cannot afford a call a word).
         self.known_stems: dict[str, str] = {}
@@ -412,7 +498,8 @@ class Analyzer:
             return self.surfaces
 
     def stem(self, word: str) -> str:
-        """The normal form of one lowercased word (CJK words are returned unchanged)."""
+        """The normal form of one folded word (:func:`fold`; CJK words are returned
+        unchanged)."""
         known = self.known_stems
         stem = known.get(word)
         if stem is None:
@@ -457,7 +544,7 @@ class Analyzer:
         self.known_bytes = 0
 
     def cache_stems(self, words: Collection[str]) -> None:
-        """Stem *words* (lowercased, not cached yet, no stop words) into the cache, as
+        """Stem *words* (folded, not cached yet, no stop words) into the cache, as
         :meth:`stem` would one by one, in one call to the stemmer and one lock: 1.3 µs a
         new word where :meth:`stem` takes 1.8 (the snippets' words of a search; a text
         read after the cache was emptied holds a few hundred)."""
@@ -489,13 +576,13 @@ class Analyzer:
         self.budget.used += size
 
     def spans(self, text: str, limit: int | None = None) -> Iterator[tuple[int, int, str]]:
-        """The token stream: (start, end, lowercased word) of every word of *text*, CJK
+        """The token stream: (start, end, folded word) of every word of *text*, CJK
         runs segmented, stop words included; at most *limit* words.
 
         Every other view of a text's words (:meth:`words`, :meth:`tokens`, the analysis of
-        pages) is this stream.  Each run of word characters is lowercased on its own, not
-        the whole text: lowercasing can change what counts as a word character ("İ"
-        becomes "i" + a combining dot).
+        pages) is this stream.  Each word is found in the text as it is, then folded on its
+        own (:func:`fold`): *start* and *end* are offsets into *text*, whatever folding
+        does to the word's length ("ﬁ" is "fi").
         """
         return islice(self._spans(text), limit)
 
@@ -504,11 +591,14 @@ class Analyzer:
             run = match.group()
             if _CJK_RE.match(run):
                 base = match.start()
-                for w, s, e in _jieba().tokenize(run):
+                tokens = _jieba().tokenize(run)
+                if _CJK_FOLDED_RE.search(run) is not None:
+                    tokens = _folded_cjk(tokens)
+                for w, s, e in tokens:
                     if w.strip():
                         yield base + s, base + e, w
             else:
-                yield match.start(), match.end(), run.lower()
+                yield match.start(), match.end(), fold(run)
 
     def offsets(
         self, text: str, limit: int | None = None, start: int = 0, cjk: bool | None = None
@@ -527,15 +617,17 @@ class Analyzer:
             # No run needs segmenting: each run is one word, so the same stream is read
             # at C speed (a quarter of the time of the generator).
             lowered = text.lower()
-            if len(lowered) == len(text) and "Σ" not in text:
+            if len(lowered) == len(text):
                 # Every character lowered on its own, to one character (an ASCII text
-                # always): the runs are the same (no such lowering makes a word character
-                # of another, or the reverse: tests/test_unit_analysis.py checks every code
-                # point), one string a word instead of two, and read without the regular
-                # expression (_word_runs).  Σ's lower case depends on what follows it.
-                words = _word_runs(lowered)
-            else:
-                words = list(map(str.lower, _WORD_RE.findall(text)))
+                # always): the runs are the same (no such lowering makes a character that
+                # can start or continue a word of another, or the reverse: tests/
+                # test_unit_analysis.py checks every code point), one string a word
+                # instead of two, and read without the regular expression (_word_runs).
+                # The words that are not ASCII are folded (the others are lowered):
+                # folding a lowered word is folding the word (checked on every code point).
+                words = _word_runs(lowered, folded=not text.isascii())
+            else:  # a character lowered to two ("İ"): the runs of the text, folded
+                words = list(map(fold, _word_runs(text)))
             return words[:limit] if limit is not None else words
         return [w for _, _, w in self.spans(text, limit)]
 
@@ -553,7 +645,7 @@ class Analyzer:
             yield Token(stem(word), word)
 
     def is_stop_word(self, word: str) -> bool:
-        return word.lower() in self.stop_words
+        return fold(word) in self.stop_words
 
 
 #: The shared analyzers, by Snowball language (at most one a language: a page's

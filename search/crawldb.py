@@ -94,6 +94,16 @@ def _documents_statement(with_text: bool) -> Any:
 ID_CHUNK = 10_000
 
 
+#: The spider's arguments that identify a crawl (``SiteSpider.crawl_args``): a crawl resumes
+#: the last one whose arguments these are (``topic_threshold`` is not one).
+CRAWL_IDENTITY = ("seeds", "seeds_file", "sites", "recrawl", "topic", "crawl_key")
+
+
+def crawl_identity(args: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of *args* that identify a crawl (:data:`CRAWL_IDENTITY`)."""
+    return {k: args[k] for k in CRAWL_IDENTITY if args.get(k) is not None}
+
+
 class CrawlDB:
     """Reads of the stored crawl, over one engine (which the caller owns and disposes)."""
 
@@ -119,7 +129,13 @@ class CrawlDB:
         crawls) never finished (it was killed), stopped because a batch could not be
         stored (``store_failed``: the pages of that batch were fetched, and only a resume
         fetches them again), or was stopped on purpose (``shutdown``: Ctrl-C, SIGTERM).
-        False while the database has no tables."""
+        False while the database has no tables.
+
+        Crawls are compared by the arguments that identify them (:data:`CRAWL_IDENTITY`):
+        the admin adds others to the rows of the crawls it starts (its servers, runner and
+        process, the topic's threshold), and records a *placeholder* row for a crawl while
+        it starts, which is no crawl of the spider's and is passed over."""
+        args = crawl_identity(args)
         try:
             with self.engine.connect() as conn:
                 rows = conn.execute(
@@ -131,15 +147,21 @@ class CrawlDB:
         except SQLAlchemyError:  # no database or no tables yet: nothing to resume
             return False
         for row in rows:
-            if (row.args or {}) == args:
+            stored = row.args or {}
+            if stored.get("placeholder"):  # search.web.jobs: the admin's, while it starts
+                continue
+            if crawl_identity(stored) == args:
                 return row.finished_at is None or row.finish_reason in (STORE_FAILED, SHUTDOWN)
         return False
 
     def stored_urls(self) -> Iterator[str]:
-        """The URL of every stored document, read :data:`ID_CHUNK` rows at a time (on
-        PostgreSQL a server-side cursor: without it psycopg holds every URL at once)."""
+        """The URL of every stored document that is not gone, read :data:`ID_CHUNK` rows
+        at a time (on PostgreSQL a server-side cursor: without it psycopg holds every URL
+        at once). A gone page is not among them: a re-crawl fetches it again when it is
+        seeded or linked from a page it parses."""
+        stmt = select(Document.url).where(Document.gone_at.is_(None))
         with self.engine.connect() as conn:
-            yield from conn.execution_options(yield_per=ID_CHUNK).scalars(select(Document.url))
+            yield from conn.execution_options(yield_per=ID_CHUNK).scalars(stmt)
 
     def document_etag(self, url: str) -> str | None:
         """The stored ETag of the document at *url* (a news group keeps its last article

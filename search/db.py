@@ -31,6 +31,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
+from sqlalchemy.exc import DatabaseError as SADatabaseError
 
 from search import config
 
@@ -55,6 +56,16 @@ class DatabaseError(Exception):
 
 #: Times a transaction is tried when the database rolls it back to break a deadlock.
 DEADLOCK_ATTEMPTS = 5
+
+
+def cannot_open(exc: DBAPIError) -> bool:
+    """Whether *exc* says the database cannot be used at all: not reached (a connection
+    refused or lost, a file that cannot be opened: the driver's ``OperationalError``), or a
+    SQLite file that is not a database or is damaged (``file is not a database``,
+    ``database disk image is malformed``: the driver's generic ``DatabaseError``, which no
+    more precise class of it covers).  Not a statement the database refused (a constraint,
+    bad SQL)."""
+    return isinstance(exc, OperationalError) or type(exc) is SADatabaseError
 
 
 def deadlocked(exc: DBAPIError) -> bool:
@@ -165,6 +176,31 @@ def _probe_sqlite(path: Path) -> None:
         )
 
 
+def read_only_sqlite(path: Path) -> bool:
+    """Whether the SQLite file at *path* is there and its folder cannot be written (a
+    read-only file system, a deployed copy): SQLite keeps its journal (the WAL and its
+    index) beside the file, and cannot open it for writing, nor as it usually reads it."""
+    return path.is_file() and not os.access(path.parent, os.W_OK | os.X_OK)
+
+
+def _read_only_connect(path: Path) -> Any:
+    """How to open the SQLite file at *path* in a folder that cannot be written: read-only
+    (``mode=ro``), and, when no WAL is beside it (none can appear while the folder cannot
+    be written, and none holds commits not in the file), as SQLite's *immutable* file,
+    which it reads without the WAL's shared index it could not create there."""
+    import sqlite3
+    from urllib.parse import quote
+
+    wal = Path(f"{path}-wal")
+    options = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
+    uri = f"file:{quote(str(path.resolve()))}?{options}"
+
+    def connect() -> Any:
+        return sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=60)
+
+    return connect
+
+
 def create(url: str | None = None, **kwargs: Any) -> Engine:
     """An engine for *url* (default: :func:`search.config.database_url`).
 
@@ -178,7 +214,11 @@ def create(url: str | None = None, **kwargs: Any) -> Engine:
         raise DatabaseError(f"invalid database URL {describe(url)!r}") from None
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            path = Path(parsed.database)
+            if read_only_sqlite(path):
+                kwargs.setdefault("creator", _read_only_connect(path))
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
         kwargs.setdefault("connect_args", {"check_same_thread": False, "timeout": 60})
     else:
         kwargs.setdefault("pool_pre_ping", True)
@@ -218,6 +258,13 @@ def migrate(engine: Engine) -> None:
             revision = schema_revision(engine)
             if revision == SCHEMA_REVISION:
                 return
+            path = sqlite_path(engine.url.render_as_string(hide_password=False))
+            if path is not None and read_only_sqlite(path):
+                raise DatabaseError(
+                    f"cannot bring the database {describe(engine.url)} up to date (schema "
+                    f"{revision or 'none'}, this version's is {SCHEMA_REVISION}): its folder "
+                    f"{path.parent} cannot be written; run the command once where it can"
+                )
             if revision is None:
                 try:
                     _create_schema(engine)
@@ -227,7 +274,9 @@ def migrate(engine: Engine) -> None:
                         raise
             else:
                 run_migrations(engine)
-    except OperationalError as exc:
+    except (OperationalError, SADatabaseError) as exc:
+        if not cannot_open(exc):
+            raise
         raise DatabaseError(f"cannot open database {engine.url!r}: {exc.orig}") from None
 
 

@@ -93,10 +93,12 @@ class RevisitRow:
 
 @dataclass(slots=True)
 class GoneRow:
-    """A stored page that answered 404/410 or moved: marked, and out of the index."""
+    """A stored page that answered 404/410, moved, or that robots.txt now forbids:
+    marked, and out of the index. *status*: the new HTTP status, None to keep the
+    stored one."""
 
     doc_id: int
-    status: int
+    status: int | None
     time: datetime
 
 

@@ -14,7 +14,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import compress, count
 
-from search.analysis import MAX_TOKEN_LENGTH, Analyzer, get_analyzer, has_cjk, is_word_char
+from search.analysis import (
+    MAX_TOKEN_LENGTH,
+    Analyzer,
+    cjk_subwords,
+    fold,
+    get_analyzer,
+    has_cjk,
+    is_word_char,
+)
 from search.results import Segment
 
 Words = list[tuple[int, int, str]]
@@ -98,10 +106,10 @@ def make_snippet(
         desc = TextWords(description, stems, language)
         desc_chosen, desc_found = _passage(desc, size)
         if desc_found > found or not body.n:
-            return _render(description, desc, desc_chosen)
+            return _render(description, desc, desc_chosen, stems)
     if not body.n:
         return [Segment(text[:200], False)] if text else []
-    return _render(text, body, chosen)
+    return _render(text, body, chosen, stems)
 
 
 class TextWords:
@@ -146,7 +154,12 @@ class TextWords:
         self._text, self._language, self.cut, self._cjk = "", None, False, False
         self._spans = [(s, e) for s, e, _ in words]
         self.n = len(words)
-        self.matches = [(i, w[2]) for i, w in enumerate(words) if w[2] in stems]
+        parts = _compound_parts({w[2] for w in words}.difference(stems), stems)
+        self.matches = [
+            (i, w[2] if w[2] in stems else parts[w[2]])
+            for i, w in enumerate(words)
+            if w[2] in stems or w[2] in parts
+        ]
         return self
 
     def span_range(self, lo: int, hi: int) -> list[tuple[int, int]]:
@@ -184,7 +197,51 @@ def _query_words(analyzer: Analyzer, distinct: set[str], stems: set[str]) -> dic
             stem = analyzer.stem(word)
             if stem in stems:
                 found[word] = stem
+    if has_cjk("".join(stems)):
+        found.update(_compound_parts(distinct.difference(found), stems))
     return found
+
+
+def _compound_parts(words: set[str], stems: set[str]) -> dict[str, str]:
+    """The Chinese compounds among *words* that hold a query stem as one of the words the
+    index counted them with (:func:`search.analysis.cjk_subwords`: a page saying 搜索引擎
+    is found by 搜索): compound -> the first such stem.  Only the compounds that hold one
+    of the stems as a string are segmented again."""
+    wanted = [stem for stem in stems if has_cjk(stem)]
+    parts: dict[str, str] = {}
+    if not wanted:
+        return parts
+    for word in words:
+        if len(word) > 2 and any(stem in word for stem in wanted):
+            held = sorted(stems.intersection(cjk_subwords(word)))
+            if held:
+                parts[word] = held[0]
+    return parts
+
+
+def _marked_parts(word: str, stem: str, stems: set[str]) -> list[tuple[int, int]]:
+    """``(start, end)`` in *word* (a word of a page, as written) of what to mark for the
+    query *stems* (*stem*: the one it matched): the query's words within a Chinese compound
+    found by a part of it (each occurrence, overlapping ones joined), else the whole word.
+    A compound that folding changes in length is marked whole."""
+    if not has_cjk(word):
+        return [(0, len(word))]
+    folded = fold(word)
+    if folded == stem or len(folded) != len(word):
+        return [(0, len(word))]
+    spans: list[tuple[int, int]] = []
+    for part in stems.intersection(cjk_subwords(folded)):
+        at = folded.find(part)
+        while at >= 0:
+            spans.append((at, at + len(part)))
+            at = folded.find(part, at + 1)
+    joined: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if joined and start < joined[-1][1]:
+            joined[-1] = (joined[-1][0], max(end, joined[-1][1]))
+        else:
+            joined.append((start, end))
+    return joined or [(0, len(word))]
 
 
 def _passage(words: TextWords, size: int) -> tuple[list[tuple[int, int]], int]:
@@ -244,12 +301,15 @@ def _window(
     return first, min(hi, first + size), count
 
 
-def _render(text: str, words: TextWords, fragments: list[tuple[int, int]]) -> list[Segment]:
-    """*fragments* of *text* as segments, query words marked, joined and ended by "…"
-    where text is left out."""
+def _render(
+    text: str, words: TextWords, fragments: list[tuple[int, int]], stems: set[str]
+) -> list[Segment]:
+    """*fragments* of *text* as segments, query words marked (the part a query asked for,
+    in a Chinese compound: :func:`_marked_parts`), joined and ended by "…" where text is
+    left out."""
     segments: list[Segment] = []
     previous_end = 0
-    marked = {i for i, _ in words.matches}
+    marked = dict(words.matches)
     for lo, hi in fragments:
         spans = words.span_range(lo, hi)  # spans[k]: word lo + k
         window = range(lo, lo + len(spans))
@@ -261,10 +321,11 @@ def _render(text: str, words: TextWords, fragments: list[tuple[int, int]]) -> li
         for i in window:
             if i in marked:
                 s, e = spans[i - lo]
-                if s > pos:
-                    segments.append(Segment(text[pos:s], False))
-                segments.append(Segment(text[s:e], True))
-                pos = e
+                for a, b in _marked_parts(text[s:e], marked[i], stems):
+                    if s + a > pos:
+                        segments.append(Segment(text[pos : s + a], False))
+                    segments.append(Segment(text[s + a : s + b], True))
+                    pos = s + b
         if end > pos:
             segments.append(Segment(text[pos:end], False))
         previous_end = hi

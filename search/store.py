@@ -436,11 +436,10 @@ class DocumentStore:
                     ],
                 )
             for g in gone:
-                conn.execute(
-                    update(Document)
-                    .where(Document.id == g.doc_id)
-                    .values(status=g.status, gone_at=g.time, indexed=False, crawled_at=g.time)
-                )
+                marks: dict[str, Any] = {"gone_at": g.time, "indexed": False, "crawled_at": g.time}
+                if g.status is not None:
+                    marks["status"] = g.status
+                conn.execute(update(Document).where(Document.id == g.doc_id).values(**marks))
                 result.deleted.append(g.doc_id)
             changed = [d.id for d in result.documents] + [g.doc_id for g in gone]
             if changed:

@@ -37,6 +37,9 @@ class Worker:
         #: Retries of the batch being written (the store retries while the database is
         #: unreachable), for its report.
         self.retries = 0
+        #: Batches given up since the last one stored: a failure that lasts (the database
+        #: unreachable past its retries, full, read-only) is logged once, by its first.
+        self.failing = 0
         self.store = DocumentStore(
             db.connect(config.database_url),
             config.retry_times,
@@ -94,23 +97,26 @@ class Worker:
             analyze_rows(batch.docs, self.config.analyze, self.config.max_words, report.inc)
 
         self.retries = 0
+        # While batches fail, the next ones are tried once: the first was retried, the
+        # crawl is stopping, and a resumed crawl fetches them again.
+        self.store.retry_times = 0 if self.failing else self.config.retry_times
         try:
             result = self._store(batch, report)
         except Exception as exc:
             # Nothing of the batch is stored: the crawler stops the crawl (a resumed crawl
             # fetches its pages again).
-            why = refused(exc)
-            if why:  # the database takes nothing: one line says why
-                logger.error("A batch could not be stored: %s (%s)", why, _message(exc))
-                report.error = f"{why}: {_message(exc)}"
-            else:
-                logger.exception("A batch could not be stored")
-                report.error = _message(exc)
+            report.error = self._given_up(exc)
             report.inc["store/failed_batches"] += 1
             return report
         finally:
             if self.retries:
                 report.inc["store/retries"] += self.retries
+        if self.failing:
+            logger.warning(
+                "The database stores batches again; %d before this one could not be stored",
+                self.failing,
+            )
+            self.failing = 0
         report.inc["store/batches"] += 1
         self.pages_changed += len(result.documents) + len(batch.gone)
         report.inc["store/documents"] += len(result.documents)
@@ -132,6 +138,22 @@ class Worker:
         batch.docs.clear()
         release_memory()
         return report
+
+    def _given_up(self, exc: Exception) -> str:
+        """Why a batch could not be stored, in one line; logged for the first batch of a
+        failure only (the others at DEBUG).  A database that cannot be reached, or takes no
+        write, is one line; anything else has its traceback, once."""
+        why = refused(exc)
+        message = f"{why}: {_message(exc)}" if why else _message(exc)
+        self.failing += 1
+        if self.failing > 1:
+            logger.debug("Batch %d of this failure not stored: %s", self.failing, message)
+        elif why or unreachable(exc):
+            logger.error("A batch could not be stored: %s", message)
+            logger.debug("The failure of the batch", exc_info=exc)
+        else:
+            logger.error("A batch could not be stored: %s", message, exc_info=exc)
+        return message
 
     def _store(self, batch: WorkBatch, report: Report) -> BatchResult:
         """Store *batch* in one transaction; if the database refuses it (not unreachable:

@@ -53,6 +53,12 @@ class TruncatedBody(ResponseDataLossError):
     ``Content-Length`` matched what was sent); raised by the compression middleware."""
 
 
+class DecompressedTooLarge(IgnoreRequest):
+    """A compressed body that decompresses past ``DOWNLOAD_MAXSIZE`` (the request's
+    ``download_maxsize``: its server's ``max_size``), a decompression bomb or a page too
+    big; refused by the decompression middleware before it is all decompressed."""
+
+
 class PageCapReached(IgnoreRequest):
     """The request's server reached its ``max_pages`` for this crawl."""
 
@@ -96,7 +102,7 @@ _KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
         (DownloadTimeoutError, twisted_errors.TimeoutError, TimeoutError),
         "timeout",
     ),
-    ((DownloadCancelledError,), "too_large"),
+    ((DownloadCancelledError, DecompressedTooLarge), "too_large"),
     (
         (
             ResponseDataLossError,

@@ -81,11 +81,12 @@ class RevisitItem:
 
 @dataclass(slots=True)
 class GoneItem:
-    """A stored page that answered 404 or 410, or that now redirects elsewhere."""
+    """A stored page that answered 404 or 410, that now redirects elsewhere, or that
+    robots.txt now forbids (*status* None: the stored status stays)."""
 
     url: str
     doc_id: int
-    status: int
+    status: int | None
     moved_to: str | None = None
     crawled_at: datetime = field(default_factory=utcnow)
 

@@ -119,6 +119,10 @@ class StorePipeline:
         self.worker: CrawlWorker | None = CrawlWorker(self.config, self.queue_batches)
         self.worker.start()
         self.failed = False
+        #: Batches the worker could not store, and their pages (a resumed crawl fetches
+        #: them again): said once when the first fails, counted when the crawl closes.
+        self.lost_batches = 0
+        self.lost_pages = 0
         #: The crawl's row in ``crawls`` (None until the worker has opened it).
         self.crawl_id: int | None = None
         self.closing: asyncio.Future[None] | None = None
@@ -148,6 +152,13 @@ class StorePipeline:
             self.worker.shutdown()
             self.worker = None
             raise CloseSpider("database_unusable") from None
+        except Exception as exc:  # anything else: said once, with its traceback
+            logger.error(
+                "The store could not be opened: %s: %s", type(exc).__name__, exc, exc_info=exc
+            )
+            self.worker.shutdown()
+            self.worker = None
+            raise CloseSpider(STORE_FAILED) from None
         self.log_file = open(log_path, "a", encoding="utf-8")  # noqa: SIM115
         logger.info("Storing into %s", shown)
         # Start-up is over (the spider, the servers, every component): what it made is
@@ -231,8 +242,9 @@ class StorePipeline:
         batch, self.batch, self.batch_text = self.batch, WorkBatch(), 0
         if not len(batch) or self.worker is None or self.failed:
             return
+        pages = len(batch.docs)
         try:
-            self.worker.write(batch, done=self._written)
+            self.worker.write(batch, done=lambda future: self._written(future, pages))
         except Exception as exc:  # the worker process is gone
             self._failed(exc)
 
@@ -284,7 +296,7 @@ class StorePipeline:
             html=item.html,
         )
 
-    def _written(self, future: asyncio.Future[Report]) -> None:
+    def _written(self, future: asyncio.Future[Report], pages: int) -> None:
         try:
             report = future.result()
         except Exception as exc:
@@ -292,9 +304,14 @@ class StorePipeline:
             return
         self._apply(report)
         if report.error:
-            # The worker still runs: what it stored before stays stored and indexed.
-            self.stats.set_value("store/error", report.error)
-            self._stop(f"A batch could not be stored: {report.error}")
+            # The worker still runs: what it stored before stays stored and indexed.  The
+            # first failure says why; the batches in flight that fail after it (the
+            # database is still down) are counted, and said once as the crawl closes.
+            self.lost_batches += 1
+            self.lost_pages += pages
+            if self.lost_batches == 1:
+                self.stats.set_value("store/error", report.error)
+                self._stop(f"A batch could not be stored: {report.error}")
         self.crawler.signals.send_catch_log(our_signals.store_flushed, report=report)
 
     def _done(self, future: asyncio.Future[Any]) -> None:
@@ -346,6 +363,14 @@ class StorePipeline:
             return
         self._submit()
         await self.worker.drain()
+        if self.lost_batches > 1:
+            logger.error(
+                "%d batches (%d pages) could not be stored (the first: %s); run the same "
+                "command again to resume the crawl and fetch them",
+                self.lost_batches,
+                self.lost_pages,
+                self.stats.get_value("store/error"),
+            )
         if not self.failed:
             try:
                 report = await self.worker.call("close_index")
@@ -354,7 +379,9 @@ class StorePipeline:
             else:
                 self._apply(report)
                 self.crawler.signals.send_catch_log(our_signals.store_closed, report=report)
-        if not self.failed:
+        # A crawl that lost batches (its database failed) is resumed: the link analysis is
+        # made at the end of that one, not on a database that may still be failing.
+        if not self.failed and not self.lost_batches:
             try:
                 self._apply(await self.worker.call("update_linkrank"))
             except Exception as exc:

@@ -12,6 +12,9 @@ A re-visit is a conditional request for a stored document (``meta["stored"]``, b
   requests), a ``RevisitItem`` again (``recrawl/unchanged``), else changed
   (``recrawl/changed``).  A page that was not stored is new (``recrawl/new``).
 
+A re-visit robots.txt now forbids is never sent: the spider's errback turns it into a
+``GoneItem`` that keeps the stored status (``recrawl/forbidden``).
+
 The interval until the next visit follows :func:`search.schedule.next_interval` with the
 server's ``period``, ``min_period`` and ``max_period``.
 """

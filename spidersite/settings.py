@@ -126,12 +126,14 @@ DOWNLOADER_MIDDLEWARES = {
     # downloader works, after the retry middleware keeps retries conditional too.
     "spidersite.middlewares.conditional.ConditionalGetMiddleware": 570,
     # 585: process_response runs from high numbers to low, so this sees the body after
-    # HttpCompressionMiddleware (590) decompressed it, and fixes the encoding before
+    # DecompressionMiddleware (590) decompressed it, and fixes the encoding before
     # MetaRefreshMiddleware (580) and the spider read response.text.
     "spidersite.middlewares.charset.CharsetMiddleware": 585,
-    # 595: process_response sees the body before HttpCompressionMiddleware (590)
-    # decompresses it, and refuses a compressed stream cut before its end.
-    "spidersite.middlewares.compression.CompressedBodyMiddleware": 595,
+    # Scrapy's decompression (590) in its place, each body decompressed once, and a
+    # compressed stream cut before its end refused (a check before Scrapy's decompressed
+    # every compressed page twice).
+    "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
+    "spidersite.middlewares.compression.DecompressionMiddleware": 590,
 }
 
 SPIDER_MIDDLEWARES = {

@@ -3,9 +3,11 @@ subprocess, and databases on SQLite and on the local PostgreSQL."""
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -406,6 +408,46 @@ def count_documents(database_url: str) -> int:
         return 0
     finally:
         engine.dispose()
+
+
+def damaged_sqlite(path: Path, damage: str) -> None:
+    """A SQLite file at *path* that cannot be used: bytes that are not a database, or a
+    database of this project cut to half its size (a copy cut short)."""
+    if damage == "not a database":
+        path.write_bytes(random.Random(3).randbytes(20_000))
+        return
+    from search import db
+
+    engine = db.connect(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
+    engine.dispose()
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2])
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def read_only_tree(path: Path) -> Iterator[None]:
+    """The folder *path* and everything in it made read-only, as a deployed copy on a
+    read-only file system: ``chattr -R +i`` as root (whom file modes do not stop), else
+    ``chmod -R a-w``; skipped where neither can be done."""
+    if os.geteuid() == 0:
+        made = subprocess.run(["chattr", "-R", "+i", str(path)], capture_output=True)
+        if made.returncode != 0:
+            subprocess.run(["chattr", "-R", "-i", str(path)], capture_output=True)
+            pytest.skip(f"chattr +i is not available here: {made.stderr!r}")
+        try:
+            yield
+        finally:
+            subprocess.run(["chattr", "-R", "-i", str(path)], check=True)
+    else:
+        subprocess.run(["chmod", "-R", "a-w", str(path)], check=True)
+        try:
+            yield
+        finally:
+            subprocess.run(["chmod", "-R", "u+w", str(path)], check=True)
 
 
 def wait_for_documents(database_url: str, at_least: int, timeout: float = 60.0) -> int:

@@ -219,3 +219,41 @@ def test_a_word_inside_a_chinese_compound_finds_its_page(site: Site, crawl) -> N
         assert proc.returncode == 0, proc.stderr
         hits = [h["url"] for h in json.loads(proc.stdout)["hits"]]
         assert hits == [site.url + "zh.html"], (query, hits)
+
+
+def test_full_width_decomposed_and_hindi_words_and_compounds_are_found_and_marked(
+    site: Site, crawl
+) -> None:
+    """A Chinese page writes Latin letters and digits full-width (ＰＤＦ, ２０２６): a query
+    typed plain finds them, and the other way round; its snippet marks them as written,
+    and marks the part of a compound a query asked for (搜索 in 搜索引擎).  The same
+    folding for a decomposed accent, and a Hindi word read whole."""
+    site.page(
+        "/", "首页", "网站", ["/zh.html", "/en.html", "/hi.html"], head='<meta charset="utf-8">'
+    )
+    site.page("/zh.html", "介绍", "我们的搜索引擎支持ＰＤＦ文件，２０２６年发布。")
+    site.page("/en.html", "Plain", "Export the report as pdf in 2026, at the café.")
+    site.page("/hi.html", "भाषा", "हिन्दी भारत की राजभाषा है।", head='<meta charset="utf-8">')
+    result = crawl("-a", f"seeds={site.url}")
+    assert result.returncode == 0, result.stderr
+
+    def found(query: str) -> dict[str, str]:
+        proc = result.search(query, "--json")
+        assert proc.returncode == 0, proc.stderr
+        return {h["url"]: h["snippet_html"] for h in json.loads(proc.stdout)["hits"]}
+
+    zh, en = site.url + "zh.html", site.url + "en.html"
+    for query in ("pdf", "ＰＤＦ", "Pdf"):
+        hits = found(query)
+        assert set(hits) == {zh, en}, (query, hits)
+        assert "<b>ＰＤＦ</b>" in hits[zh] and "<b>pdf</b>" in hits[en]
+    assert set(found("２０２６")) == {zh, en}
+    hits = found("搜索")
+    assert list(hits) == [zh] and "<b>搜索</b>引擎" in hits[zh], hits
+    # A query typed decomposed (e + U+0301) finds the composed word; a Hindi word is a
+    # word, not its letters (ह alone finds nothing).
+    hits = found("cafe\u0301")
+    assert list(hits) == [en] and "<b>café</b>" in hits[en], hits
+    hits = found("हिन्दी")
+    assert list(hits) == [site.url + "hi.html"] and "<b>हिन्दी</b>" in hits[site.url + "hi.html"]
+    assert found("ह") == {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import shutil
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CrawlResult, Site, run_crawl, run_search
+from tests.conftest import CrawlResult, Site, damaged_sqlite, run_crawl, run_search
 
 PAGES = {
     "/": (
@@ -177,7 +178,9 @@ def test_crawled_markup_is_escaped(crawled: CrawlResult) -> None:
 #: Terminal escapes a crawled page may hold: a window title (OSC 0, ended by BEL), a colour
 #: (CSI), C1's one-byte CSI, a hyperlink (OSC 8, ended by ST).
 ESCAPES = "\x1b]0;PWNED\x07\x1b[31mred\u009b2J\x1b]8;;http://evil.example/\x1b\\"
-CONTROLS = ("\x1b", "\x07", "\u009b")
+CONTROLS = ("\x1b", "\x07", "\u009b", "\u202e", "\u2066")
+#: Bidirectional controls (an override and an isolate) and a backslash escape typed as text.
+BIDI = "\u202eevil\u2066x\u2069 \\x1b"
 
 
 def test_crawled_control_characters_never_reach_the_terminal(
@@ -197,7 +200,7 @@ def test_crawled_control_characters_never_reach_the_terminal(
                 "text = 'A zebra ' || :e || ' has black and white stripes.' "
                 "WHERE url LIKE '%/zebra.html'"
             ),
-            {"t": "Zebra" + ESCAPES, "e": ESCAPES},
+            {"t": "Zebra" + ESCAPES + BIDI, "e": ESCAPES},
         )
         conn.execute(
             text(
@@ -213,6 +216,7 @@ def test_crawled_control_characters_never_reach_the_terminal(
         assert not any(c in proc.stdout + proc.stderr for c in CONTROLS), args
     shown = run_search("zebra", "-n", "1", data_dir=data).stdout
     assert "1. Zebra\\x1b]0;PWNED\\x07\\x1b[31mred\\x9b2J" in shown, shown
+    assert "\\u202eevil\\u2066x\\u2069 \\\\x1b" in shown, shown
     assert "A [zebra] \\x1b]0;PWNED" in shown, shown
     logged = run_search("errors", data_dir=data).stdout
     assert "HTTP 500\\nfake line\\x1b" in logged
@@ -220,7 +224,37 @@ def test_crawled_control_characters_never_reach_the_terminal(
     # JSON keeps the text as stored, its control characters (C1 too) as \\u escapes.
     proc = run_search("zebra", "-n", "1", "--json", data_dir=data)
     assert not any(c in proc.stdout for c in CONTROLS)
-    assert json.loads(proc.stdout)["hits"][0]["title"] == "Zebra" + ESCAPES
+    assert json.loads(proc.stdout)["hits"][0]["title"] == "Zebra" + ESCAPES + BIDI
+
+
+def test_printable_escapes_are_unambiguous_and_cover_bidirectional_controls() -> None:
+    """printable(): a backslash is doubled, so that text that only looks like an escape
+    (the four characters \\x1b) never prints as the escape of a control character; the
+    bidirectional controls (overrides, embeddings, isolates, marks) print as \\u escapes,
+    so that a title cannot reorder what the terminal shows; every other character as it is.
+    The escapes read back (as Python string escapes) to the text."""
+    import ast
+
+    from search.commands._common import BIDI_CONTROLS, printable, write_json
+
+    assert printable("Zebra\x1b[31m") == "Zebra\\x1b[31m"
+    assert printable("Zebra\\x1b[31m") == "Zebra\\\\x1b[31m"  # typed, not a control
+    assert printable("\x1b") != printable("\\x1b")
+    assert printable("abc\u202edcba.exe") == "abc\\u202edcba.exe"
+    bidi = "".join(map(chr, BIDI_CONTROLS))
+    assert len(bidi) == 12
+    shown = printable(bidi)
+    assert shown.isascii() and shown.count("\\u") == 12
+    for c in range(0x2000, 0x2100):  # the others of the general punctuation are kept
+        if c not in BIDI_CONTROLS:
+            assert printable(chr(c)) == chr(c)
+    text = "a\\b \x1b\\x1b \u2066x\u2069 \t\n\u009b café हिन्दी"
+    assert ast.literal_eval('"' + printable(text) + '"') == text
+    # JSON shows the bidirectional controls as \\u escapes too, and reads back the same.
+    out = io.StringIO()
+    write_json({"title": "abc\u202edcba" + bidi}, out)
+    assert not any(chr(c) in out.getvalue() for c in BIDI_CONTROLS)
+    assert json.loads(out.getvalue()) == {"title": "abc\u202edcba" + bidi}
 
 
 def test_control_characters_are_dropped_when_crawled(site: Site, tmp_path: Path) -> None:
@@ -344,6 +378,37 @@ def test_a_database_that_cannot_be_opened_is_one_line(
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.strip().endswith("file is not a database"), proc.stderr
     assert len(proc.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("damage", ["not a database", "truncated"])
+def test_a_damaged_sqlite_file_is_one_line_for_every_command(
+    damage: str, crawled: CrawlResult, tmp_path: Path
+) -> None:
+    """A SQLite file that is not a database or was cut short: every command, those that
+    write (and bring the schema up to date) and ``serve`` among them, says so in one line,
+    exit status 1, and leaves the file as it was."""
+    path = tmp_path / "spidersite.db"
+    damaged_sqlite(path, damage)
+    before = path.read_bytes()
+    index = ["--index-dir", str(crawled.data_dir / "index")]
+    reason = "file is not a database" if damage == "not a database" else "malformed"
+    for command in (
+        ["status"],
+        ["query", "zebra", *index],
+        ["errors"],
+        ["check", *index],
+        ["reindex", "--new", *index],
+        ["cached", "http://x/"],
+        ["serve", "--port", "1"],
+    ):
+        proc = run_search(*command, data_dir=tmp_path)
+        assert proc.returncode == 1, (command, proc.stderr)
+        assert proc.stderr.startswith(f"error: cannot open database sqlite:///{path}"), (
+            command,
+            proc.stderr,
+        )
+        assert reason in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert path.read_bytes() == before
 
 
 def test_reindex_rebuilds_the_same_index(crawled: CrawlResult, tmp_path: Path) -> None:

@@ -592,12 +592,22 @@ def test_compressed_body_cut_before_its_end_is_a_failure(site: Site, crawl) -> N
 
     html = f"<html><head><title>Cut</title></head><body>{'aardvark ' * 200}</body></html>"
     body = gzip.compress(html.encode())
-    site.page("/", "Start", "start", ["/whole.html", "/cut.html"])
-    site.add("/whole.html", body, content_type="text/html", headers={"Content-Encoding": "gzip"})
-    site.add("/cut.html", body[:60], content_type="text/html", headers={"Content-Encoding": "gzip"})
-    result = crawl("-a", f"seeds={site.url}")
+    # ~40 kB that decompress to 4 MB, past the server's max_size: refused as too large,
+    # without being decompressed to the end.
+    bomb = gzip.compress(b"<html><body>" + b"a " * 2_000_000 + b"</body></html>")
+    site.page("/", "Start", "start", ["/whole.html", "/cut.html", "/bomb.html"])
+    gz = {"content_type": "text/html", "headers": {"Content-Encoding": "gzip"}}
+    site.add("/whole.html", body, **gz)
+    site.add("/cut.html", body[:60], **gz)
+    site.add("/bomb.html", bomb, **gz)
+    result = crawl("-a", f"seeds={site.url}", settings={"SERVER_DEFAULTS": '{"max_size": 1000000}'})
     assert result.returncode == 0, result.stderr
     assert site.url + "whole.html" in result.urls("page")
     assert site.url + "cut.html" not in result.urls()
-    assert [(e.url, e.kind) for e in result.errors()] == [(site.url + "cut.html", "reset")]
+    assert sorted((e.url, e.kind) for e in result.errors()) == [
+        (site.url + "bomb.html", "too_large"),
+        (site.url + "cut.html", "reset"),
+    ]
     assert result.stats["compression/truncated"] == 1
+    assert result.stats["httpcompression/response_count"] == 1  # whole.html
+    assert "exceeded DOWNLOAD_MAXSIZE (1000000 B) during decompression" in result.log

@@ -266,3 +266,41 @@ def test_a_crawl_listens_on_no_port(site: Site, tmp_path: Path) -> None:
     assert checks >= 5  # the crawl ran long enough to be watched
     assert listening == set()
     assert "Remote control HTTP server listening" not in stderr
+
+
+def test_truncated_compressed_bodies_trip_max_net_errors(
+    site: Site, site2: Site, crawl, tmp_path: Path
+) -> None:
+    """A server whose compressed bodies stop before their end fails as one that resets its
+    connections: each is a network error of ``max_net_errors``, and the server is cut off."""
+    import gzip
+
+    stream = gzip.compress(b"<html><title>Cut</title><body>" + b"aardvark " * 2000 + b"</body>")
+    for i in range(12):
+        site2.add(
+            f"/z{i}.html",
+            stream[: len(stream) // 2],
+            content_type="text/html",
+            headers={"Content-Encoding": "gzip"},
+            delay=0.1,
+        )
+    site.page("/", "Calm", "calm server", [f"{site2.url}z{i}.html" for i in range(12)])
+    sites = tmp_path / "sites.toml"
+    sites.write_text(f'''
+[[server]]
+url = "{site.url}"
+
+[[server]]
+url = "{site2.url}"
+max_net_errors = 3
+concurrency = 1
+seeds = ["{site.url}"]
+''')
+    result = crawl("-a", f"sites={sites}", settings={"RETRY_TIMES": 0, "SITEMAP_ENABLED": False})
+    assert result.returncode == 0, result.stderr[-3000:]
+    kinds = [e.kind for e in result.errors() if e.url.startswith(site2.url + "z")]
+    assert 3 <= kinds.count("reset") <= 5  # the ones fetched before the cut-off took effect
+    assert kinds.count("cut_off") == 12 - kinds.count("reset")
+    assert result.stats["neterrors/count"] >= 3
+    assert result.stats["neterrors/servers_cut_off"] == 1
+    assert result.scalar("SELECT disabled FROM servers WHERE url = :u", u=site2.url)

@@ -68,6 +68,31 @@ def test_unchanged_site_answers_304_and_only_times_move(site: Site, crawl, db_ur
     assert urls_hits(again, "badger") == [site.url + "b.html"]
 
 
+def test_stored_pages_are_analyzed_again_once_their_checksums_are_cleared(
+    site: Site, crawl, db_url: str
+) -> None:
+    """What README's "Words and their forms" tells a user to do after an upgrade that
+    changes the analysis: a re-crawl re-analyzes only the pages that changed (here none:
+    every answer is 304 or the same checksum); with the stored checksums cleared and
+    conditional GET off, it re-analyzes every page, in place."""
+    build(site)
+    site.page("/a.html", "Alpha", "aardvark burrow in der Straße", ["/"], headers={"ETag": '"a"'})
+    first = crawl("-a", f"seeds={site.url}", database_url=db_url)
+    assert first.returncode == 0, first.stderr
+    ids = {r.url: r.id for r in first.rows("SELECT url, id FROM documents")}
+    again = crawl("-a", "recrawl=all", "-s", "CONDITIONAL_ENABLED=False", database_url=db_url)
+    assert again.returncode == 0, again.stderr
+    assert again.stats["recrawl/unchanged"] == 4 and "recrawl/changed" not in again.stats
+    assert "analyze/pages" not in again.stats
+    sql(again, "UPDATE documents SET checksum = NULL WHERE kind = 'page'")
+    third = crawl("-a", "recrawl=all", "-s", "CONDITIONAL_ENABLED=False", database_url=db_url)
+    assert third.returncode == 0, third.stderr
+    assert third.stats["recrawl/changed"] == 4 and third.stats["analyze/pages"] == 4
+    assert {r.url: r.id for r in third.rows("SELECT url, id FROM documents")} == ids
+    assert all(r.checksum for r in third.rows("SELECT checksum FROM documents"))
+    assert urls_hits(third, "STRASSE") == [site.url + "a.html"]
+
+
 def test_changed_gone_and_moved_pages(site: Site, crawl, tmp_path: Path) -> None:
     build(site, etags=False)  # a server that ignores conditional requests
     first = crawl("-a", f"seeds={site.url}")
@@ -127,6 +152,36 @@ def test_a_page_that_now_redirects_off_the_crawl_leaves_the_index(
     )[0]
     assert row.status == 301 and row.gone and not row.indexed
     assert (site.url + "a.html", "redirect") in again.error_kinds()
+
+
+def test_a_page_robots_txt_now_forbids_leaves_the_index(site: Site, crawl) -> None:
+    """A stored page that robots.txt has come to forbid is not fetched, and leaves the
+    index as a gone page does (its status stays what it was). robots.txt that cannot be
+    fetched allows everything, so only a robots.txt read as written can take pages out."""
+    build(site)
+    first = crawl("-a", f"seeds={site.url}")
+    assert first.returncode == 0, first.stderr
+    assert urls_hits(first, "badger") == [site.url + "b.html"]
+    site.add("/robots.txt", "User-agent: *\nDisallow: /b.html\n", content_type="text/plain")
+    site.hits.clear()
+    again = crawl("-a", "recrawl=all")
+    assert again.returncode == 0, again.stderr
+    assert not site.requested("/b.html")
+    assert again.stats["recrawl/forbidden"] == 1
+    assert urls_hits(again, "badger") == []
+    assert urls_hits(again, "aardvark") == [site.url + "a.html"]
+    row = again.rows(
+        "SELECT status, gone_at IS NOT NULL AS gone, indexed FROM documents WHERE url = :u",
+        u=site.url + "b.html",
+    )[0]
+    assert row.status == 200 and row.gone and not row.indexed
+    assert (site.url + "b.html", "robots") in again.error_kinds()
+    # Allowed again: a gone page is not re-visited, but found again when seeded (or
+    # linked from a changed page), it is stored and indexed again.
+    site.add("/robots.txt", "User-agent: *\nDisallow:\n", content_type="text/plain")
+    third = crawl("-a", f"seeds={site.url}b.html", "-a", "recrawl=all")
+    assert third.returncode == 0, third.stderr
+    assert urls_hits(third, "badger") == [site.url + "b.html"]
 
 
 def test_recrawl_due_visits_only_due_pages_and_new_links(site: Site, crawl) -> None:

@@ -26,6 +26,7 @@ from tests.conftest import (
     _env,
     count_documents,
     crawl_command,
+    damaged_sqlite,
     run_crawl,
     run_search,
     start_crawl,
@@ -418,3 +419,31 @@ def test_a_full_disk_stops_the_crawl_at_once_and_it_resumes(site: Site, tmp_path
     assert again.returncode == 0, again.stderr[-2000:]
     assert count_documents(f"sqlite:///{copy}") == n_pages + 1
     assert "resume/requests" in again.stats
+
+
+@pytest.mark.parametrize("damage", ["not a database", "truncated"])
+def test_a_damaged_sqlite_database_stops_the_crawl_cleanly(
+    site: Site, tmp_path: Path, damage: str
+) -> None:
+    """A SQLite file that is not a database, or one cut short, at the start of a crawl: the
+    crawl stops as for a database that cannot be opened (one line saying why, finish reason
+    ``database_unusable``, exit status 1), with no traceback, and the file is left as it
+    was."""
+    site.page("/", "Home", "home page")
+    data = tmp_path / "data"
+    data.mkdir()
+    path = data / "spidersite.db"
+    damaged_sqlite(path, damage)
+    before = path.read_bytes()
+    result = run_crawl(data, "-a", f"seeds={site.url}", settings={"LOG_LEVEL": "INFO"})
+    assert result.returncode == 1, result.stderr[-2000:]
+    log = result.log
+    errors = [line for line in log.splitlines() if "ERROR" in line]
+    assert len(errors) == 1, log[-3000:]
+    assert "cannot open database sqlite:///" in errors[0]
+    assert ("not a database" if damage == "not a database" else "malformed") in errors[0]
+    assert "Closing spider (database_unusable)" in log
+    assert "'finish_reason': 'database_unusable'" in log
+    assert "Traceback" not in log + result.stderr
+    assert path.read_bytes() == before
+    assert not site.requested("/")  # nothing fetched that could not be stored

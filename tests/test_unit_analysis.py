@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 import re
@@ -524,13 +525,19 @@ def test_the_crawls_analysis_in_columns_reads_as_records() -> None:
 
 def test_lowering_a_character_to_one_character_keeps_it_a_word_character_or_not() -> None:
     """Analyzer.words lowers a whole text at once when every character lowers to one:
-    exact only if no such lowering turns a word character (``\\w``) into another kind,
-    or the reverse.  Checked for every code point of this Python's Unicode database."""
+    exact only if no such lowering turns a character that starts a word (``\\w``) or one
+    that continues it (a mark, a joiner) into another kind, or the reverse.  Checked for
+    every code point of this Python's Unicode database."""
     word = re.compile(r"\w")
+    inside = analysis._WORD_CHAR_RE
     changed = [
         hex(cp)
         for cp in range(sys.maxunicode + 1)
-        if len(low := chr(cp).lower()) == 1 and bool(word.match(chr(cp))) != bool(word.match(low))
+        if len(low := chr(cp).lower()) == 1
+        and (
+            bool(word.match(chr(cp))) != bool(word.match(low))
+            or bool(inside.match(chr(cp))) != bool(inside.match(low))
+        )
     ]
     assert changed == []
 
@@ -539,15 +546,18 @@ def test_lowering_a_character_to_one_character_keeps_it_a_word_character_or_not(
     "text",
     [
         "Ärger über Öl, STRASSE und Straße — fine",
-        "İstanbul’da İZMİR",  # İ lowers to two characters: each run lowered on its own
+        "İstanbul’da İZMİR",  # İ lowers to two characters: each run folded on its own
         "ΟΔΟΣ's ΟΔΟΣ, ΣΟΦΙΑ",  # Σ lowers by what follows it
         "naïve café ¶ résumé",
+        "Cafe\u0301 ＰＤＦ ２０２６ ﬁnd हिन्दी in\u00adformation ½",
     ],
 )
-def test_words_of_a_non_ascii_text_are_each_run_lowered(text: str) -> None:
+def test_words_of_a_non_ascii_text_are_each_run_folded(text: str) -> None:
     analyzer = get_analyzer(None)
-    assert analyzer.words(text) == [w.lower() for w in re.findall(r"\w+", text)]
+    runs = analysis._WORD_RE.findall(text)
+    assert analyzer.words(text) == [analysis.fold(w) for w in runs]
     assert analyzer.words(text) == [w for _, _, w in analyzer.spans(text)]
+    assert analyzer.words(text, 2) == [analysis.fold(w) for w in runs[:2]]
 
 
 def test_word_runs_equal_the_regular_expression_on_every_code_point(
@@ -555,11 +565,12 @@ def test_word_runs_equal_the_regular_expression_on_every_code_point(
 ) -> None:
     """analysis._word_runs (separators made spaces on the UTF-8 bytes, the text split on
     whitespace, runs with a character that is not ASCII tokenized again) reads the same
-    words as ``\\w+`` around, inside, beside and doubled, of every code point of this
+    words as its word pattern (``\\w``, then word characters, marks and joiners) around,
+    inside, beside and doubled, of every code point of this
     Python's Unicode database (a chunk holding a lone surrogate is read by the regular
     expression).  Every run is tokenized on its own here, whatever their share."""
     monkeypatch.setattr(analysis, "_NON_ASCII_RUNS", 1.0)
-    word = re.compile(r"\w+")
+    word = analysis._WORD_RE
     for start in range(0, sys.maxunicode + 1, 1024):
         chars = [chr(cp) for cp in range(start, min(start + 1024, sys.maxunicode + 1))]
         text = " ".join(f"ab{c}cd {c} x{c}{c}y.{c}z" for c in chars)
@@ -595,14 +606,14 @@ def test_word_runs_of_a_text_with_a_lone_surrogate() -> None:
 
 def test_word_offsets_equal_the_regular_expression(monkeypatch: pytest.MonkeyPatch) -> None:
     """analysis._word_offsets (the offsets of a window of words, read from the pieces
-    between spaces) gives the spans of ``\\w+`` around, inside, beside and doubled, of
+    between spaces) gives the spans of its word pattern around, inside, beside and doubled, of
     every code point up to U+3000 (ASCII, Latin, Greek, Cyrillic, the general punctuation
     and spaces) and of one in 97 after: a piece with a character that is not ASCII is read
     by the regular expression itself, so the pieces of ASCII are what is tested here.  The
     whole text, windows near its start (read from a prefix of the text), one inside it,
     and one that runs past its end."""
     monkeypatch.setattr(analysis, "_NON_ASCII_RUNS", 1.0)
-    word = re.compile(r"\w+")
+    word = analysis._WORD_RE
     points = [*range(0x3000), *range(0x3000, sys.maxunicode + 1, 97)]
     for at in range(0, len(points), 512):
         chars = [chr(cp) for cp in points[at : at + 512]]
@@ -661,3 +672,218 @@ def test_set_stem_cache_bytes_caps_every_analyzer(monkeypatch: pytest.MonkeyPatc
         assert analyzer.known_bytes <= 3_000
     with pytest.raises(ValueError):
         analysis.set_stem_cache_bytes(0)
+
+
+# --- Unicode: folding, marks, ASCII as before -----------------------------------------------
+
+
+def test_marks_table_is_this_pythons_unicode() -> None:
+    """search.wordchars.MARKS holds exactly the code points of categories Mn, Mc and Me of
+    this Python's unicodedata (on failure, the table this Python needs is printed)."""
+    import unicodedata
+
+    from search import wordchars
+
+    marks = [
+        cp
+        for cp in range(sys.maxunicode + 1)
+        if unicodedata.category(chr(cp)) in ("Mn", "Mc", "Me")
+    ]
+    table = [cp for a, b in wordchars.code_points(wordchars.MARKS) for cp in range(a, b + 1)]
+    if table != marks:  # the table this Python needs
+        starts = [cp for i, cp in enumerate(marks) if i == 0 or marks[i - 1] != cp - 1]
+        ends = [cp for i, cp in enumerate(marks) if i + 1 == len(marks) or marks[i + 1] != cp + 1]
+        print(
+            " ".join(
+                f"{a:04X}" if a == b else f"{a:04X}-{b:04X}"
+                for a, b in zip(starts, ends, strict=True)
+            )
+        )
+    assert table == marks, unicodedata.unidata_version
+
+
+def test_ignorable_table_is_unicodes_default_ignorables_inside_words() -> None:
+    """search.wordchars.IGNORABLE: the Default_Ignorable_Code_Point characters (as the
+    regex module knows them) that can continue a word, but the Hangul fillers (letters)."""
+    import unicodedata
+
+    regex = pytest.importorskip("regex")
+    from search import wordchars
+
+    ignorable = regex.compile(r"\p{Default_Ignorable_Code_Point}")
+    expected = [
+        cp
+        for cp in range(sys.maxunicode + 1)
+        if ignorable.match(chr(cp))
+        and unicodedata.category(chr(cp)) != "Cn"  # assigned in this Python's Unicode
+        and analysis._WORD_CHAR_RE.match(chr(cp))
+        and not re.match(r"\w", chr(cp))
+    ]
+    table = [cp for a, b in wordchars.code_points(wordchars.IGNORABLE) for cp in range(a, b + 1)]
+    assert table == expected
+
+
+def test_fold_is_nfkc_casefold_and_folds_a_folded_word_to_itself() -> None:
+    """fold() of every code point (surrogates aside) is NFKC, case folding and NFKC again
+    (less the ignorables), folds to itself, and is the fold of its lower case (the words of
+    a text lowered whole are folded after)."""
+    import unicodedata
+
+    nfkc = functools.partial(unicodedata.normalize, "NFKC")
+    fold = analysis.fold
+    for cp in itertools.chain(range(0xD800), range(0xE000, sys.maxunicode + 1)):
+        c = chr(cp)
+        word = "a" + c  # a word starts with a word character
+        folded = fold(word)
+        assert fold(folded) == folded, hex(cp)
+        assert fold(word.lower()) == folded, hex(cp)
+        if not analysis._IGNORED_RE.match(c):
+            assert folded == nfkc(nfkc(word).casefold()), hex(cp)
+        else:
+            assert folded == "a", hex(cp)
+
+
+@pytest.mark.parametrize(
+    ("typed", "written"),
+    [
+        ("cafe\u0301", "café"),  # NFD query, NFC page
+        ("café", "Cafe\u0301"),  # and the reverse
+        ("ＰＤＦ", "pdf"),  # full-width Latin, as Chinese pages write it
+        ("２０２６", "2026"),  # full-width digits
+        ("ﬁnd", "find"),  # ligature
+        ("ﬃ", "FFI"),
+        ("Straße", "STRASSE"),  # case folding: ß is ss
+        ("ὈΔΥΣΣΕΎΣ", "ὀδυσσεύς"),  # final sigma
+        ("in\u00adformation", "information"),  # soft hyphen
+        ("क\u094d\u200dष", "क\u094dष"),  # zero-width joiner inside a Devanagari word
+        ("\u095c", "\u0921\u093c"),  # Devanagari ड़: its two forms
+    ],
+)
+def test_a_word_and_its_other_unicode_forms_are_one_word(typed: str, written: str) -> None:
+    for language in (None, "de", "hi", "el"):
+        assert stems(typed, language) == stems(written, language), language
+        assert len(stems(typed, language)) == 1
+
+
+def test_marks_stay_inside_words() -> None:
+    """Hindi, Tamil, Bengali words are words, not their letters: the vowel signs and viramas
+    (categories Mn and Mc) continue a word."""
+    analyzer = get_analyzer("hi")
+    text = "हिन्दी भाषा, தமிழ் மொழி; বাংলা ভাষা"
+    assert analyzer.words(text) == ["हिन्दी", "भाषा", "தமிழ்", "மொழி", "বাংলা", "ভাষা"]
+    spans = list(analyzer.spans(text))
+    assert [text[s:e] for s, e, _ in spans] == analyzer.words(text)
+    # Snowball stems Hindi; a script without a stemmer keeps its words whole.
+    assert stems("लड़के लड़कों", "hi") == ["लड़क", "लड़क"]
+    assert stems("বাংলা", "bn") == ["বাংলা"]
+
+
+def test_spans_of_folded_words_are_offsets_into_the_text() -> None:
+    text = "ﬁnd the ＰＤＦ in the oﬃce, cafe\u0301 ﬀ end"
+    analyzer = get_analyzer()
+    spans = list(analyzer.spans(text))
+    assert [w for _, _, w in spans] == [
+        "find",
+        "the",
+        "pdf",
+        "in",
+        "the",
+        "office",
+        "café",
+        "ff",
+        "end",
+    ]
+    assert [text[s:e] for s, e, _ in spans] == [
+        "ﬁnd",
+        "the",
+        "ＰＤＦ",
+        "in",
+        "the",
+        "oﬃce",
+        "cafe\u0301",
+        "ﬀ",
+        "end",
+    ]
+    assert analyzer.offsets(text) == [(s, e) for s, e, _ in spans]
+    assert analyzer.offsets(text, 8, 5) == [(s, e) for s, e, _ in spans][5:8]
+
+
+def test_ascii_text_analyzes_as_before() -> None:
+    """Pages stored before folding keep their stems: an ASCII text's words are still its
+    runs of ``\\w`` lowercased, and its stems Snowball's stems of those (a reference
+    written out here, for random texts of every ASCII character, in several languages)."""
+    import snowballstemmer
+
+    rng = random.Random(7)
+    alphabet = [chr(c) for c in range(128)] + list("etaoin shrdlu") * 8
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 400))) for _ in range(300)]
+    texts.append("Running CONNECTIONS, generously; max_connections=16 x86_64 The QUICK foxes")
+    for language in ("english", "german", "french", "hindi"):
+        analyzer = get_analyzer(language)
+        stemmer = snowballstemmer.stemmer(language)
+        stop = analyzer.stop_words
+        for text in texts:
+            words = [w.lower() for w in re.findall(r"\w+", text)]
+            assert analyzer.words(text) == words
+            assert [w for _, _, w in analyzer.spans(text)] == words
+            assert analyzer.offsets(text) == [m.span() for m in re.finditer(r"\w+", text)]
+            expected = [
+                (stemmer.stemWord(w), w)
+                for w in words
+                if w not in stop and len(w) <= MAX_TOKEN_LENGTH
+            ]
+            assert [(t.stem, t.surface) for t in analyzer.tokens(text)] == expected
+
+
+def test_pages_in_either_unicode_form_analyze_alike() -> None:
+    """A page and its NFD form (or its full-width form) give the same records."""
+    import unicodedata
+
+    title = "Café Résumé ＰＤＦ"
+    body = "Les cafés de Montréal, ﬁchiers ＰＤＦ ２０２６, hindi: हिन्दी"
+    plain = analyze_document({"title": title, "body": body}, language="fr")
+    nfd = unicodedata.normalize("NFD", body)
+    assert nfd != body
+    other = analyze_document(
+        {"title": unicodedata.normalize("NFD", title), "body": nfd}, language="fr"
+    )
+    assert other == plain
+    assert {"caf", "pdf", "2026", "fichi", "हिन्दी"} <= set(plain)
+
+
+def test_cjk_runs_without_the_characters_folding_changes_are_not_folded() -> None:
+    """The words of a CJK run are folded only when the run holds a character that folding
+    changes or that combines with the one before it (analysis._CJK_FOLDED_RE): checked on
+    every CJK code point; and a run that holds one is folded."""
+    import unicodedata
+
+    cjk = re.compile(f"[{analysis._CJK}]")
+    missed = [
+        hex(cp)
+        for cp in range(sys.maxunicode + 1)
+        if cjk.match(c := chr(cp))
+        and (analysis.fold(c) != c or unicodedata.combining(c))
+        and not analysis._CJK_FOLDED_RE.match(c)
+    ]
+    assert missed == []
+    # A CJK compatibility ideograph is its unified ideograph; a kana and a combining voiced
+    # mark are the voiced kana.
+    analyzer = get_analyzer("zh")
+    assert analyzer.words("\uf900") == analyzer.words("\u8c48")
+    assert analyzer.words("か\u3099") == analyzer.words("が")
+
+
+def test_the_cache_of_folded_words_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fold() keeps the folds of words that are not ASCII, in at most FOLD_CACHE_BYTES
+    (emptied when full), and gives the same folds from it."""
+    monkeypatch.setattr(analysis, "FOLD_CACHE_BYTES", 5_000)
+    monkeypatch.setattr(analysis, "_FOLDED", {})
+    monkeypatch.setattr(analysis, "_folded_bytes", 0)
+    words = [f"ＷＯＲＤ{i}ﬁ" for i in range(300)]
+    first = [analysis.fold(w) for w in words]
+    assert first == [f"word{i}fi" for i in range(300)]
+    assert 0 < analysis._folded_bytes <= 5_000
+    assert len(analysis._FOLDED) < 300
+    cached = words[-1]
+    assert cached in analysis._FOLDED and analysis.fold(cached) == "word299fi"
+    assert analysis.fold("plain") == "plain" and "plain" not in analysis._FOLDED

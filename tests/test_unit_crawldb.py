@@ -18,7 +18,7 @@ from search import db
 from search.analysis import PackedWords, analyze_document
 from search.crawldb import CrawlDB
 from search.models import Document
-from search.rows import DocumentRow
+from search.rows import DocumentRow, GoneRow
 from search.store import DocumentStore
 from tests.conftest import posting_rows
 
@@ -85,6 +85,29 @@ def test_crawl_unfinished(engine: Any, store: DocumentStore) -> None:
     store.start_crawl("site", {"seeds": "x"}, NOW)
     store.finish_crawl("store_failed", {}, NOW)
     assert crawldb.crawl_unfinished("site", {"seeds": "x"})
+
+
+def test_an_admin_crawl_is_resumed_by_the_arguments_that_identify_it(
+    engine: Any, store: DocumentStore
+) -> None:
+    """The admin adds its own arguments to its crawls' rows (servers, runner, process, the
+    topic's threshold) and records a placeholder row as a crawl starts: neither keeps the
+    same crawl from being resumed, and a placeholder is no crawl to resume."""
+    from sqlalchemy.orm import Session
+
+    from search.models import Crawl
+
+    crawldb = CrawlDB(engine)
+    spider = {"sites": "data/admin/sites-1234.toml", "topic": "quokka"}
+    admin = {**spider, "topic_threshold": "1.0", "servers": ["http://a/"], "pid": 42}
+    store.start_crawl("site", admin, NOW)
+    store.finish_crawl("shutdown", {}, NOW)
+    assert crawldb.crawl_unfinished("site", spider)
+    assert not crawldb.crawl_unfinished("site", {"sites": spider["sites"]})  # no topic
+    store.finish_crawl("finished", {}, NOW)
+    with Session(engine) as s, s.begin():  # the admin's row of the next crawl, starting
+        s.add(Crawl(spider="site", args={**admin, "placeholder": True}, started_at=NOW))
+    assert not crawldb.crawl_unfinished("site", spider)
 
 
 def test_links_analyzed_knows_when_no_page_changed_since_the_last_analysis(
@@ -184,7 +207,11 @@ def test_stored_urls_and_frontier_pages_by_key(engine: Any, store: DocumentStore
             page("http://a.example/x", nofollow=True, links=[("http://a.example/n", "", False)]),
         ]
     )
+    store.write_batch([page("http://a.example/gone")])
+    gone = ids_by_url(engine)["http://a.example/gone"]
+    store.write_batch([], gone=[GoneRow(gone, 404, NOW)])
     crawldb = CrawlDB(engine)
+    # A gone page is not "stored" for a re-crawl: seeded or linked again, it is fetched.
     assert set(crawldb.stored_urls()) == {"http://a.example/", "http://a.example/x"}
     # Pages of 5 rows: every followable link of a followable page, once, in id order.
     rows = list(crawldb.frontier(chunk=5))
@@ -745,7 +772,6 @@ def test_a_rebuild_does_not_mark_a_page_that_went_gone_meanwhile(
     it in the index (extra) and removes it."""
     from search.index import Index
     from search.reindex import check, rebuild
-    from search.rows import GoneRow
 
     store.write_batch([page(f"http://a.example/{i}", f"vacuum word{i}") for i in range(4)])
     ids = sorted(CrawlDB(engine).indexable_ids())

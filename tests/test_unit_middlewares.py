@@ -19,7 +19,6 @@ from twisted.internet.error import ConnectionRefusedError
 
 from search.sitesfile import ServerRegistry
 from spidersite import errors, signals
-from spidersite.middlewares.compression import CompressedBodyMiddleware
 from spidersite.middlewares.concurrency import ServerConcurrencyMiddleware
 from spidersite.middlewares.crawldelay import CrawlDelayMiddleware
 from spidersite.middlewares.hops import MaxHopsMiddleware
@@ -320,6 +319,35 @@ def compressed(encoding: str, body: bytes, method: str = "GET") -> tuple[Request
     return request, Response(request.url, body=body, headers=headers, request=request)
 
 
+def compression_chain(crawler: Any) -> list[Any]:
+    """The middlewares that decompress a crawl's bodies (those of spidersite/settings.py
+    named for compression), in the order their process_response runs."""
+    from scrapy.utils.misc import load_object
+
+    from spidersite import settings
+
+    orders = {**settings.DOWNLOADER_MIDDLEWARES_BASE, **settings.DOWNLOADER_MIDDLEWARES}
+    chosen = sorted(
+        ((order, path) for path, order in orders.items() if order is not None),
+        reverse=True,
+    )
+    chain = []
+    for _, path in chosen:
+        if "ompress" in path.rsplit(".", 1)[-1]:
+            try:
+                chain.append(load_object(path).from_crawler(crawler))
+            except NotConfigured:  # as Scrapy leaves it out
+                continue
+    return chain
+
+
+def decompress(crawler: Any, request: Request, response: Response) -> Response:
+    """*response* through the crawl's decompression, as the downloader hands it on."""
+    for mw in compression_chain(crawler):
+        response = mw.process_response(request, response)
+    return response
+
+
 PAGE_BYTES = b"<html><head><title>Truncated page</title></head><body>" + b"words " * 400
 
 
@@ -329,68 +357,187 @@ def _streams() -> dict[str, bytes]:
 
     import brotli
 
+    try:
+        from compression import zstd  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        from backports import zstd  # type: ignore[import-not-found, no-redef, unused-ignore]
+
     return {
         "gzip": gzip.compress(PAGE_BYTES),
         "x-gzip": gzip.compress(PAGE_BYTES),
         "deflate": zlib.compress(PAGE_BYTES),
         "raw-deflate": zlib.compress(PAGE_BYTES)[2:-4],
         "br": brotli.compress(PAGE_BYTES),
+        "zstd": zstd.compress(PAGE_BYTES),
     }
 
 
-@pytest.mark.parametrize("encoding", ["gzip", "x-gzip", "deflate", "raw-deflate", "br"])
+ENCODINGS = ["gzip", "x-gzip", "deflate", "raw-deflate", "br", "zstd"]
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
 def test_compressed_body_cut_before_its_end_is_a_failure(encoding: str) -> None:
     """Scrapy's decompression keeps what it could read of a cut stream; the cut is a
     failure of kind reset, not a page."""
     crawler = crawler_with()
-    mw = CompressedBodyMiddleware.from_crawler(crawler)
     stream = _streams()[encoding]
     header = "deflate" if encoding == "raw-deflate" else encoding
     request, whole = compressed(header, stream)
-    assert mw.process_response(request, whole) is whole
+    assert decompress(crawler, request, whole).body == PAGE_BYTES
     request, cut = compressed(header, stream[: len(stream) // 2])
     with pytest.raises(errors.TruncatedBody) as raised:
-        mw.process_response(request, cut)
+        decompress(crawler, request, cut)
     assert errors.classify_exception(raised.value) == "reset"
     assert stat(crawler, "compression/truncated") == 1
+    # A network error of its server, as a connection reset is (max_net_errors).
+    assert server_state(crawler).errors[A] == 1 and stat(crawler, "neterrors/count") == 1
+    # Scrapy's stats of what it decompressed: the whole page, not the cut one.
+    assert stat(crawler, "httpcompression/response_count") == 1
+    assert stat(crawler, "httpcompression/response_bytes") == len(PAGE_BYTES)
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "raw-deflate"])
+def test_a_compressed_body_is_decompressed_once(
+    encoding: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check that the stream ends is the decompression itself: the page's bytes come
+    out of zlib once (a check before Scrapy's decompression inflated every page twice)."""
+    import zlib
+
+    inflated = []
+    real = zlib.decompressobj
+
+    class Counting:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.inner = real(*args, **kwargs)
+
+        def decompress(self, data: bytes, max_length: int = 0) -> bytes:
+            out = self.inner.decompress(data, max_length)
+            inflated.append(len(out))
+            return out
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    stream = _streams()[encoding]
+    header = "deflate" if encoding == "raw-deflate" else encoding
+    crawler = crawler_with()
+    chain = compression_chain(crawler)
+    monkeypatch.setattr(zlib, "decompressobj", Counting)
+    request, response = compressed(header, stream)
+    for mw in chain:
+        response = mw.process_response(request, response)
+    assert response.body == PAGE_BYTES
+    assert sum(inflated) == len(PAGE_BYTES)
+
+
+def test_a_truncated_compressed_body_cuts_its_server_off_at_max_net_errors() -> None:
+    import gzip
+
+    stream = gzip.compress(PAGE_BYTES)
+    crawler = crawler_with({A: {"max_net_errors": 2}})
+    for _ in range(2):
+        request, cut = compressed("gzip", stream[:60])
+        with pytest.raises(errors.TruncatedBody):
+            decompress(crawler, request, cut)
+    assert "last: reset on " + A in server_state(crawler).disabled[A]
+    assert request.meta["dont_retry"] is True
+    # Not counted with the cut-off switched off.
+    crawler = crawler_with({A: {"max_net_errors": 2}}, NETERRORS_ENABLED=False)
+    request, cut = compressed("gzip", stream[:60])
+    with pytest.raises(errors.TruncatedBody):
+        decompress(crawler, request, cut)
+    assert server_state(crawler).errors[A] == 0
 
 
 def test_compressed_body_check_leaves_other_responses_alone() -> None:
     import gzip
 
     crawler = crawler_with()
-    mw = CompressedBodyMiddleware.from_crawler(crawler)
     cut = gzip.compress(PAGE_BYTES)[:60]
     request, head = compressed("gzip", b"", method="HEAD")
-    assert mw.process_response(request, head) is head
+    assert decompress(crawler, request, head) is head
     request, unknown = compressed("zz-unknown", cut)
-    assert mw.process_response(request, unknown) is unknown
+    assert decompress(crawler, request, unknown).body == cut
     request = Request(A + "plain.html")
     plain = Response(request.url, body=cut, headers={"Content-Type": "text/html"})
-    assert mw.process_response(request, plain) is plain
+    assert decompress(crawler, request, plain) is plain
     # Two members, the second complete: gunzip reads both.
     request, members = compressed("gzip", gzip.compress(b"<p>a</p>") + gzip.compress(b"b"))
-    assert mw.process_response(request, members) is members
+    assert decompress(crawler, request, members).body == b"<p>a</p>b"
+    # Bytes after the last member that are no member are ignored, as gunzip does.
+    request, padded = compressed("gzip", gzip.compress(b"<p>a</p>") + b"\0\0\0\0")
+    assert decompress(crawler, request, padded).body == b"<p>a</p>"
+    # Two codings, each decompressed (and each checked) in turn.
+    import brotli
 
-
-def test_compressed_body_past_download_maxsize_is_left_to_scrapy() -> None:
-    """A stream that inflates past DOWNLOAD_MAXSIZE is Scrapy's to refuse (too large),
-    and is not inflated any further here."""
-    import gzip
-
-    crawler = crawler_with(DOWNLOAD_MAXSIZE=1000)
-    mw = CompressedBodyMiddleware.from_crawler(crawler)
-    stream = gzip.compress(PAGE_BYTES * 50)
-    request, cut = compressed("gzip", stream[: len(stream) // 2])
-    assert mw.process_response(request, cut) is cut
-    request, cut = compressed("gzip", stream[:16])  # not even 1000 bytes of it
+    request, both = compressed("gzip, br", brotli.compress(gzip.compress(PAGE_BYTES)))
+    assert decompress(crawler, request, both).body == PAGE_BYTES
+    request, both = compressed("gzip, br", brotli.compress(gzip.compress(PAGE_BYTES)[:60]))
     with pytest.raises(errors.TruncatedBody):
-        mw.process_response(request, cut)
+        decompress(crawler, request, both)
+
+
+def test_a_body_that_is_not_of_its_coding_is_scrapys_to_judge() -> None:
+    """Bytes that are not a stream of the declared coding at all (nor a cut one): what
+    Scrapy's decompression does with them (gunzip keeps what it read before a bad checksum)."""
+    import gzip
+    import struct
+
+    crawler = crawler_with()
+    stream = bytearray(gzip.compress(PAGE_BYTES))
+    stream[-8:-4] = struct.pack("<I", 12345)  # a wrong CRC32
+    request, bad_crc = compressed("gzip", bytes(stream))
+    assert decompress(crawler, request, bad_crc).body == PAGE_BYTES
+    request, garbage = compressed("gzip", b"this is not gzip at all")
+    with pytest.raises(OSError):
+        decompress(crawler, request, garbage)
+
+
+def test_a_decompression_bomb_is_refused_as_scrapy_refuses_it(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DOWNLOAD_MAXSIZE (the request's download_maxsize: a server's max_size) bounds the
+    decompressed body, and decompression stops there; DOWNLOAD_WARNSIZE warns of it."""
+    import gzip
+    import zlib
+
+    crawler = crawler_with(DOWNLOAD_MAXSIZE=1_000_000, DOWNLOAD_WARNSIZE=100_000)
+    chain = compression_chain(crawler)
+    bomb = gzip.compress(b"\0" * 50_000_000)  # 50 MB in ~50 kB
+    inflated = []
+    real = zlib.decompressobj
+
+    class Counting:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.inner = real(*args, **kwargs)
+
+        def decompress(self, data: bytes, max_length: int = 0) -> bytes:
+            out = self.inner.decompress(data, max_length)
+            inflated.append(len(out))
+            return out
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    monkeypatch.setattr(zlib, "decompressobj", Counting)
+    request, response = compressed("gzip", bomb)
+    with pytest.raises(IgnoreRequest, match="exceeded DOWNLOAD_MAXSIZE") as refused:
+        for mw in chain:
+            response = mw.process_response(request, response)
+    assert errors.classify_exception(refused.value) == "too_large"
+    assert sum(inflated) < 2_000_000  # stopped at the limit, not inflated to the end
+    request, response = compressed("gzip", bomb)
+    request.meta["download_maxsize"] = 60_000_000  # a server's max_size
+    with caplog.at_level("WARNING"):
+        for mw in chain:
+            response = mw.process_response(request, response)
+    assert len(response.body) == 50_000_000
+    assert "larger than the download warning size" in caplog.text
 
 
 def test_compressed_body_check_is_off_with_compression() -> None:
-    with pytest.raises(NotConfigured):
-        CompressedBodyMiddleware.from_crawler(crawler_with(COMPRESSION_ENABLED=False))
+    assert compression_chain(crawler_with(COMPRESSION_ENABLED=False)) == []
 
 
 def test_retry_after_of_429_and_503_becomes_the_servers_delay() -> None:

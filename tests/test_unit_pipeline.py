@@ -298,6 +298,121 @@ def test_a_batch_that_cannot_be_stored_stops_the_crawl(
     assert crawl.stats["store/error"].startswith("OperationalError")
 
 
+def _reachable(admin: Any, name: str, yes: bool) -> None:
+    """Let connections into PostgreSQL database *name*, or refuse them and end those open."""
+    from sqlalchemy import text
+
+    with admin.connect() as conn:
+        conn.execute(text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {str(yes).lower()}'))
+        if not yes:
+            conn.execute(
+                text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"),
+                {"n": name},
+            )
+
+
+def test_batches_that_fail_while_the_database_is_down_are_logged_once(
+    tmp_path: Path,
+    pg_url: str,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The database goes away with five batches in flight: the crawl's log says once that a
+    batch could not be stored and why, then once how many did not (pages too), with no
+    traceback; the worker (another process, its own log) says it once as well, and tries
+    the batches after the first that failed once each, not with retries again."""
+    from sqlalchemy import create_engine
+
+    name = pg_url.rsplit("/", 1)[1]
+    admin = create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
+    crawler = _crawler(
+        tmp_path,
+        STORE_DATABASE_URL=pg_url,
+        STORE_BATCH_SIZE=1,
+        STORE_QUEUE_BATCHES=5,
+        STORE_RETRY_TIMES=2,
+        ANALYZE_PROCESSES=0,
+    )
+    crawler.engine = _Engine()
+    pipeline = StorePipeline.from_crawler(crawler)
+
+    async def scenario() -> None:
+        await pipeline.open_spider()
+        assert pipeline.worker is not None
+        await pipeline.process_item(_page(1))
+        await pipeline.worker.drain()
+        _reachable(admin, name, False)
+        try:
+            for n in range(2, 7):
+                await pipeline.process_item(_page(n))
+            await pipeline.worker.drain()
+        finally:
+            _reachable(admin, name, True)
+        await pipeline.close_spider()
+        await pipeline.finish("store_failed")
+
+    try:
+        with caplog.at_level(logging.INFO, logger="spidersite.pipelines"):
+            asyncio.run(scenario())
+    finally:
+        admin.dispose()
+    worker_log = capfd.readouterr().err  # the worker's own log (another process)
+    assert crawler.engine.reasons == ["store_failed"]
+    assert crawler.stats.get_value("store/failed_batches") == 5
+    # The first batch was retried; the others, in the same failure, were tried once.
+    assert crawler.stats.get_value("store/retries") == 2
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 2, caplog.text
+    assert errors[0].getMessage().startswith("A batch could not be stored: ")
+    assert errors[1].getMessage().startswith("5 batches (5 pages) could not be stored ")
+    assert "OperationalError" in errors[0].getMessage()
+    assert "OperationalError" in errors[1].getMessage()
+    assert "run the same command again" in errors[1].getMessage()
+    assert not any(r.exc_info for r in errors)
+    assert worker_log.count("A batch could not be stored") == 1, worker_log
+    assert "Traceback" not in worker_log
+    # No link analysis at the end of a crawl that stopped so: its resume makes it.
+    assert not [k for k in crawler.stats.get_stats() if k.startswith("linkrank/")]
+
+
+def test_a_worker_that_cannot_open_stops_the_crawl_cleanly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any failure of the worker's start (not only a database it cannot open) stops the
+    crawl at once, said once with its traceback; closing the spider then calls no worker
+    that was never opened (it failed with "the worker was not opened")."""
+    from scrapy.exceptions import CloseSpider
+
+    crawler = _crawler(tmp_path)
+    crawler.engine = _Engine()
+    pipeline = StorePipeline.from_crawler(crawler)
+
+    async def broken(*args: Any) -> Any:
+        raise RuntimeError("the indexer could not start")
+
+    assert pipeline.worker is not None
+    monkeypatch.setattr(pipeline.worker, "open", broken)
+
+    async def scenario() -> None:
+        with pytest.raises(CloseSpider) as closed:
+            await pipeline.open_spider()
+        assert closed.value.reason == "store_failed"
+        await pipeline.process_item(_page(1))
+        await pipeline.close_spider()
+        await pipeline.finish("store_failed")
+
+    with caplog.at_level(logging.ERROR):
+        asyncio.run(scenario())
+    assert pipeline.worker is None
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1, caplog.text
+    assert "The store could not be opened: RuntimeError: the indexer could not start" in (
+        errors[0].getMessage()
+    )
+    assert errors[0].exc_info is not None
+    assert "not opened" not in caplog.text
+
+
 def test_a_dead_worker_is_reported_not_swallowed(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

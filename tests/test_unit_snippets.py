@@ -182,6 +182,8 @@ def test_snippet_language() -> None:
 
 TEXTS = [
     "The lion hunts zebras at night. Lions sleep all day; the zebra runs.",
+    "The ﬁnal ＰＤＦ of the Zebra\u0301 oﬃce: हिन्दी lions, in\u00adformation ﬀ lion",
+    "我们的搜索引擎很快，数据库管理系统也是 zebra 搜索",
     "İstanbul ist groß: ISTANBUL, istanbul and the Straße of it",
     "PostgreSQL是一个数据库管理系统 and PostgreSQL runs it",
     "the a of and to " * 30 + "vacuum full lock " + "filler words here " * 40 + "vacuuming",
@@ -192,7 +194,17 @@ TEXTS = [
 
 @pytest.mark.parametrize("text", TEXTS)
 @pytest.mark.parametrize(
-    "stems", [{"lion", "zebra"}, {"istanbul"}, {"数据库"}, {"vacuum", "lock"}, {"nothing"}, {""}]
+    "stems",
+    [
+        {"lion", "zebra"},
+        {"istanbul"},
+        {"数据库"},
+        {"vacuum", "lock"},
+        {"nothing"},
+        {""},
+        {"搜索", "final", "pdf"},
+        {"引擎", "zebrá"},
+    ],
 )
 def test_text_words_read_from_the_text_are_word_stems(text: str, stems: set[str]) -> None:
     """Reading only the words (each distinct one stemmed once) finds the same words, query
@@ -463,3 +475,48 @@ def test_a_phrase_check_reads_words_past_the_snippets_limit() -> None:
     SCAN_LIMIT characters still holds it."""
     text = "plain filler words " * (SCAN_LIMIT // 19 + 10) + "zebra stripes"
     assert contains_phrase(word_stems(text, None), ["zebra", "stripe"])
+
+
+# --- Unicode: folded words, Chinese compounds ------------------------------------------------
+
+
+def test_snippet_marks_folded_words_as_they_are_written() -> None:
+    """Words that folding changes (a ligature, full-width letters, a decomposed accent, a
+    soft hyphen) are found by their plain form and marked as the page writes them, the
+    text between them kept: offsets into the original text, whatever folding did to the
+    lengths (ﬁ is two letters, ＰＤＦ three of another width, e + U+0301 one)."""
+    text = "The ﬁnal ＰＤＦ of the oﬃce: Cafe\u0301 menu, in\u00adformation, हिन्दी text, ＰＤＦ."
+    query = parse_query("final pdf office café information हिन्दी")
+    segments = make_snippet(text, set(query.stems))
+    assert marked(segments) == [
+        "ﬁnal", "ＰＤＦ", "oﬃce", "Cafe\u0301", "in\u00adformation", "हिन्दी", "ＰＤＦ",
+    ]  # fmt: skip
+    assert "".join(s.text for s in segments) == text[:-1]  # to the last word
+    # The same, typed in another form: NFD, full-width, the ligature itself.
+    again = parse_query("ＦＩＮＡＬ pdf oﬃce cafe\u0301 information हिन्दी")
+    assert set(again.stems) == set(query.stems)
+    assert make_snippet(text, set(again.stems)) == segments
+    # Folded words in the description too.
+    desc = make_snippet("nothing", set(query.stems), description="The ﬁnal ＰＤＦ")
+    assert marked(desc) == ["ﬁnal", "ＰＤＦ"]
+
+
+def test_snippet_marks_the_part_of_a_chinese_compound_a_query_asked_for() -> None:
+    """A page found by a part of a Chinese compound (the index counts 搜索引擎 as 搜索,
+    索引 and 引擎 too) shows that part marked within the compound."""
+    text = "我们的搜索引擎很快。"
+    assert get_analyzer().words(text).count("搜索引擎") == 1  # one word in default mode
+    for query, expected in [("搜索", ["搜索"]), ("引擎", ["引擎"]), ("搜索引擎", ["搜索引擎"])]:
+        stems = set(parse_query(query).stems)
+        segments = make_snippet(text, stems)
+        assert marked(segments) == expected, query
+        assert "".join(s.text for s in segments) == text[:-1]  # to the last word
+        # The same from the words read for a phrase check.
+        assert make_snippet(text, stems, words=word_stems(text, None)) == segments
+    # Two parts that overlap (搜索, 索引) are one mark; two apart, two marks.
+    assert marked(make_snippet(text, {"搜索", "索引"})) == ["搜索引"]
+    assert marked(make_snippet("搜索引擎", {"搜索", "引擎"})) == ["搜索", "引擎"]
+    # A word that only holds the query's characters, not as one of its words, is no match.
+    assert analysis.cjk_subwords("数据库管理系统")
+    assert "库管" not in analysis.cjk_subwords("数据库管理系统")
+    assert marked(make_snippet("数据库管理系统", {"库管"})) == []

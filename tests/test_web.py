@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, CrawlResult, Site, _env, run_crawl
+from tests.conftest import ROOT, CrawlResult, Site, _env, read_only_tree, run_crawl
 
 PAGES = {
     "/": (
@@ -403,6 +404,95 @@ def test_serve_command(crawled: CrawlResult) -> None:
             timeout=60,
         )
         assert bad.returncode == 2 and option[0] in bad.stderr
+
+
+def test_serve_a_read_only_data_folder(crawled: CrawlResult, tmp_path: Path) -> None:
+    """A deployed copy on a read-only file system: ``serve`` starts and searches, says in
+    one line each what cannot work there, and the admin's login and logout work for the
+    sessions of its own process."""
+    import shutil
+
+    deployed = tmp_path / "deployed"
+    shutil.copytree(crawled.data_dir, deployed)
+    for name in ("web-secret-key", "web-session-epoch", "spidersite.db-wal", "spidersite.db-shm"):
+        (deployed / name).unlink(missing_ok=True)
+    port = _free_port()
+    env = {**_env(deployed, None), "SPIDERSITE_ADMIN_PASSWORD": "a long passphrase"}
+    with read_only_tree(deployed):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "search", "serve", "--port", str(port), "--threads", "2"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    url = f"http://127.0.0.1:{port}/api/search?q=lion"
+                    with urllib.request.urlopen(url, timeout=5) as r:
+                        hits = json.loads(r.read())["hits"]
+                    break
+                except OSError:
+                    if time.monotonic() > deadline or proc.poll() is not None:
+                        raise
+                    time.sleep(0.2)
+            assert hits and hits[0]["url"].endswith("lion.html")
+            with urllib.request.urlopen(hits[0]["document"], timeout=5) as r:
+                assert r.status == 200
+        finally:
+            proc.terminate()
+            out, err = proc.communicate(timeout=10)
+        assert "Serving on" in out, err
+        assert "Traceback" not in err
+        notes = [line for line in err.splitlines() if line.startswith("warning: ")]
+        assert len(notes) == 3, err
+        assert f"the data folder {deployed} cannot be written" in notes[0]
+        assert "searching works" in notes[0]
+        assert "SPIDERSITE_SECRET_KEY" in notes[1]
+        assert "logout" in notes[2] and "this process only" in notes[2]
+
+        # The admin, in this process: its login, and a logout that ends its sessions.
+        app = make_app(deployed, None, SPIDERSITE_ADMIN_PASSWORD="a long passphrase")
+        client = app.test_client()
+        page = text(client.get("/admin/login"))
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
+        assert csrf
+        form = {"password": "a long passphrase", "csrf_token": csrf.group(1)}
+        assert client.post("/admin/login", data=form).status_code == 302
+        assert client.get("/admin/").status_code == 200
+        kept = client.get_cookie("spidersite_session")
+        assert kept is not None
+        page = text(client.get("/admin/"))
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
+        assert csrf
+        resp = client.post("/admin/logout", data={"csrf_token": csrf.group(1)})
+        assert resp.status_code == 302
+        other = app.test_client()  # a copy of the cookie from before the logout
+        other.set_cookie("spidersite_session", kept.value)
+        assert other.get("/admin/").status_code == 302
+        # The admin cannot change the database: said on the page (503), nothing written.
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', text(client.get("/admin/login")))
+        assert csrf
+        form["csrf_token"] = csrf.group(1)
+        assert client.post("/admin/login", data=form).status_code == 302
+        page = text(client.get("/admin/servers/new"))
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
+        assert csrf
+        resp = client.post(
+            "/admin/servers/new",
+            data={"url": "http://new.example/", "userobots": "on", "csrf_token": csrf.group(1)},
+        )
+        assert resp.status_code == 503, text(resp)
+        assert "cannot be written" in text(resp)
+    assert sorted(p.name for p in deployed.iterdir()) == sorted(
+        p.name
+        for p in crawled.data_dir.iterdir()
+        if p.name not in ("web-secret-key", "web-session-epoch")
+        and not p.name.startswith("spidersite.db-")
+    )
 
 
 SECURITY_HEADERS = {

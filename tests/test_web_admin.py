@@ -360,8 +360,7 @@ def test_add_fix_edit_server_and_seeds(admin: tuple[Any, str], app: Any) -> None
     )
 
     # the sites file the admin writes validates, and carries every field
-    path = app.config["SPIDERSITE"].data_dir / "admin" / "test-sites.toml"
-    jobs.write_sites_file(engine_of(app), path)
+    path, _ = jobs.write_sites_file(engine_of(app), app.config["SPIDERSITE"].data_dir / "admin")
     data = tomllib.loads(path.read_text())
     server = data["server"][0]
     assert server["seeds"] == ["http://docs.example/a.html"]
@@ -400,8 +399,7 @@ def test_sitemaps_field_in_the_admin(admin: tuple[Any, str], app: Any) -> None:
     assert edit.status_code == 302
     with Session(engine_of(app)) as s:
         assert s.scalars(select(Server)).one().admin_config["sitemaps"] is False
-    path = app.config["SPIDERSITE"].data_dir / "admin" / "test-sites.toml"
-    jobs.write_sites_file(engine_of(app), path)
+    path, _ = jobs.write_sites_file(engine_of(app), app.config["SPIDERSITE"].data_dir / "admin")
     assert tomllib.loads(path.read_text())["server"][0]["sitemaps"] is False
     registry = ServerRegistry()
     registry.load_file(path)
@@ -423,8 +421,7 @@ def test_ftp_and_news_servers_and_seeds(admin: tuple[Any, str], app: Any) -> Non
         seeds = resp.headers["Location"] + "/seeds"
         resp = client.post(seeds, data={"url": seed, "csrf_token": csrf})
         assert resp.status_code == 302, resp.get_data(as_text=True)
-    path = app.config["SPIDERSITE"].data_dir / "admin" / "test-sites.toml"
-    jobs.write_sites_file(engine_of(app), path)
+    path, _ = jobs.write_sites_file(engine_of(app), app.config["SPIDERSITE"].data_dir / "admin")
     written = {s["url"]: s["seeds"] for s in tomllib.loads(path.read_text())["server"]}
     assert written == {url: [seed] for url, seed in servers.items()}
     registry = ServerRegistry()
@@ -616,11 +613,16 @@ def test_local_crawl_from_the_admin(tmp_path: Path, site: Site) -> None:
     assert client.get("/api/search?q=wombat").get_json()["total"] == 0
 
 
-def test_stop_a_local_crawl(tmp_path: Path, site: Site) -> None:
-    links = [f"/p{i}.html" for i in range(10)]
-    site.page("/", "Slow start", "slow pages", links)
-    for link in links:
-        site.page(link, "Slow page", "a slow page", [], delay=0.5)
+def test_stop_a_local_crawl_and_start_it_again_to_resume_it(tmp_path: Path, site: Site) -> None:
+    """A crawl stopped from the admin (Scrapy's graceful shutdown) and started again with
+    the same servers and seeds resumes, as the same ``scrapy crawl`` command does: the
+    pages it stored are not fetched again."""
+    # A tree of slow pages: a few of its links are known at any time, so that a stop
+    # leaves some to fetch (Scrapy's graceful shutdown finishes the downloads begun).
+    site.page("/", "Slow start", "slow pages", ["/p0.html"])
+    for i in range(14):
+        children = [f"/p{c}.html" for c in (2 * i + 1, 2 * i + 2) if c < 14]
+        site.page(f"/p{i}.html", "Slow page", f"a slow page number{i}", children, delay=0.3)
     app = make_app(tmp_path / "data")
     client = app.test_client()
     csrf = login(client)
@@ -649,6 +651,26 @@ def test_stop_a_local_crawl(tmp_path: Path, site: Site) -> None:
         assert crawl is not None
     assert crawl.finish_reason == "shutdown"
     app.extensions["spidersite.runner"].wait(60)
+    with Session(engine) as s:
+        stored = set(s.scalars(select(Document.url)))
+    assert site.url in stored and len(stored) < 15
+    site.hits.clear()
+    resp = client.post(
+        "/admin/crawls/start", data={"mode": "normal", "csrf_token": csrf}, follow_redirects=True
+    )
+    assert "Crawl started" in resp.get_data(as_text=True)
+    time.sleep(1)  # the placeholder's crawl shows as running until the spider's row is in
+    wait_finished(client, 90)
+    app.extensions["spidersite.runner"].wait(60)
+    with Session(engine) as s:
+        again = s.scalars(select(Crawl).order_by(Crawl.id.desc())).first()
+        urls = set(s.scalars(select(Document.url)))
+    assert again is not None and again.id != crawl.id
+    assert again.finish_reason == "finished", again.finish_reason
+    assert again.stats.get("resume/requests", 0) > 0, again.stats
+    assert len(urls) == 15
+    fetched = {site.url + path.lstrip("/") for path in site.paths()}
+    assert not fetched & stored, fetched & stored  # nothing stored was fetched again
 
 
 def test_topic_crawl_from_the_admin(tmp_path: Path, site: Site) -> None:
@@ -899,6 +921,33 @@ def test_admin_writes_only_inside_the_data_folder(admin: tuple[Any, str], app: A
         "web-secret-key",
         "web-session-epoch",
     ]
+
+
+def test_a_crawl_cannot_start_from_a_read_only_data_folder(tmp_path: Path) -> None:
+    """The database elsewhere (writable), the data folder read-only: the admin's servers
+    can be edited, and starting a crawl says why it cannot (its sites file goes into the
+    data folder), with nothing written."""
+    from tests.conftest import read_only_tree
+
+    data = tmp_path / "data"
+    app = make_app(data, f"sqlite:///{tmp_path / 'spidersite.db'}")
+    client = app.test_client()
+    csrf = login(client)
+    form = {"url": "http://a.example/", "userobots": "on", "csrf_token": csrf}
+    assert client.post("/admin/servers/new", data=form).status_code == 302
+    before = sorted(p.name for p in data.iterdir())
+    with read_only_tree(data):
+        resp = client.post(
+            "/admin/crawls/start",
+            data={"mode": "normal", "csrf_token": csrf},
+            follow_redirects=True,
+        )
+        page = resp.get_data(as_text=True)
+        assert "cannot write the crawl&#39;s sites file in" in page, page
+        assert "crawls cannot be started from a data folder that cannot be written" in page
+        assert sorted(p.name for p in data.iterdir()) == before
+    with Session(engine_of(app)) as s:
+        assert s.scalars(select(Crawl)).all() == []
 
 
 def test_crawl_log_reads_only_the_data_folder(tmp_path: Path) -> None:

@@ -101,21 +101,30 @@ def open_engine(
 #: command's own).
 _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0))}
 _CONTROLS.update({0x0A: "\\n", 0x0D: "\\r"})
-#: JSON's escapes of DEL and C1, which ``json.dumps(ensure_ascii=False)`` writes as they are
-#: (it escapes C0 only).
-_JSON_CONTROLS = {c: f"\\u{c:04x}" for c in range(0x7F, 0xA0)}
+#: The bidirectional controls (Unicode's Bidi_Control: the embeddings, overrides and
+#: isolates, and the marks), which reorder what a terminal shows of the rest of a line: a
+#: title holding U+202E shows the text after it backwards ("Trojan Source", CVE-2021-42574).
+BIDI_CONTROLS = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_CONTROLS.update({c: f"\\u{c:04x}" for c in BIDI_CONTROLS})
+_CONTROLS[ord("\\")] = "\\\\"
+#: JSON's escapes of DEL, C1 and the bidirectional controls, which
+#: ``json.dumps(ensure_ascii=False)`` writes as they are (it escapes C0 only).
+_JSON_CONTROLS = {c: f"\\u{c:04x}" for c in (*range(0x7F, 0xA0), *BIDI_CONTROLS)}
 
 
 def printable(text: object) -> str:
     """*text* safe to print on a terminal: each control character but tab shown as an
-    escape (``\\x1b``, ``\\n``).  Every string that comes from a crawl (a title, a URL, a
-    snippet, a server's error message) or from the database goes through it before a
-    command prints it as text; a page may hold any character."""
+    escape (``\\x1b``, ``\\n``), each bidirectional control as ``\\u202e``, and a backslash
+    as two, so that an escape shown is never text that only looks like one (a title that
+    says ``\\x1b`` in letters prints as ``\\\\x1b``).  Every string that comes from a crawl
+    (a title, a URL, a snippet, a server's error message) or from the database goes through
+    it before a command prints it as text; a page may hold any character."""
     return str(text).translate(_CONTROLS)
 
 
 def write_json(data: Any, out: TextIO, ensure_ascii: bool = False) -> None:
-    """*data* as indented JSON on *out*, with every control character escaped (C1 too)."""
+    """*data* as indented JSON on *out*, with every control character escaped (C1 and the
+    bidirectional controls too)."""
     out.write(json.dumps(data, ensure_ascii=ensure_ascii, indent=2).translate(_JSON_CONTROLS))
     out.write("\n")
 

@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import getpass
 import logging
+import sys
 import threading
 from typing import Any, TextIO
 
@@ -65,6 +66,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     # each hit's text).
     analysis.set_stem_cache_bytes(settings.stem_cache_bytes)
     app = create_app(settings, engine)
+    # A read-only data folder (a deployed copy) is served: what cannot work there is said.
+    sqlite = db.sqlite_path(settings.database_url)
+    for note in settings.read_only_notes(sqlite is not None and db.read_only_sqlite(sqlite)):
+        sys.stderr.write(f"warning: {note}\n")
     warm_up(app)
     # What start-up built (modules, the application, the warmed searcher) lives as long as
     # the process: kept out of the collector's full collections, each of those costs ~2 ms

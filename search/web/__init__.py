@@ -13,6 +13,8 @@ from datetime import timedelta
 from typing import Any
 
 from flask import Flask, jsonify, render_template, request
+from sqlalchemy.exc import OperationalError
+from werkzeug.exceptions import ServiceUnavailable
 
 from search import db
 from search.index import Index
@@ -77,4 +79,18 @@ def create_app(settings: WebSettings, engine: Any = None) -> Flask:
 
     for code in (400, 403, 404, 405, 413, 500):
         app.register_error_handler(code, error)
+
+    def read_only(exc: OperationalError) -> Any:
+        """A write the database refuses because it cannot be written (a read-only
+        deployment's SQLite file): said so, 503, not an internal error."""
+        if not any(m in str(exc.orig).lower() for m in ("readonly", "read-only")):
+            raise exc  # any other failure of the database: an internal error, as before
+        return error(
+            ServiceUnavailable(
+                "The database cannot be written here (a read-only copy): the admin cannot "
+                "change servers and seeds, or record crawls, on this server."
+            )
+        )
+
+    app.register_error_handler(OperationalError, read_only)
     return app

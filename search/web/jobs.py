@@ -2,18 +2,24 @@
 ``scrapy crawl`` processes).
 
 The admin writes a sites file (TOML, the format of ``-a sites=``) from the servers and
-seeds it manages, one file per crawl under ``<data dir>/admin/``, and starts the ``site``
-spider with it.  It records the crawl in ``crawls`` at once (a *placeholder* row with the
-job id); when the spider opens, it writes its own row with the same ``sites`` argument, and
-:func:`reconcile` moves the job id and log file onto that row and drops the placeholder.
+seeds it manages under ``<data dir>/admin/``, named by its content (``sites-<hash>.toml``),
+and starts the ``site`` spider with it: a crawl of the same servers, seeds and settings
+has the same arguments as the last one, and resumes it when it was stopped or killed, as
+the same ``scrapy crawl`` command does.  It records the crawl in ``crawls`` at once (a
+*placeholder* row with the job id); when the spider opens, it writes its own row with the
+same ``sites`` argument, and :func:`reconcile` moves the job id and log file onto that row
+(the first such row not claimed by another job, started since) and drops the placeholder.
 
 This module does not import Scrapy: the crawler runs in another process.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import logging
+import os
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -65,12 +71,15 @@ def sites_toml(servers: Iterable[tuple[str, Mapping[str, Any], list[str]]]) -> s
 
 
 def write_sites_file(
-    engine: Engine, path: Path, server_ids: Iterable[int] | None = None
-) -> list[str]:
-    """Write the sites file of the admin's servers (all, or *server_ids*); validate it.
+    engine: Engine, folder: Path, server_ids: Iterable[int] | None = None
+) -> tuple[Path, list[str]]:
+    """Write the sites file of the admin's servers (all, or *server_ids*) into *folder*,
+    named by its content (the same servers, seeds and fields: the same file, so that a
+    crawl of them started again has the arguments of the last one); validate it.
 
-    Returns the server URLs written.  Raises :class:`JobError` when there is no server, or
-    when the file does not validate (which the admin's own checks should prevent).
+    Returns its path and the server URLs written.  Raises :class:`JobError` when there is
+    no server, or when the file does not validate (which the admin's own checks should
+    prevent).
     """
     with Session(engine) as s:
         query = select(Server).where(Server.admin_config.is_not(None)).order_by(Server.url)
@@ -85,13 +94,26 @@ def write_sites_file(
             entries.append((server.url, dict(server.admin_config or {}), list(seeds)))
     if not entries:
         raise JobError("no server to crawl: add a server in the admin first")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(sites_toml(entries), encoding="utf-8")
+    text = sites_toml(entries)
+    path = folder / f"sites-{hashlib.sha256(text.encode()).hexdigest()[:16]}.toml"
+    # Whole or not at all: a crawl of the same servers may be reading it as it starts.
+    part = folder / f".{path.name}.{uuid.uuid4().hex}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        part.write_text(text, encoding="utf-8")
+        os.replace(part, path)
+    except OSError as exc:  # a read-only data folder (a deployed copy)
+        with contextlib.suppress(OSError):
+            part.unlink()
+        raise JobError(
+            f"cannot write the crawl's sites file in {folder}: {exc.strerror}; crawls "
+            f"cannot be started from a data folder that cannot be written"
+        ) from None
     try:
         ServerRegistry().load_file(path)
     except ValueError as exc:
         raise JobError(f"the sites file does not validate: {exc}") from None
-    return [url for url, _, _ in entries]
+    return path, [url for url, _, _ in entries]
 
 
 # -- starting and following crawls ----------------------------------------------------
@@ -108,8 +130,7 @@ def start_crawl(
 ) -> Crawl:
     """Write the sites file, start the spider, record the crawl; return its row."""
     job_id = uuid.uuid4().hex
-    sites = settings.data_dir / "admin" / f"sites-{job_id}.toml"
-    servers = write_sites_file(engine, sites, server_ids)
+    sites, servers = write_sites_file(engine, settings.data_dir / "admin", server_ids)
     args: dict[str, str] = {"sites": str(sites)}
     if topic:
         args["topic"] = topic
@@ -142,23 +163,16 @@ def reconcile(engine: Engine, runner: Runner) -> None:
     now = datetime.now(UTC)
     with Session(engine) as s, s.begin():
         open_rows = s.scalars(
-            select(Crawl).where(Crawl.job_id.is_not(None), Crawl.finished_at.is_(None))
+            select(Crawl)
+            .where(Crawl.job_id.is_not(None), Crawl.finished_at.is_(None))
+            .order_by(Crawl.id)
         ).all()
         for row in open_rows:
             args = dict(row.args or {})
             if args.get("placeholder"):
-                started = _aware(row.started_at)
-                candidates = s.scalars(
-                    select(Crawl).where(
-                        Crawl.job_id.is_(None),
-                        Crawl.spider == SPIDER,
-                        Crawl.started_at >= started - timedelta(minutes=5),
-                    )
-                ).all()
-                match = next(
-                    (c for c in candidates if (c.args or {}).get("sites") == args.get("sites")),
-                    None,
-                )
+                # The crawls of the same servers share a sites file: the earliest row not
+                # claimed yet is this job's (placeholders are matched in their order).
+                match = next(iter(_spider_rows(s, row)), None)
                 if match is not None:
                     args.pop("placeholder")
                     match.args = {**args, **(match.args or {})}
@@ -172,7 +186,7 @@ def reconcile(engine: Engine, runner: Runner) -> None:
                 continue
             if state == FINISHED:
                 # Recheck: the spider may have written its row just before exiting.
-                if args.get("placeholder") and _has_spider_row(s, args.get("sites")):
+                if args.get("placeholder") and _spider_rows(s, row):
                     continue
                 row.finished_at = now
                 code = getattr(runner, "exit_code", lambda _c: None)(row)
@@ -185,9 +199,18 @@ def reconcile(engine: Engine, runner: Runner) -> None:
                 row.finish_reason = reason
 
 
-def _has_spider_row(s: Session, sites: Any) -> bool:
-    rows = s.scalars(select(Crawl).where(Crawl.job_id.is_(None), Crawl.spider == SPIDER)).all()
-    return any((c.args or {}).get("sites") == sites for c in rows)
+def _spider_rows(s: Session, placeholder: Crawl) -> list[Crawl]:
+    """The spider's rows not claimed by a job that may be *placeholder*'s: the same sites
+    file, started at most 5 minutes before it (the spider may write its row before the
+    admin writes the placeholder) or after; earliest first."""
+    started = _aware(placeholder.started_at) - timedelta(minutes=5)
+    sites = (placeholder.args or {}).get("sites")
+    rows = s.scalars(
+        select(Crawl)
+        .where(Crawl.job_id.is_(None), Crawl.spider == SPIDER, Crawl.started_at >= started)
+        .order_by(Crawl.id)
+    ).all()
+    return [c for c in rows if (c.args or {}).get("sites") == sites]
 
 
 def _aware(value: datetime) -> datetime:

@@ -16,6 +16,7 @@ import contextlib
 import functools
 import hmac
 import ipaddress
+import logging
 import math
 import os
 import secrets
@@ -29,6 +30,8 @@ from urllib.parse import urlsplit
 
 from flask import abort, current_app, redirect, request, session, url_for
 from werkzeug.security import check_password_hash
+
+logger = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -73,18 +76,41 @@ class SessionEpoch:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        #: The epoch of this process alone, once the file could not be written (a
+        #: read-only data folder): a logout then ends the sessions of this process only.
+        self.own: str | None = None
 
     def current(self) -> str:
+        if self.own is not None:
+            return self.own
         try:
             return self.path.read_text(encoding="ascii").strip()
         except FileNotFoundError:
             pass
-        self._write(replace=False)  # another process may have created it meanwhile
+        try:
+            self._write(replace=False)  # another process may have created it meanwhile
+        except OSError:
+            return self._own()
         return self.path.read_text(encoding="ascii").strip()
 
     def rotate(self) -> None:
-        """A new epoch: every session logged in before now is refused."""
-        self._write(replace=True)
+        """A new epoch: every session logged in before now is refused (by this process
+        only, when the file cannot be replaced)."""
+        try:
+            self._write(replace=True)
+        except OSError:
+            self.own = None
+            self._own()
+
+    def _own(self) -> str:
+        if self.own is None:
+            logger.warning(
+                "Cannot write the session epoch %s: a logout ends the sessions of this "
+                "process only",
+                self.path,
+            )
+            self.own = secrets.token_urlsafe(32)
+        return self.own
 
     def _write(self, replace: bool) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

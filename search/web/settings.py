@@ -59,8 +59,10 @@ def admin_password_hash(env: Mapping[str, str]) -> str | None:
     return hash_password(password)
 
 
-def secret_key(env: Mapping[str, str], data_dir: Path) -> str:
-    """The session signing key: from the environment, else kept in ``<data dir>/web-secret-key``."""
+def secret_key(env: Mapping[str, str], data_dir: Path) -> str | None:
+    """The session signing key: from the environment, else kept in ``<data dir>/web-secret-key``
+    (created once).  None when there is none and the data folder cannot be written (a
+    read-only deployment): the caller then signs with a key of its own process."""
     key = env.get("SPIDERSITE_SECRET_KEY")
     if key:
         return key
@@ -73,12 +75,25 @@ def secret_key(env: Mapping[str, str], data_dir: Path) -> str:
     stored = data_dir / "web-secret-key"
     if stored.exists():
         return stored.read_text(encoding="utf-8").strip()
-    data_dir.mkdir(parents=True, exist_ok=True)
     key = secrets.token_urlsafe(48)
-    fd = os.open(stored, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(stored, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process's won
+        return stored.read_text(encoding="utf-8").strip()
+    except OSError:  # a read-only data folder
+        return None
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(key + "\n")
     return key
+
+
+def writable(folder: Path) -> bool:
+    """Whether files can be made in *folder* (or, when it does not exist yet, in the
+    nearest folder above it that does)."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return os.access(folder, os.W_OK | os.X_OK)
 
 
 def _positive(env: Mapping[str, str], name: str, default: int) -> int:
@@ -120,6 +135,39 @@ class WebSettings:
     login_attempts: int = 10
     #: Bytes of the searcher's cache of stems (``SPIDERSITE_STEM_CACHE_MB``).
     stem_cache_bytes: int = 32 << 20
+    #: Whether files can be made in the data folder (not on a read-only deployment: see
+    #: :meth:`read_only_notes`).
+    data_writable: bool = True
+    #: Whether :attr:`secret_key` is this process's own, made at start (no key set, none
+    #: stored, and the data folder cannot be written).
+    secret_key_ephemeral: bool = False
+
+    def read_only_notes(self, database_read_only: bool) -> list[str]:
+        """What cannot work on a data folder that cannot be written (none when it can),
+        one line each, for ``serve`` to say as it starts."""
+        if self.data_writable:
+            return []
+        cannot = ["crawls cannot be started from the admin (their sites file and log go there)"]
+        if database_read_only:
+            cannot.insert(
+                0, "the admin cannot change servers and seeds (the database is read-only)"
+            )
+        notes = [
+            f"the data folder {self.data_dir} cannot be written: searching works; "
+            + "; ".join(cannot)
+        ]
+        if self.secret_key_ephemeral:
+            notes.append(
+                "session cookies are signed with a key of this process (none is stored in "
+                "the data folder): logins end when it stops and are not shared with other "
+                "processes; set SPIDERSITE_SECRET_KEY or SPIDERSITE_SECRET_KEY_FILE"
+            )
+        notes.append(
+            "a logout ends the admin sessions of this process only (the session epoch "
+            "cannot be replaced in the data folder): other processes serving it keep "
+            "theirs; to end every session, change SPIDERSITE_SECRET_KEY and restart them"
+        )
+        return notes
 
     @classmethod
     def from_env(
@@ -145,11 +193,14 @@ class WebSettings:
             raise SettingsError(f"SPIDERSITE_SCRAPYD_URL {scrapyd!r} is not an http(s) URL")
         attempts = _positive(env, "SPIDERSITE_LOGIN_ATTEMPTS", 10)
         stem_cache_mb = _positive(env, "SPIDERSITE_STEM_CACHE_MB", 32)
+        key = secret_key(env, data)
         return cls(
             database_url=url,
             index_dir=index.resolve(),
             data_dir=data,
-            secret_key=secret_key(env, data),
+            secret_key=key or secrets.token_urlsafe(48),
+            secret_key_ephemeral=key is None,
+            data_writable=writable(data),
             admin_password_hash=admin_password_hash(env),
             scrapyd_url=scrapyd.rstrip("/") + "/" if scrapyd else None,
             scrapyd_username=env.get("SPIDERSITE_SCRAPYD_USERNAME") or None,

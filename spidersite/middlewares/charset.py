@@ -45,7 +45,7 @@ The response is replaced by one with an explicit ``encoding``; the spider reads
 ``response.encoding`` and hands it to lxml with the raw body.
 
 Priority 585 in ``DOWNLOADER_MIDDLEWARES``: ``process_response`` runs from high numbers to
-low, so it sees bodies after HttpCompressionMiddleware (590) has decompressed them, and
+low, so it sees bodies after the decompression middleware (590) has decompressed them, and
 before MetaRefreshMiddleware (580) reads ``response.text``.
 
 Switch off with ``CHARSET_ENABLED = False``.  ``CHARSET_DETECT_MAX_BYTES`` (default

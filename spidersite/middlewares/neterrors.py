@@ -2,13 +2,13 @@
 and HTTP 5xx answers).
 
 Every failed attempt counts, retries included (this middleware sits between the retry
-middleware and the downloader), and so does a failed robots.txt request.  When a server
-reaches its ``max_net_errors`` (``0`` = never cut off), it is marked cut off in the crawl's
-:class:`~spidersite.serverstate.ServerState` (which also holds the error counts), its
-remaining requests are dropped by the server-config and concurrency middlewares, the
-``server_disabled`` signal tells the store to mark it in ``servers``, and the crawl goes on
-with the other servers.  Switch off with
-``NETERRORS_ENABLED = False``.
+middleware and the downloader), and so does a failed robots.txt request, and a compressed
+body cut before its end (counted by the compression middleware: :func:`count_net_error`).
+When a server reaches its ``max_net_errors`` (``0`` = never cut off), it is marked cut off
+in the crawl's :class:`~spidersite.serverstate.ServerState` (which also holds the error
+counts), its remaining requests are dropped by the server-config and concurrency
+middlewares, the ``server_disabled`` signal tells the store to mark it in ``servers``, and
+the crawl goes on with the other servers.  Switch off with ``NETERRORS_ENABLED = False``.
 
 Stats: ``neterrors/count``, ``neterrors/servers_cut_off``.
 """
@@ -38,8 +38,6 @@ class NetErrorMiddleware:
         if not crawl_settings(crawler).neterrors_enabled:
             raise NotConfigured("NETERRORS_ENABLED is off")
         self.crawler = crawler
-        self.stats = crawler.stats
-        self.state = server_state(crawler)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NetErrorMiddleware:
@@ -48,39 +46,44 @@ class NetErrorMiddleware:
     def process_response(self, request: Request, response: Response) -> Response:
         """A server answering 5xx is failing too: each such answer counts."""
         if response.status >= 500:
-            self._count(request, f"HTTP {response.status}")
+            count_net_error(self.crawler, request, f"HTTP {response.status}")
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> None:
         if not is_network_error(exception) or isinstance(exception, IgnoreRequest):
             return None
-        self._count(request, classify_exception(exception))
+        count_net_error(self.crawler, request, classify_exception(exception))
         return None
 
-    def _count(self, request: Request, what: str) -> None:
-        state = self.state
-        server = state.server(request.url)
-        if server is None:
-            return
-        self.stats.inc_value("neterrors/count")
-        state.errors[server.url] += 1
-        count = state.errors[server.url]
-        limit = server.max_net_errors
-        if limit and count >= limit and server.url not in state.disabled:
-            reason = (
-                f"{count} network errors (max_net_errors = {limit}), last: {what} on {request.url}"
-            )
-            logger.warning(
-                "Cutting off server %s: %s",
-                server.url,
-                reason,
-                extra={"spider": self.crawler.spider},
-            )
-            self.stats.inc_value("neterrors/servers_cut_off")
-            state.disable(server.url, reason)
-            self.crawler.signals.send_catch_log(
-                signals.server_disabled, server=server.url, errors=count, reason=reason
-            )
-        if server.url in state.disabled:
-            # No retries for a server that is cut off; the failure keeps its own kind.
-            request.meta["dont_retry"] = True
+
+def count_net_error(crawler: Crawler, request: Request, what: str) -> None:
+    """Count a network error of *request*'s server (*what*: its kind, or ``HTTP 503``), and
+    cut the server off at its ``max_net_errors``.  For the middlewares that find a failure
+    this one cannot see: one that ``process_response`` raises (a compressed body cut
+    short, :mod:`spidersite.middlewares.compression`) reaches no ``process_exception``.
+    Nothing with ``NETERRORS_ENABLED`` off."""
+    if not crawl_settings(crawler).neterrors_enabled:
+        return
+    state = server_state(crawler)
+    server = state.server(request.url)
+    if server is None:
+        return
+    stats = crawler.stats
+    assert stats is not None
+    stats.inc_value("neterrors/count")
+    state.errors[server.url] += 1
+    count = state.errors[server.url]
+    limit = server.max_net_errors
+    if limit and count >= limit and server.url not in state.disabled:
+        reason = f"{count} network errors (max_net_errors = {limit}), last: {what} on {request.url}"
+        logger.warning(
+            "Cutting off server %s: %s", server.url, reason, extra={"spider": crawler.spider}
+        )
+        stats.inc_value("neterrors/servers_cut_off")
+        state.disable(server.url, reason)
+        crawler.signals.send_catch_log(
+            signals.server_disabled, server=server.url, errors=count, reason=reason
+        )
+    if server.url in state.disabled:
+        # No retries for a server that is cut off; the failure keeps its own kind.
+        request.meta["dont_retry"] = True

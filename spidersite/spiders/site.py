@@ -333,6 +333,12 @@ class SiteSpider(Spider):
                 self.crawler.stats.inc_value("recrawl/moved")
                 yield GoneItem(redirects[0], stored["id"], 301)
             request = request.replace(url=redirects[0])
+        elif request.meta.get("stored") and failure.check(errors.RobotsDenied):
+            # A stored page robots.txt has come to forbid leaves the index, as Nutch
+            # drops it; robots.txt that cannot be fetched allows everything, so only
+            # the rules the server wrote take a page out.
+            self.crawler.stats.inc_value("recrawl/forbidden")
+            yield GoneItem(request.url, request.meta["stored"]["id"], None)
         server = self.servers.get(request.url)
         self.crawler.stats.inc_value(f"site/errors/{kind}")
         level = logging.DEBUG if failure.check(IgnoreRequest, HttpError) else logging.WARNING
