@@ -40,7 +40,36 @@ sys.path.insert(0, str(ROOT))
 
 import _measure  # noqa: E402
 
+from search import postingcodec  # noqa: E402
+
 TARGET = 1000.0
+
+
+def add_marker_postings(cur: sqlite3.Cursor, first: int, last: int) -> None:
+    """Give each document of an id in ``first + 1 … last`` its marker stem (``qcopy<id>``,
+    a word of an id above all of its others) as one more posting, counted once in the
+    body, of weight 1 (one postings row a document, :mod:`search.postingcodec`)."""
+    markers = cur.execute(
+        "SELECT d.id, w.id, w.stem FROM documents d JOIN words w ON w.stem = 'qcopy' || d.id "
+        "WHERE d.id > ? AND d.id <= ?",
+        (first, last),
+    ).fetchall()
+    for did, wid, stem in markers:
+        row = cur.execute(
+            "SELECT word_ids, surfaces, counts, weights FROM postings WHERE document_id = ?",
+            (did,),
+        ).fetchone()
+        old = postingcodec.decode(row[0], row[2], row[1], row[3]) if row else None
+        word_ids = [*(old.word_ids.tolist() if old else []), wid]
+        surfaces = [*(old.surfaces or [] if old else []), stem]
+        counts = [*(old.counts.ravel().tolist() if old else []), 1, 0, 0, 0, 0, 0]
+        weights = [*(old.weights.tolist() if old and old.weights is not None else []), 1.0]
+        packed = postingcodec.encode(word_ids, surfaces, counts, weights)
+        cur.execute(
+            "INSERT OR REPLACE INTO postings (document_id, word_ids, surfaces, counts, weights) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (did, packed.word_ids, packed.surfaces, packed.counts, packed.weights),
+        )
 
 
 def replicate(db: Path, docs: int) -> dict[str, int]:
@@ -54,7 +83,7 @@ def replicate(db: Path, docs: int) -> dict[str, int]:
         (top,) = cur.execute("SELECT max(id) FROM documents").fetchone()
         columns = [row[1] for row in cur.execute("PRAGMA table_info(documents)")]
         shifted = {"id", "clone_of_id", "near_duplicate_of_id"}
-        # Every column of postings, whatever the schema's version (boilerplate_count ...).
+        # Every column of postings (one row a document since migration 0014).
         posting_columns = [row[1] for row in cur.execute("PRAGMA table_info(postings)")]
         posting_names = ", ".join(f'"{c}"' for c in posting_columns)
         posting_select = ", ".join(
@@ -100,13 +129,7 @@ def replicate(db: Path, docs: int) -> dict[str, int]:
                 "WHERE id > ? AND id <= ?",
                 (off, last),
             )
-            cur.execute(
-                "INSERT INTO postings (document_id, word_id, surface, body_count, title_count, "
-                "url_count, desc_count, keywords_count, weight) SELECT d.id, w.id, w.stem, "
-                "1, 0, 0, 0, 0, 1.0 FROM documents d JOIN words w ON w.stem = 'qcopy' || d.id "
-                "WHERE d.id > ? AND d.id <= ?",
-                (off, last),
-            )
+            add_marker_postings(cur, off, last)
             con.commit()
             total += take
             copy += 1

@@ -50,6 +50,8 @@ import _measure
 import crawl
 import scale
 
+from search import postingcodec
+
 SITE_FORMAT = 1
 FANOUT = 8
 WORDS = 300
@@ -156,11 +158,11 @@ def check_markers(db: Path, base_url: str, pages: int, seed: int) -> dict[str, A
         for n in sample:
             url = urllib.parse.urljoin(base_url, page_path(n))
             row = conn.execute(
-                "SELECT 1 FROM postings p JOIN words w ON w.id = p.word_id JOIN documents d "
-                "ON d.id = p.document_id WHERE w.stem = ? AND d.url = ?",
+                "SELECT p.word_ids, w.id FROM postings p JOIN documents d ON d.id = "
+                "p.document_id JOIN words w ON w.stem = ? WHERE d.url = ?",
                 (scale.marker(n), url),
             ).fetchone()
-            if row is None:
+            if row is None or row[1] not in postingcodec.decode_word_ids(row[0]):
                 missed.append(n)
     return {"checked": len(sample), "found": len(sample) - len(missed), "missed": missed[:10]}
 

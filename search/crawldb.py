@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from array import array
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from datetime import UTC, datetime
@@ -22,10 +23,8 @@ from typing import Any
 import numpy as np
 from sqlalchemy import (
     Engine,
-    Text,
     and_,
     bindparam,
-    cast,
     delete,
     func,
     insert,
@@ -36,11 +35,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import SQLAlchemyError
 
+from search import postingcodec
 from search.analysis import SECTIONS
 from search.db import chunks
 from search.duplicates import orphaned
 from search.models import Crawl, Document, InLink, Link, Posting, Server, Word
-from search.rows import NotDue, PostingsPage
+from search.rows import NotDue, PageWord, PostingsPage
 
 #: What makes a stored document belong in the index.
 INDEXABLE = and_(
@@ -62,9 +62,6 @@ _REVISIT_COLUMNS = (
     Document.checksum,
     Document.change_interval,
 )
-
-#: The posting columns of the section counts, in :data:`search.analysis.SECTIONS` order.
-_SECTION_COLUMNS = [getattr(Posting, f"{s}_count") for s in SECTIONS]
 
 
 #: Document ids a statement of :meth:`CrawlDB.linkranks` asks for at once.
@@ -247,19 +244,15 @@ class CrawlDB:
         a page, in id order (only those not indexed yet, stored *before* a time, or among
         *ids*), as arrays.
 
-        The postings of a page come in one row per document, each column's values joined
-        into one string (``group_concat`` on SQLite, ``string_agg`` on PostgreSQL; every
-        aggregate of a group reads its rows in the same order), read back by numpy's
-        parser: a database driver's row per posting costs more than the rest of a
-        rebuild.  A page of consecutive ids is read as one range of the postings' key,
-        a sparse one (re-crawled pages among many) by its ids."""
-        columns = [Posting.word_id, *_SECTION_COLUMNS]
+        A page's postings rows (one a document, :mod:`search.postingcodec`) are read
+        without their surface forms and weights, which a rebuild does not use.  A page
+        of consecutive ids is read as one range of the postings' key, a sparse one
+        (re-crawled pages among many) by its ids."""
         stmt = self._indexable(
             select(Document.id, Document.url, Document.server_id), only_unindexed, before
         )
         if ids is not None:
             stmt = stmt.where(Document.id.in_(list(ids)))
-        joined = [func.aggregate_strings(cast(c, Text), ",") for c in columns]
         for docs in self._pages(stmt, Document.id, chunk):
             page_ids = [d.id for d in docs]
             if page_ids[-1] - page_ids[0] < 2 * len(page_ids):
@@ -268,30 +261,82 @@ class CrawlDB:
                 which = Posting.document_id.in_(page_ids)
             with self.engine.connect() as conn:
                 rows = conn.execute(
-                    select(Posting.document_id, func.count(), *joined)
-                    .where(which)
-                    .group_by(Posting.document_id)
-                    .order_by(Posting.document_id)
+                    select(Posting.document_id, Posting.word_ids, Posting.counts).where(which)
                 ).all()
             wanted = set(page_ids)  # the range also holds documents not in the index
-            rows = [row for row in rows if row[0] in wanted]
-            size_of = {row[0]: row[1] for row in rows}
-            values = [
-                np.fromstring(",".join(str(row[2 + i]) for row in rows), dtype=np.int64, sep=",")
-                if rows
-                else np.empty(0, dtype=np.int64)
-                for i in range(len(columns))
-            ]
+            by_id = {
+                row[0]: postingcodec.decode(row[1], row[2]) for row in rows if row[0] in wanted
+            }
+            got = [by_id[i] for i in page_ids if i in by_id]
             yield PostingsPage(
                 page_ids,
                 [d.url for d in docs],
                 [d.server_id for d in docs],
-                np.array([size_of.get(i, 0) for i in page_ids], dtype=np.int64),
-                values[0],
-                np.stack(values[1:], axis=1)
-                if rows
+                np.array([len(by_id[i]) if i in by_id else 0 for i in page_ids], dtype=np.int64),
+                np.concatenate([p.word_ids for p in got]) if got else np.empty(0, dtype=np.int64),
+                np.concatenate([p.counts for p in got])
+                if got
                 else np.empty((0, len(SECTIONS)), dtype=np.int64),
             )
+
+    def postings(
+        self, doc_ids: Sequence[int], surfaces: bool = True, weights: bool = True
+    ) -> dict[int, postingcodec.DocumentPostings]:
+        """docid -> its postings (:class:`search.postingcodec.DocumentPostings`, in word id
+        order), for the documents of *doc_ids* that have any; their surface forms and
+        weights too, unless told not to read them."""
+        columns: list[Any] = [
+            Posting.document_id,
+            Posting.word_ids,
+            Posting.counts,
+            Posting.surfaces if surfaces else null(),
+            Posting.weights if weights else null(),
+        ]
+        out: dict[int, postingcodec.DocumentPostings] = {}
+        with self.engine.connect() as conn:
+            for part in chunks(list(doc_ids)):
+                for row in conn.execute(select(*columns).where(Posting.document_id.in_(part))):
+                    out[row[0]] = postingcodec.decode(row[1], row[2], row[3], row[4])
+        return out
+
+    def top_words(self, doc_id: int, limit: int = 50) -> tuple[list[PageWord], int]:
+        """The *limit* stems of document *doc_id* of the highest weight (then by stem),
+        with their surface forms and counts, and how many stems it has."""
+        posts = self.postings([doc_id]).get(doc_id)
+        if posts is None or posts.surfaces is None or posts.weights is None:
+            return [], 0
+        stems = self.stems(sorted(set(posts.word_ids.tolist())))
+        weights = posts.weights.tolist()
+        order = sorted(
+            range(len(posts)), key=lambda i: (-weights[i], stems.get(int(posts.word_ids[i]), ""))
+        )[:limit]
+        words = []
+        for i in order:
+            body, title, url, desc, keywords, boilerplate = posts.counts[i].tolist()
+            stem = stems.get(int(posts.word_ids[i]), "")
+            words.append(
+                PageWord(
+                    stem,
+                    posts.surfaces[i],
+                    body,
+                    title,
+                    url,
+                    desc,
+                    keywords,
+                    boilerplate,
+                    weights[i],
+                )
+            )
+        return words, len(posts)
+
+    def word_ids(self, stems: Sequence[str]) -> dict[str, int]:
+        """stem -> word id, for the stems of *stems* the words have."""
+        out: dict[str, int] = {}
+        with self.engine.connect() as conn:
+            for part in chunks(list(stems)):
+                rows = conn.execute(select(Word.stem, Word.id).where(Word.stem.in_(part)))
+                out.update((stem, wid) for stem, wid in rows)
+        return out
 
     def vocabulary(self) -> list[str]:
         """The stem of each word id (a list indexed by id; ``""`` where no word has it)."""
@@ -554,38 +599,37 @@ class CrawlDB:
         """docid -> stem -> section -> count, from the stored postings."""
         if not ids or not stems:
             return {}
+        by_id = {wid: stem for stem, wid in self.word_ids(stems).items()}
+        if not by_id:
+            return {}
+        wanted = np.array(sorted(by_id), dtype=np.int64)
         out: dict[int, dict[str, dict[str, int]]] = {}
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(Posting.document_id, Word.stem, *_SECTION_COLUMNS)
-                .join(Word, Word.id == Posting.word_id)
-                .where(Posting.document_id.in_(list(ids)), Word.stem.in_(list(stems)))
-            )
-            for row in rows:
-                out.setdefault(row.document_id, {})[row.stem] = dict(
-                    zip(SECTIONS, row[2:], strict=True)
-                )
+        for did, posts in self.postings(ids, surfaces=False, weights=False).items():
+            at = np.flatnonzero(np.isin(posts.word_ids, wanted))
+            for i in at.tolist():
+                counts = posts.counts[i].tolist()
+                stem = by_id[int(posts.word_ids[i])]
+                out.setdefault(did, {})[stem] = dict(zip(SECTIONS, counts, strict=True))
         return out
 
     def surfaces(self, stem: str, doc_ids: Sequence[int]) -> list[tuple[str, int]]:
         """The surface forms of *stem* in the postings of documents *doc_ids* (a sample of
         the documents that hold it), most frequent first, with their counts.
 
-        Read by document (the postings' primary key), never by stem: the postings have no
-        index by stem, whose upkeep was most of the cost of storing a page at size (see
-        migration 0008)."""
+        Read by document (the postings' key), never by stem: the postings have no index
+        by stem, whose upkeep was most of the cost of storing a page at size (see
+        migration 0008), and since migration 0014 a document's postings are one row."""
         if not doc_ids:
             return []
-        count = func.count().label("n")
-        stmt = (
-            select(Posting.surface, count)
-            .join(Word, Word.id == Posting.word_id)
-            .where(Posting.document_id.in_(list(doc_ids)), Word.stem == stem)
-            .group_by(Posting.surface)
-            .order_by(count.desc(), Posting.surface)
-        )
-        with self.engine.connect() as conn:
-            return [(row[0], int(row[1])) for row in conn.execute(stmt)]
+        wid = self.word_ids([stem]).get(stem)
+        if wid is None:
+            return []
+        found: Counter[str] = Counter()
+        for posts in self.postings(doc_ids, weights=False).values():
+            i = int(np.searchsorted(posts.word_ids, wid))
+            if i < len(posts) and posts.word_ids[i] == wid and posts.surfaces is not None:
+                found[posts.surfaces[i]] += 1
+        return sorted(found.items(), key=lambda item: (-item[1], item[0]))
 
     def documents(self, ids: Sequence[int], with_text: bool = False) -> dict[int, Any]:
         """docid -> row ``id, url, title, description, content_type, language, text``

@@ -238,7 +238,7 @@ def create(url: str | None = None, **kwargs: Any) -> Engine:
 #: :mod:`search.models`: a new database is created from the models and stamped with it,
 #: and a database already there is up to date when Alembic's version table holds it.  A new
 #: migration sets it to its revision (tests/test_unit_schema.py checks both).
-SCHEMA_REVISION = "0013"
+SCHEMA_REVISION = "0014"
 
 #: Alembic's version table, as Alembic creates it (``alembic_version``, one row).
 _VERSION_TABLE = Table(

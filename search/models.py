@@ -23,6 +23,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -129,33 +130,32 @@ class Word(Base):
 
 
 class Posting(Base):
-    """A stem in a document: surface form, count per section, weight (the WORD record).
+    """A document's postings, one row a document: for each of its stems, the word id,
+    surface form, count per section and weight (the WORD records), packed into four
+    binary columns (:mod:`search.postingcodec`, migration 0014).
 
-    On SQLite the table is WITHOUT ROWID (migration 0011): its rows live in the primary
-    key's own b-tree, in (document, word) order, instead of a table by row id with the
-    key's index beside it, so a page's postings are written once, not twice
-    (``benchmarks/postings.py``: ~32 % less disk and ~14 % less time a page)."""
+    The postings are read by document only (a rebuild, the page-info view, a query's
+    section counts and surface forms).  A row a document and stem, as before 0014, made
+    ~385 rows and as many entries of its primary key a page: at 10,000 pages on
+    PostgreSQL, 72 % of the write-ahead log a crawl wrote and 416 of the database's
+    563 MB (benchmarks/README.md)."""
 
     __tablename__ = "postings"
-    __table_args__ = {"sqlite_with_rowid": False}
 
-    #: A ``documents.id`` and a ``words.id``, with no foreign key (migration 0012): the
-    #: store writes a page's postings in the transaction of its document row, after
-    #: deleting the ones they replace, and no document or word is ever deleted; checking
-    #: each posting's two keys was most of PostgreSQL's work in storing a page.
+    #: A ``documents.id``, with no foreign key (migration 0012): the store writes a page's
+    #: postings in the transaction of its document row, after deleting the ones they
+    #: replace, and no document is ever deleted.  A page without words has no row.
     document_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    #: No index of its own: the postings are read by document (the primary key); an index
-    #: by stem cost most of a page's store at size (migration 0008).
-    word_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    surface: Mapped[str] = mapped_column(String(128))
-    body_count: Mapped[int] = mapped_column(Integer, default=0)
-    title_count: Mapped[int] = mapped_column(Integer, default=0)
-    url_count: Mapped[int] = mapped_column(Integer, default=0)
-    desc_count: Mapped[int] = mapped_column(Integer, default=0)
-    keywords_count: Mapped[int] = mapped_column(Integer, default=0)
-    #: Occurrences outside the page's main content (navigation, header, footer, sidebars).
-    boilerplate_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    weight: Mapped[float] = mapped_column(Float, default=0.0)
+    #: The stems' ``words.id``, 4 bytes each, ascending (no foreign key either).
+    word_ids: Mapped[bytes] = mapped_column(LargeBinary)
+    #: Their surface forms, UTF-8, separated by a zero byte.
+    surfaces: Mapped[bytes] = mapped_column(LargeBinary)
+    #: A byte giving a count's width, then each stem's counts in
+    #: :data:`search.analysis.SECTIONS` order (body, title, url, desc, keywords and
+    #: boilerplate: occurrences outside the page's main content).
+    counts: Mapped[bytes] = mapped_column(LargeBinary)
+    #: Their weights (Σ count × section weight), 8-byte floats.
+    weights: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class Link(Base):

@@ -129,6 +129,22 @@ class PostingsPage:
 
 
 @dataclass(slots=True)
+class PageWord:
+    """A stem of a stored document as the page-info view shows it
+    (:meth:`search.crawldb.CrawlDB.top_words`)."""
+
+    stem: str
+    surface: str
+    body_count: int
+    title_count: int
+    url_count: int
+    desc_count: int
+    keywords_count: int
+    boilerplate_count: int
+    weight: float
+
+
+@dataclass(slots=True)
 class NotDue:
     """A stored document not due yet (:meth:`CrawlDB.not_due`): a re-visit row."""
 

@@ -14,7 +14,6 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
-from itertools import repeat
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, bindparam, delete, insert, select, text, update
@@ -22,8 +21,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
-from search import faults
-from search.analysis import SECTIONS, PackedWords
+from search import faults, postingcodec
+from search.analysis import PackedWords
 from search.budgets import WORD_CACHE_BYTES
 from search.crawldb import INDEXABLE
 from search.db import DEADLOCK_ATTEMPTS, chunks, deadlocked
@@ -33,13 +32,8 @@ from search.rows import BatchResult, DocumentRow, ErrorRow, GoneRow, RevisitRow,
 
 logger = logging.getLogger(__name__)
 
-_POSTING_COLUMNS = (
-    "document_id",
-    "word_id",
-    "surface",
-    *(f"{s}_count" for s in SECTIONS),
-    "weight",
-)
+#: A document's postings row (:mod:`search.postingcodec`).
+_POSTING_COLUMNS = ("document_id", "word_ids", "surfaces", "counts", "weights")
 
 _T = TypeVar("_T")
 
@@ -517,9 +511,7 @@ class DocumentStore:
 
         self._word_ids(conn, stems)
 
-        # The posting rows go to the database as they are made, a page at a time: a batch's
-        # ~40,000 rows never wait in a list (~7 MB for 100 pages).
-        self._bulk_insert(conn, "postings", _POSTING_COLUMNS, self._postings(rows, ids))
+        self._write_postings(conn, rows, ids)
         links: list[tuple[Any, ...]] = []
         for row in rows:
             did = ids[row.url]
@@ -537,25 +529,35 @@ class DocumentStore:
             for r in rows
         ]
 
+    def _write_postings(self, conn: Any, rows: list[DocumentRow], ids: dict[str, int]) -> None:
+        """Insert the postings of *rows* (stored as *ids*; their old ones deleted), made
+        as they are sent, a page at a time."""
+        self._bulk_insert(conn, "postings", _POSTING_COLUMNS, self._postings(rows, ids))
+
     def _postings(self, rows: list[DocumentRow], ids: dict[str, int]) -> Iterator[tuple[Any, ...]]:
-        """The posting rows of *rows* (stored as *ids*), page after page."""
+        """The postings rows of *rows* (stored as *ids*), one a page that has words."""
         word_ids = self.word_ids
         for row in rows:
-            did = ids[row.url]
             words = row.words
+            if not words:
+                continue
             if isinstance(words, PackedWords):
-                # Rows made from the columns as they came (no record objects).
-                yield from zip(
-                    repeat(did, len(words)),
-                    map(word_ids.__getitem__, words.stems),
-                    (s[:128] for s in words.surfaces),
-                    *words.count_columns(),
+                # The columns as they came (no record objects).
+                packed = postingcodec.encode(
+                    [word_ids[s] for s in words.stems],
+                    words.surfaces,
+                    words.counts,
                     words.weights,
-                    strict=True,
                 )
-            elif words:
-                for stem, rec in words.items():
-                    yield (did, word_ids[stem], rec.surface[:128], *rec.counts, rec.weight)
+            else:
+                records = words.values()
+                packed = postingcodec.encode(
+                    [word_ids[stem] for stem in words],
+                    [r.surface for r in records],
+                    [c for r in records for c in r.counts],
+                    [r.weight for r in records],
+                )
+            yield (ids[row.url], packed.word_ids, packed.surfaces, packed.counts, packed.weights)
 
     def _bulk_insert(
         self, conn: Any, table: str, columns: Sequence[str], rows: Iterable[tuple[Any, ...]]

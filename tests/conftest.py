@@ -290,6 +290,50 @@ class ErrorRow:
     message: str
 
 
+@dataclass(frozen=True)
+class PostingRow:
+    """A stem of a stored document as the design's WORD record has it: the document's id
+    and URL, the stem, its surface form, its counts per section and its weight."""
+
+    document_id: int
+    url: str
+    stem: str
+    surface: str
+    body_count: int
+    title_count: int
+    url_count: int
+    desc_count: int
+    keywords_count: int
+    boilerplate_count: int
+    weight: float
+
+
+def posting_rows(database: Any) -> list[PostingRow]:
+    """Every stored posting of the database at *database* (a URL or an engine), a row a
+    document and stem, in document then stem order (read through
+    :meth:`search.crawldb.CrawlDB.postings`: one row a document in the database)."""
+    from search.crawldb import CrawlDB
+
+    engine = create_engine(database) if isinstance(database, str) else database
+    try:
+        with engine.connect() as conn:
+            urls = dict(conn.execute(text("SELECT id, url FROM documents")).all())
+        crawldb = CrawlDB(engine)
+        postings = crawldb.postings(sorted(urls))
+        stems = crawldb.stems(sorted({w for p in postings.values() for w in p.word_ids.tolist()}))
+    finally:
+        if isinstance(database, str):
+            engine.dispose()
+    out = []
+    for did, p in sorted(postings.items()):
+        assert p.surfaces is not None and p.weights is not None
+        for wid, surface, counts, weight in zip(
+            p.word_ids.tolist(), p.surfaces, p.counts.tolist(), p.weights.tolist(), strict=True
+        ):
+            out.append(PostingRow(did, urls.get(did, ""), stems[wid], surface, *counts, weight))
+    return sorted(out, key=lambda r: (r.document_id, r.stem))
+
+
 @dataclass
 class CrawlResult:
     returncode: int
@@ -322,6 +366,10 @@ class CrawlResult:
                 return conn.execute(text(sql), params).scalar()
         finally:
             engine.dispose()
+
+    def postings(self) -> list[PostingRow]:
+        """Every stored posting, a row a document and stem (:func:`posting_rows`)."""
+        return posting_rows(self.database_url)
 
     @property
     def stats(self) -> dict[str, Any]:

@@ -50,13 +50,9 @@ def test_crawl_stores_indexes_and_searches(site: Site, crawl, db_url: str) -> No
     links = result.rows("SELECT to_url, anchor FROM links")
     assert (site.url + "a.html", "link to /a.html#x") in [(x.to_url, x.anchor) for x in links]
     # word records: the stem, its surface form, counts per section and weight
-    zebra = result.rows(
-        "SELECT p.surface, p.body_count, p.title_count, p.keywords_count, p.desc_count, "
-        "p.weight FROM postings p JOIN words w ON w.id = p.word_id "
-        "JOIN documents d ON d.id = p.document_id WHERE w.stem = 'zebra' AND d.url = :u",
-        u=site.url,
-    )
-    surface, body, title, kw, desc, weight = zebra[0]
+    [zebra] = [p for p in result.postings() if p.stem == "zebra" and p.url == site.url]
+    surface, body, title = zebra.surface, zebra.body_count, zebra.title_count
+    kw, desc, weight = zebra.keywords_count, zebra.desc_count, zebra.weight
     assert surface == "zebra" and body == 2 and title == 1 and kw == 1 and desc == 1
     assert weight == pytest.approx(body * 1 + title * 4 + kw * 2 + desc * 2)
     # searchable

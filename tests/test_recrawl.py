@@ -128,14 +128,7 @@ def test_changed_gone_and_moved_pages(site: Site, crawl, tmp_path: Path) -> None
         "SELECT id, change_interval FROM documents WHERE url = :u", u=site.url + "b.html"
     )[0]
     assert b.id == ids[site.url + "b.html"] and b.change_interval == 7 * 86400 // 2
-    words = {
-        r.stem
-        for r in again.rows(
-            "SELECT w.stem FROM postings p JOIN words w ON w.id = p.word_id "
-            "WHERE p.document_id = :d",
-            d=b.id,
-        )
-    }
+    words = {p.stem for p in again.postings() if p.document_id == b.id}
     assert "hedgehog" in words and "sett" not in words
     assert again.scalar("SELECT count(*) FROM documents WHERE url = :u", u=site.url + "b.html") == 1
 

@@ -17,9 +17,10 @@ from sqlalchemy.exc import OperationalError
 from search import db
 from search.analysis import PackedWords, analyze_document
 from search.crawldb import CrawlDB
-from search.models import Document, Posting
+from search.models import Document
 from search.rows import DocumentRow, GoneRow
 from search.store import DocumentStore
+from tests.conftest import posting_rows
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -300,20 +301,19 @@ def test_rows_from_another_process_store_the_same_postings(engine: Any) -> None:
     sent = pickle.loads(pickle.dumps(page("http://a.example/same/", text)))
     assert isinstance(sent.words, PackedWords)
     store.write_batch([direct, sent])
-    ids = ids_by_url(engine)
-    columns = ", ".join(c.name for c in Posting.__table__.columns if c.name != "document_id")
-    with engine.connect() as conn:
-        stored = {
-            url: sorted(
-                tuple(r)
-                for r in conn.exec_driver_sql(
-                    f"SELECT {columns} FROM postings WHERE document_id = {ids[url]}"
-                )
-            )
-            for url in ("http://a.example/same", "http://a.example/same/")
-        }
+    stored = {
+        url: [
+            (p.stem, p.surface, p.body_count, p.url_count, p.boilerplate_count, p.weight)
+            for p in posting_rows(engine)
+            if p.url == url
+        ]
+        for url in ("http://a.example/same", "http://a.example/same/")
+    }
     assert len(stored["http://a.example/same"]) == len(direct.words) == 8
     assert stored["http://a.example/same/"] == stored["http://a.example/same"]
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql("SELECT word_ids, surfaces, counts, weights FROM postings")
+        assert len(set(map(tuple, rows))) == 1  # the same two rows, byte for byte
 
 
 def test_store_retries_while_the_database_is_unreachable(
@@ -421,16 +421,9 @@ def test_stem_cache_is_bounded_in_bytes(engine: Any) -> None:
         store.write_batch([page(f"http://a.example/{n}", text)])
         assert len(store.word_ids) <= 20_000 // 130 + 300
     assert len(store.word_ids) < 3000 // 2
-    with engine.connect() as conn:
-        rows = conn.execute(
-            text_sql(
-                "SELECT d.url, w.stem FROM postings p JOIN words w ON w.id = p.word_id "
-                "JOIN documents d ON d.id = p.document_id"
-            )
-        ).all()
     by_page: dict[str, set[str]] = {}
-    for url, stem in rows:
-        by_page.setdefault(url, set()).add(stem)
+    for p in posting_rows(engine):
+        by_page.setdefault(p.url, set()).add(p.stem)
     for n in range(10):
         assert set(words[300 * n : 300 * n + 300]) <= by_page[f"http://a.example/{n}"]
 
@@ -561,7 +554,7 @@ def test_the_store_analyzes_its_tables_where_autovacuum_does_not(
         if autovacuum:
             assert set(counts.values()) == {-1.0}
             return
-        assert counts["documents"] == 60 and counts["postings"] > 60 and counts["links"] == 0
+        assert counts["documents"] == counts["postings"] == 60 and counts["links"] == 0
         threshold = store_module.ANALYZE_THRESHOLD + store_module.ANALYZE_SCALE * 60
         assert store._analyze_after == threshold
         short = int(threshold) - 1
@@ -717,14 +710,8 @@ def test_a_process_storing_the_same_new_stems_waits_not_for_the_others_batch(
         engine.dispose()
     engine = db.connect(pg_url)
     try:
-        with engine.connect() as conn:
-            rows = conn.execute(
-                text_sql(
-                    "SELECT d.url, w.stem FROM postings p JOIN documents d ON d.id = "
-                    "p.document_id JOIN words w ON w.id = p.word_id "
-                    "WHERE w.stem IN ('okapi', 'quagga', 'zebra', 'tapir') ORDER BY 1, 2"
-                )
-            ).all()
+        animals = {"okapi", "quagga", "zebra", "tapir"}
+        rows = sorted((p.url, p.stem) for p in posting_rows(engine) if p.stem in animals)
         assert [(u[-1], s) for u, s in rows] == [
             ("1", "okapi"),
             ("1", "quagga"),
@@ -869,3 +856,43 @@ def select_indexed() -> Any:
     from sqlalchemy import select
 
     return select(Document.id, Document.indexed)
+
+
+def test_a_documents_postings_are_read_by_document(engine: Any, store: DocumentStore) -> None:
+    """One postings row a page with words (none for a page without): a page's top words
+    by weight then stem, with their surface forms and counts, and how many it has; the
+    surface forms of a stem in some pages, most frequent first; section counts."""
+    store.write_batch(
+        [
+            page("http://a.example/1", "vacuuming tables vacuum bloat bloat bloat"),
+            page("http://a.example/2", "vacuum the tables"),
+            page("http://a.example/3", "Vacuum"),
+        ]
+    )
+    pdf = page("http://a.example/f.pdf", kind="file")
+    pdf.words = None
+    store.write_batch([pdf])
+    ids = ids_by_url(engine)
+    with engine.connect() as conn:
+        assert conn.execute(text_sql("SELECT count(*) FROM postings")).scalar() == 3
+    crawldb = CrawlDB(engine)
+    words, total = crawldb.top_words(ids["http://a.example/1"], limit=4)
+    mine = [p for p in posting_rows(engine) if p.url == "http://a.example/1"]
+    assert total == len(mine) > 4
+    assert [(w.stem, w.surface, w.body_count, w.url_count, w.weight) for w in words] == [
+        (p.stem, p.surface, p.body_count, p.url_count, p.weight)
+        for p in sorted(mine, key=lambda p: (-p.weight, p.stem))[:4]
+    ]
+    assert (words[0].stem, words[0].weight) == ("bloat", 3.0)
+    assert ("vacuum", "vacuuming", 2) in [(w.stem, w.surface, w.body_count) for w in words]
+    assert crawldb.top_words(ids["http://a.example/f.pdf"]) == ([], 0)
+    some = [ids[f"http://a.example/{n}"] for n in (1, 2, 3)]
+    assert crawldb.surfaces("vacuum", some) == [("vacuum", 2), ("vacuuming", 1)]
+    assert crawldb.surfaces("vacuum", some[:1]) == [("vacuuming", 1)]
+    assert crawldb.surfaces("nothing", some) == []
+    counts = crawldb.section_counts([*some, ids["http://a.example/f.pdf"]], ["tabl", "bloat"])
+    assert {d: sorted(c) for d, c in counts.items()} == {
+        some[0]: ["bloat", "tabl"],
+        some[1]: ["tabl"],
+    }
+    assert counts[some[0]]["bloat"]["body"] == 3

@@ -24,7 +24,7 @@ from search import arrayfile, db, rebuildfeed, termruns
 from search.analysis import DEFAULT_WEIGHTS, SECTIONS, analyze_document
 from search.crawldb import INDEXABLE, CrawlDB
 from search.index import INDEX_NAME, DocBatch, Index, IndexDoc
-from search.models import Document, Posting, Server, Word
+from search.models import Document, Server
 from search.rebuildfeed import BatchFeed, ReaderFailed
 from search.reindex import (
     SectionWeights,
@@ -38,7 +38,7 @@ from search.reindex import (
 from search.rows import DocumentRow
 from search.store import DocumentStore
 from search.urls import netloc
-from tests.conftest import ROOT
+from tests.conftest import ROOT, posting_rows
 from tests.test_unit_linkrank import NOW
 from tests.whooshwriter import whoosh_writer
 
@@ -321,31 +321,48 @@ def stored(db_url: str) -> Iterator[Any]:
 
 
 def reference_docs(
-    engine: Any, ids: list[int] | None = None, only_unindexed: bool = False
+    engine: Any,
+    ids: list[int] | None = None,
+    only_unindexed: bool = False,
+    postings: list[tuple[int, str, tuple[int, ...]]] | None = None,
 ) -> list[IndexDoc]:
     """The documents that belong in the index as a reader of the database one posting
     row at a time sees them (the product's path until 2026-12-06): each posting's
-    weight summed in Python, section by section, from 0."""
+    weight summed in Python, section by section, from 0.  The postings are the stored
+    ones, or *postings* (document, stem, counts per section)."""
     weights = server_weights(CrawlDB(engine))
     stmt = select(Document.id, Document.url, Document.server_id).where(INDEXABLE)
     if only_unindexed:
         stmt = stmt.where(Document.indexed.is_(False))
     if ids is not None:
         stmt = stmt.where(Document.id.in_(ids))
-    counts = [getattr(Posting, f"{s}_count") for s in SECTIONS]
-    postings: dict[int, list[tuple[str, tuple[int, ...]]]] = {}
+    by_doc: dict[int, list[tuple[str, tuple[int, ...]]]] = {}
     with engine.connect() as conn:
         docs = conn.execute(stmt.order_by(Document.id)).all()
-        for row in conn.execute(
-            select(Posting.document_id, Word.stem, *counts).join(Word, Word.id == Posting.word_id)
-        ):
-            postings.setdefault(row[0], []).append((row[1], tuple(row[2:])))
+    if postings is None:
+        postings = [
+            (
+                p.document_id,
+                p.stem,
+                (
+                    p.body_count,
+                    p.title_count,
+                    p.url_count,
+                    p.desc_count,
+                    p.keywords_count,
+                    p.boilerplate_count,
+                ),
+            )
+            for p in posting_rows(engine)
+        ]
+    for docid, stem, counts in postings:
+        by_doc.setdefault(docid, []).append((stem, counts))
     out = []
     for docid, url, server_id in docs:
         w = (weights.get(server_id) if server_id is not None else None) or DEFAULT_WEIGHTS
         terms: dict[str, float] = {}
         sections: dict[str, tuple[float, ...]] = {}
-        for stem, c in postings.get(docid, []):
+        for stem, c in by_doc.get(docid, []):
             weight = 0.0
             for i, section in enumerate(SECTIONS):
                 if c[i]:

@@ -88,7 +88,7 @@ def test_an_older_database_is_upgraded_by_the_migrations(db_url: str) -> None:
         db.migrate(engine)
         assert db.schema_revision(engine) == db.SCHEMA_REVISION
         columns = {c["name"] for c in inspect(engine).get_columns("postings")}
-        assert "boilerplate_count" in columns
+        assert columns == {"document_id", "word_ids", "surfaces", "counts", "weights"}
         assert without_sqlite_clone_fk(engine, schema_diff(engine)) == []
     finally:
         engine.dispose()
@@ -137,14 +137,14 @@ def test_the_upgrade_to_links_by_target_builds_them(db_url: str) -> None:
     """Migration 0010 drops the index of the links by target URL and builds the table of
     the links by target document from the links stored so far."""
     from search.crawldb import CrawlDB
-    from search.store import DocumentStore
+    from tests.rowpostings import RowPostingsStore
     from tests.test_unit_crawldb import page
 
     engine = db.create(db_url)
     try:
         db.run_migrations(engine, "0009")
         one, two = "http://a.example/1", "http://a.example/2"
-        DocumentStore(engine).write_batch([page(one, links=[(two, "to two", False)]), page(two)])
+        RowPostingsStore(engine).write_batch([page(one, links=[(two, "to two", False)]), page(two)])
         assert "ix_links_to_url" in {i["name"] for i in inspect(engine).get_indexes("links")}
         db.migrate(engine)
         assert "ix_links_to_url" not in {i["name"] for i in inspect(engine).get_indexes("links")}
@@ -166,22 +166,25 @@ def _postings_sql(engine: Any) -> str:
         ).scalar_one()
 
 
-def test_postings_without_rowid_on_sqlite_new_or_upgraded(tmp_path: Path) -> None:
-    """The postings are kept in their primary key's b-tree (WITHOUT ROWID) in a new
-    database and after migration 0011, which copies every posting over; its downgrade
-    gives the table by row id back, postings and all."""
-    from search.store import DocumentStore
+def test_postings_without_rowid_on_sqlite_upgraded(tmp_path: Path) -> None:
+    """Migration 0011 keeps the postings (then a row a stem) in their primary key's b-tree
+    (WITHOUT ROWID), copying every posting over; its downgrade gives the table by row id
+    back, postings and all.  Since 0014 a new database's postings are a row a document,
+    kept by row id (the document's id is the row id)."""
+    from tests.rowpostings import RowPostingsStore
     from tests.test_unit_crawldb import page
 
     new = db.connect(f"sqlite:///{tmp_path / 'new.db'}")
     try:
-        assert _postings_sql(new).rstrip().endswith("WITHOUT ROWID")
+        assert not _postings_sql(new).rstrip().endswith("WITHOUT ROWID")
     finally:
         new.dispose()
     engine = db.create(f"sqlite:///{tmp_path / 'old.db'}")
     try:
         db.run_migrations(engine, "0010")
-        DocumentStore(engine).write_batch([page("http://a.example/1"), page("http://a.example/2")])
+        RowPostingsStore(engine).write_batch(
+            [page("http://a.example/1"), page("http://a.example/2")]
+        )
 
         def postings() -> list[Any]:
             with engine.connect() as conn:
@@ -190,21 +193,25 @@ def test_postings_without_rowid_on_sqlite_new_or_upgraded(tmp_path: Path) -> Non
 
         before = postings()
         assert before and not _postings_sql(engine).rstrip().endswith("WITHOUT ROWID")
-        db.migrate(engine)
+        db.run_migrations(engine, "0011")
         assert _postings_sql(engine).rstrip().endswith("WITHOUT ROWID")
         assert postings() == before
-        assert without_sqlite_clone_fk(engine, schema_diff(engine)) == []
-        from alembic import command
-
-        config = Config()
-        config.attributes["engine"] = engine
-        with db._migrations_folder() as folder:
-            config.set_main_option("script_location", folder)
-            command.downgrade(config, "0010")
+        _downgrade(engine, "0010")
         assert not _postings_sql(engine).rstrip().endswith("WITHOUT ROWID")
         assert postings() == before
     finally:
         engine.dispose()
+
+
+def _downgrade(engine: Any, revision: str, **attributes: Any) -> None:
+    from alembic import command
+
+    config = Config()
+    config.attributes["engine"] = engine
+    config.attributes.update(attributes)
+    with db._migrations_folder() as folder:
+        config.set_main_option("script_location", folder)
+        command.downgrade(config, revision)
 
 
 def _foreign_keys(engine: Any) -> dict[str, list[tuple[list[str], str]]]:
@@ -222,9 +229,7 @@ def test_postings_and_links_without_foreign_keys_new_or_upgraded(db_url: str) ->
     """A page's postings and links carry no foreign key, in a new database and after
     migration 0012, which drops them on PostgreSQL and edits the table definitions in
     place on SQLite, every row kept; its downgrade puts them back."""
-    from alembic import command
-
-    from search.store import DocumentStore
+    from tests.rowpostings import RowPostingsStore
     from tests.test_unit_crawldb import page
 
     none: dict[str, list[Any]] = {"postings": [], "links": []}
@@ -232,7 +237,7 @@ def test_postings_and_links_without_foreign_keys_new_or_upgraded(db_url: str) ->
     try:
         db.run_migrations(engine, "0011")
         one, two = "http://a.example/1", "http://a.example/2"
-        DocumentStore(engine).write_batch([page(one, links=[(two, "to two", False)]), page(two)])
+        RowPostingsStore(engine).write_batch([page(one, links=[(two, "to two", False)]), page(two)])
         keys = {
             "postings": [(["document_id"], "documents"), (["word_id"], "words")],
             "links": [(["from_id"], "documents")],
@@ -248,20 +253,15 @@ def test_postings_and_links_without_foreign_keys_new_or_upgraded(db_url: str) ->
 
         before = rows()
         assert before[0] and before[1]
-        db.migrate(engine)
+        db.run_migrations(engine, "0012")
         assert _foreign_keys(engine) == none
         assert rows() == before
-        assert without_sqlite_clone_fk(engine, schema_diff(engine)) == []
         # The store still writes through the edited tables (a page stored again).
-        DocumentStore(engine).write_batch([page(one, links=[(two, "again", False)])])
+        RowPostingsStore(engine).write_batch([page(one, links=[(two, "again", False)])])
         if engine.dialect.name == "sqlite":
             with engine.connect() as conn:
                 assert conn.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
-        config = Config()
-        config.attributes["engine"] = engine
-        with db._migrations_folder() as folder:
-            config.set_main_option("script_location", folder)
-            command.downgrade(config, "0011")
+        _downgrade(engine, "0011")
         assert _foreign_keys(engine) == keys
         if engine.dialect.name == "sqlite":
             with engine.connect() as conn:
@@ -312,7 +312,7 @@ def test_the_upgrade_keeps_the_links_by_target_without_log(db_url: str) -> None:
         postgresql = engine.dialect.name == "postgresql"
         if postgresql:
             assert _persistence(engine) == "p"
-        db.migrate(engine)
+        db.run_migrations(engine, "0013")
         assert db.schema_revision(engine) == "0013"
         if postgresql:
             assert _persistence(engine) == "u"
@@ -325,5 +325,95 @@ def test_the_upgrade_keeps_the_links_by_target_without_log(db_url: str) -> None:
             command.downgrade(config, "0012")
         if postgresql:
             assert _persistence(engine) == "p"
+    finally:
+        engine.dispose()
+
+
+def _row_postings(engine: Any) -> list[tuple[Any, ...]]:
+    """The postings of a database before migration 0014, a row a stem: (document, stem,
+    surface, six counts, weight)."""
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT p.document_id, w.stem, p.surface, p.body_count, p.title_count, "
+            "p.url_count, p.desc_count, p.keywords_count, p.boilerplate_count, p.weight "
+            "FROM postings p JOIN words w ON w.id = p.word_id"
+        )
+        return sorted(tuple(r) for r in rows)
+
+
+def test_the_upgrade_packs_a_documents_postings_into_one_row(db_url: str, tmp_path: Path) -> None:
+    """Migration 0014 converts a row a stem into a row a document, in batches of a few
+    postings (a document's rows across a batch's bound, a document of more rows than a
+    batch): every stem's surface form, counts and weight are kept, and the index rebuilt
+    from the converted rows is the one the old rows made, byte for byte.  The downgrade
+    gives the rows a stem back."""
+    import random
+
+    from search.index import Index
+    from search.reindex import reindex
+    from tests.conftest import posting_rows
+    from tests.rowpostings import RowPostingsStore
+    from tests.test_unit_rebuild import added_one_by_one, page, reference_docs, segment_files
+
+    engine = db.create(db_url)
+    try:
+        db.run_migrations(engine, "0013")
+        rng = random.Random(14)
+        words = [f"word{i}" for i in range(200)] + ["Über", "naïve", "café", "日本語"]
+        rows = [
+            page(f"http://a.example/p{n}", " ".join(rng.choices(words, k=rng.randint(0, 40))))
+            for n in range(30)
+        ]
+        rows.append(page("http://a.example/p30", "zebra " * 300))  # a count of two bytes
+        rows.append(page("http://a.example/p31", " ".join(words)))  # more than a batch
+        nothing = page("http://a.example/file", "")
+        nothing.words = None  # a document without postings
+        rows.append(nothing)
+        RowPostingsStore(engine).write_batch(rows)
+        before = _row_postings(engine)
+        assert len({r[0] for r in before}) == 32 and max(r[3] for r in before) == 300
+        expected = reference_docs(
+            engine,
+            postings=[(r[0], r[1], tuple(r[3:9])) for r in before],
+        )
+        added_one_by_one(tmp_path / "before", expected)
+
+        db.run_migrations(engine, "0014")  # default batches
+        _downgrade(engine, "0013")
+        assert _row_postings(engine) == before
+        config = Config()
+        config.attributes["engine"] = engine
+        config.attributes["postings_batch"] = 37
+        from alembic import command
+
+        with db._migrations_folder() as folder:
+            config.set_main_option("script_location", folder)
+            command.upgrade(config, "0014")
+        assert db.schema_revision(engine) == db.SCHEMA_REVISION
+        assert without_sqlite_clone_fk(engine, schema_diff(engine)) == []
+        after = [
+            (
+                p.document_id,
+                p.stem,
+                p.surface,
+                p.body_count,
+                p.title_count,
+                p.url_count,
+                p.desc_count,
+                p.keywords_count,
+                p.boilerplate_count,
+                p.weight,
+            )
+            for p in posting_rows(engine)
+        ]
+        assert after == before
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT count(*) FROM postings").scalar() == 32
+        index = Index(tmp_path / "after")
+        assert reindex(engine, index, batch_size=7) == len(expected)
+        assert segment_files(index.path) == segment_files(tmp_path / "before")
+
+        _downgrade(engine, "0013", postings_batch=3)
+        assert _row_postings(engine) == before
     finally:
         engine.dispose()

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from search.crawldb import CrawlDB
 from search.index import Index, IndexMissing, SearchIndexError
-from search.models import Crawl, Document, Link, Posting, Server, Word
+from search.models import Crawl, Document, Link, Server
 from search.query import QueryError, parse_query
 from search.results import ResultPage
 from search.searcher import SearcherPool
@@ -175,26 +175,7 @@ def document(doc_id: int) -> Any:
         if doc is None:
             abort(404, description=f"No document #{doc_id}.")
         server = s.get(Server, doc.server_id) if doc.server_id else None
-        words = s.execute(
-            select(
-                Word.stem,
-                Posting.surface,
-                Posting.body_count,
-                Posting.title_count,
-                Posting.url_count,
-                Posting.desc_count,
-                Posting.keywords_count,
-                Posting.boilerplate_count,
-                Posting.weight,
-            )
-            .join(Word, Word.id == Posting.word_id)
-            .where(Posting.document_id == doc_id)
-            .order_by(Posting.weight.desc(), Word.stem)
-            .limit(50)
-        ).all()
-        word_total = s.scalar(
-            select(func.count()).select_from(Posting).where(Posting.document_id == doc_id)
-        )
+        words, word_total = CrawlDB(engine()).top_words(doc_id)
         target = Document.__table__.alias("target")
         outgoing = s.execute(
             select(Link.to_url, Link.anchor, Link.nofollow, target.c.id)
