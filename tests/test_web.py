@@ -76,6 +76,10 @@ def test_search_page_lists_hits_with_marked_snippets(client: Any) -> None:
     assert 'class="score">score ' in html
     assert "/zebra.html" in html
     assert html.count('class="hit"') >= 4
+    # Crawled text is isolated from the page's direction (a right-to-left title, or one
+    # with a bidi override, cannot reorder what stands around it).
+    assert html.count('class="title" dir="auto"') == html.count('class="hit"')
+    assert html.count('<p class="snippet" dir="auto">') == html.count('class="hit"')
 
 
 def test_search_pagination_and_modes(client: Any) -> None:
@@ -290,11 +294,14 @@ def test_document_page(client: Any, crawled: CrawlResult) -> None:
     ):
         assert f"<th>{label}</th>" in html
     assert f'href="{base}lion.html"' in html  # the original
+    assert '<h1 dir="auto">' in html and '<tr><th>Title</th><td dir="auto">' in html
     assert base in html  # its server
     # top words with counts and weights: "lion" is in the title, URL and body
     # (body, title, URL, description, keywords, boilerplate, weight)
     assert "<th>boilerplate</th>" in html
-    row = re.search(r"<tr><td>lion</td><td>\w+</td>((?:<td>[\d.]+</td>){7})</tr>", html)
+    row = re.search(
+        r'<tr><td dir="auto">lion</td><td dir="auto">\w+</td>((?:<td>[\d.]+</td>){7})</tr>', html
+    )
     assert row, html
     counts = re.findall(r"<td>([\d.]+)</td>", row.group(1))
     assert int(counts[0]) >= 1 and int(counts[1]) == 1 and float(counts[6]) > 4
