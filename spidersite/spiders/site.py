@@ -31,6 +31,7 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
 
 from search import faults
+from search.crawldb import CRAWL_IDENTITY, crawl_identity
 from search.sitesfile import ServerRegistry
 from spidersite import errors
 from spidersite.arguments import build_registry, check_arguments, parse_recrawl, parse_threshold
@@ -53,6 +54,10 @@ from spidersite.sitemaps import SitemapReader
 from spidersite.startup import first_requests, previous_crawl_unfinished
 
 logger = logging.getLogger(__name__)
+
+#: The spider's attribute of each argument of :data:`~search.crawldb.CRAWL_IDENTITY` that
+#: is not named as the argument.
+_ARG_ATTRIBUTES = {"seeds": "seeds_arg"}
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 TEXT_TYPES = ("text/plain",)
@@ -133,16 +138,10 @@ class SiteSpider(Spider):
         return server_state(self.crawler).registry
 
     def crawl_args(self) -> dict[str, Any]:
-        """The arguments that identify this crawl (stored in ``crawls.args``)."""
-        args = {
-            "seeds": self.seeds_arg,
-            "seeds_file": self.seeds_file,
-            "sites": self.sites,
-            "recrawl": self.recrawl,
-            "topic": self.topic,
-            "crawl_key": self.crawl_key,
-        }
-        return {k: v for k, v in args.items() if v is not None}
+        """The arguments that identify this crawl (stored in ``crawls.args``): those
+        :data:`search.crawldb.CRAWL_IDENTITY` names, as given."""
+        given = {name: getattr(self, _ARG_ATTRIBUTES.get(name, name)) for name in CRAWL_IDENTITY}
+        return crawl_identity(given)
 
     @property
     def frontier_key(self) -> str:
