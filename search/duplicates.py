@@ -154,10 +154,11 @@ class DuplicateMarker:
 
     @staticmethod
     def fingerprints(rows: list[DocumentRow]) -> dict[str, int | None]:
-        """The fingerprint (simhash of its body's word shingles; None for too few words)
-        of each page of *rows* that has words, by URL: what its upsert writes as
-        ``simhash`` (:func:`fingerprint_columns`) and :meth:`mark_near_duplicates` tests."""
-        return {r.url: fingerprint(r.values.get("text")) for r in rows if r.words}
+        """The fingerprint (simhash of its body's word shingles; None for too few words,
+        or none at all) of each page of *rows*, by URL: what its upsert writes as
+        ``simhash`` (:func:`fingerprint_columns`) and :meth:`mark_near_duplicates` tests.
+        A page stored again without words has none, and keeps none from before."""
+        return {r.url: fingerprint(r.values.get("text")) if r.words else None for r in rows}
 
     def mark_near_duplicates(
         self,

@@ -313,3 +313,20 @@ def test_a_page_stored_again_or_gone_is_no_near_duplicates_original(engine: Any)
         ]
     )
     assert [doc.near_duplicate_of for doc in result.documents] == [None, None]
+
+
+def test_a_page_stored_again_without_words_holds_no_fingerprint(engine: Any) -> None:
+    """A page stored again with no words (emptied) kept its old fingerprint, in the store's
+    index and in ``documents.simhash`` (cleared only when another page of its batch had a
+    fingerprint): a later page near its old text was marked its near-duplicate."""
+    zipf = Zipf(10)
+    text = zipf.page(1000)
+    store = DocumentStore(engine)
+    store.write_batch([row("http://a.example/a.html", text)])
+    emptied = row("http://a.example/a.html", "")
+    emptied.words = {}
+    store.write_batch([emptied])
+    assert marks(engine)["http://a.example/a.html"][2] is None
+    assert store.duplicates._simhashes is not None and len(store.duplicates._simhashes) == 0
+    result = store.write_batch([row("http://a.example/c.html", zipf.edit(text, 1))])
+    assert [doc.near_duplicate_of for doc in result.documents] == [None]
