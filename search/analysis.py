@@ -34,6 +34,7 @@ from functools import lru_cache
 from itertools import accumulate, compress, count, islice
 from operator import not_
 from typing import Any
+from urllib.parse import unquote
 
 import snowballstemmer
 
@@ -114,6 +115,8 @@ _CJK_FOLDED_RE = re.compile("[\u3099-\u309c\u309f\u30ff\uf900-\ufaff]")
 # The same runs as _TOKEN_RE in a text without CJK characters (a third faster).
 _WORD_RE = re.compile(rf"\w+(?:{_MARKS_AFTER}\w*)*")
 _WORD_CHAR_RE = re.compile(rf"[\w{_IN_WORD}]")
+# Where a URL's words split: what cannot stand in a word, and underscores.
+_URL_SEPARATORS = re.compile(rf"(?:[^\w{_IN_WORD}]|_)+")
 # The ignorable characters a word may hold, which fold() removes.
 _IGNORED = dict.fromkeys(c for a, b in code_points(IGNORABLE) for c in range(a, b + 1))
 _IGNORED_RE = re.compile(f"[{char_class(code_points(IGNORABLE))}]")
@@ -802,8 +805,11 @@ _URL_NOISE = frozenset(
 
 
 def url_words(url: str) -> str:
-    """The words of a URL as text (scheme, ``www``, ``index`` and file suffixes dropped)."""
-    return " ".join(w for w in re.split(r"[\W_]+", url.lower()) if w and w not in _URL_NOISE)
+    """The words of a URL as text (scheme, ``www``, ``index`` and file suffixes dropped):
+    its percent-escapes read as the characters they stand for (UTF-8), split where a
+    page's words split (a word keeps its combining marks) and at underscores."""
+    text = unquote(url.lower(), errors="replace")
+    return " ".join(w for w in _URL_SEPARATORS.split(text) if w and w not in _URL_NOISE)
 
 
 def page_sections(

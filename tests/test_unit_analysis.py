@@ -355,6 +355,15 @@ def test_url_words_split_underscores_and_lowercase() -> None:
     assert url_words("HTTP://Example.COM/Max_Connections.PHP") == "example com max connections"
 
 
+def test_url_words_read_percent_escapes_and_keep_marks_in_words() -> None:
+    """A URL's escaped characters are its words (not the hex of their bytes), and a word
+    of a script with combining marks stays whole, as in a page's text."""
+    url = "http://example.org/wiki/%E0%A4%B9%E0%A4%BF%E0%A4%A8%E0%A5%8D%E0%A4%A6%E0%A5%80_भाषा"
+    assert url_words(url) == "example org wiki हिन्दी भाषा"
+    assert url_words("http://example.org/caf%C3%A9s%20and%2Fmore") == "example org cafés and more"
+    assert url_words("http://example.org/%FF%FEbad") == "example org bad"
+
+
 def test_url_words_empty() -> None:
     assert url_words("") == ""
 
