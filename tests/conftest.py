@@ -62,6 +62,7 @@ class Route:
     auth: str | None = None  # "user:password" required (HTTP Basic)
     reset: bool = False  # close the connection half-way through the body
     head_status: int | None = None  # what a HEAD request gets instead (a server refusing HEAD)
+    then: Route | None = None  # what the path answers after this answer, once
 
 
 @dataclass
@@ -137,7 +138,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             path = self.path
         with site.lock:
             site.hits.append(Hit(path, self.command, time.monotonic(), dict(self.headers), proxied))
-        route = site.routes.get(path)
+        with site.lock:
+            route = site.routes.get(path)
+            if route is not None and route.then is not None:
+                site.routes[path] = route.then
         if route is None:
             self._send(404, b"not found", "text/plain", {}, send_body)
             return

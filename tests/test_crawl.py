@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Site, free_port
+from tests.conftest import Route, Site, free_port
 
 
 def write_sites(tmp_path: Path, text: str) -> str:
@@ -600,14 +600,22 @@ def test_compressed_body_cut_before_its_end_is_a_failure(site: Site, crawl) -> N
     site.add("/whole.html", body, **gz)
     site.add("/cut.html", body[:60], **gz)
     site.add("/bomb.html", bomb, **gz)
+    # Cut once, then whole: retried, as a connection reset is, and stored.
+    site.add("/cut-once.html", body[:60], **gz, then=Route(body, **gz))
+    site.page("/more.html", "More", "more", ["/cut-once.html"])
+    site.page("/", "Start", "start", ["/whole.html", "/cut.html", "/bomb.html", "/more.html"])
     result = crawl("-a", f"seeds={site.url}", settings={"SERVER_DEFAULTS": '{"max_size": 1000000}'})
     assert result.returncode == 0, result.stderr
     assert site.url + "whole.html" in result.urls("page")
+    assert site.url + "cut-once.html" in result.urls("page")
     assert site.url + "cut.html" not in result.urls()
     assert sorted((e.url, e.kind) for e in result.errors()) == [
         (site.url + "bomb.html", "too_large"),
         (site.url + "cut.html", "reset"),
     ]
-    assert result.stats["compression/truncated"] == 1
-    assert result.stats["httpcompression/response_count"] == 1  # whole.html
+    # cut.html: the first answer and RETRY_TIMES (2) retries; cut-once.html: one retry.
+    assert len([h for h in site.hits if h.path == "/cut.html"]) == 3
+    assert result.stats["compression/truncated"] == 4
+    assert result.stats["retry/reason_count/truncated compressed body"] == 3
+    assert result.stats["httpcompression/response_count"] == 2  # whole.html, cut-once.html
     assert "exceeded DOWNLOAD_MAXSIZE (1000000 B) during decompression" in result.log

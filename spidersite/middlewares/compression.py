@@ -12,7 +12,9 @@ zstd, every member or frame that starts must end) raises
 than its ``Content-Length``, and a network error of its server (``max_net_errors``,
 counted through :func:`spidersite.middlewares.neterrors.count_net_error`: the net-error
 middleware never sees what ``process_response`` raises).  Every coding of a body with
-several (``Content-Encoding: gzip, br``) is checked as it is decompressed.
+several (``Content-Encoding: gzip, br``) is checked as it is decompressed.  A cut body is
+retried as a reset connection is (``RETRY_TIMES``, stat
+``retry/reason_count/truncated compressed body``), then fails.
 
 Everything else is Scrapy's, inherited: ``Accept-Encoding`` on requests, the decompressed
 size bounded by ``DOWNLOAD_MAXSIZE`` (the request's ``download_maxsize``: a server's
@@ -41,6 +43,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
+from scrapy.downloadermiddlewares.retry import get_retry_request
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils._compression import _DecompressionMaxSizeExceeded
 
@@ -188,6 +191,7 @@ class DecompressionMiddleware(HttpCompressionMiddleware):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler=crawler)
         self.crawler = crawler
+        self.retry_enabled = crawler.settings.getbool("RETRY_ENABLED")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DecompressionMiddleware:
@@ -207,8 +211,17 @@ class DecompressionMiddleware(HttpCompressionMiddleware):
             raise
         except TruncatedBody:
             self.crawler.stats.inc_value("compression/truncated")
-            # A network error of its server (max_net_errors), as a connection reset is.
+            # A network error of its server (max_net_errors), as a connection reset is,
+            # and retried as one is (RetryMiddleware never sees what process_response
+            # raises): RETRY_TIMES, or the request's max_retry_times, then the failure.
             count_net_error(self.crawler, request, "reset")
+            spider = self.crawler.spider
+            if self.retry_enabled and spider is not None:
+                retry = get_retry_request(
+                    request, spider=spider, reason="truncated compressed body"
+                )
+                if retry is not None:
+                    return retry
             raise
 
     def _decode(self, body: bytes, encoding: bytes, max_size: int) -> bytes:  # type: ignore[override]
