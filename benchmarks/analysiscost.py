@@ -27,7 +27,6 @@ import importlib.util
 import random
 import statistics
 import sys
-import tarfile
 import time
 from pathlib import Path
 from types import ModuleType
@@ -36,6 +35,10 @@ from typing import Any
 from search import analysis
 from search.content import main_text
 from spidersite.extract import extract_html
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from extraction import site_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 SITES = {
@@ -52,16 +55,7 @@ def load(corpus: Path, per_site: int) -> dict[str, list[Page]]:
     rng = random.Random(1)
     out: dict[str, list[Page]] = {}
     for site in SITES:
-        with tarfile.open(corpus / f"{site}.tar.gz") as tar:
-            found = [
-                (m.name, f.read())
-                for m in tar
-                if m.isfile() and m.name.endswith(".html")
-                for f in [tar.extractfile(m)]
-                if f is not None
-            ]
-        found.sort()
-        chosen = rng.sample(found, per_site) if 0 < per_site < len(found) else found
+        chosen = site_pages(corpus, site, per_site, rng)
         pages = []
         for name, html in chosen:
             url = f"http://corpus.example/{name}"

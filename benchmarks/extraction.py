@@ -43,20 +43,29 @@ _CHROME = (
 )
 
 
+def site_pages(
+    corpus: Path, site: str, per_site: int, rng: random.Random
+) -> list[tuple[str, bytes]]:
+    """The HTML pages (name, bytes) of the corpus site *site*, by name; *per_site* of them
+    drawn by *rng* when that is fewer (0: all). ``benchmarks/analysiscost.py`` reads the
+    corpus through it too."""
+    with tarfile.open(corpus / f"{site}.tar.gz") as tar:
+        found = [
+            (m.name, f.read())
+            for m in tar
+            if m.isfile() and m.name.endswith(".html")
+            for f in [tar.extractfile(m)]
+            if f is not None
+        ]
+    found.sort()
+    return rng.sample(found, per_site) if 0 < per_site < len(found) else found
+
+
 def load(corpus: Path, per_site: int) -> list[tuple[str, bytes]]:
     pages: list[tuple[str, bytes]] = []
     rng = random.Random(1)
     for site in SITES:
-        with tarfile.open(corpus / f"{site}.tar.gz") as tar:
-            found = [
-                (m.name, f.read())
-                for m in tar
-                if m.isfile() and m.name.endswith(".html")
-                for f in [tar.extractfile(m)]
-                if f is not None
-            ]
-        found.sort()
-        pages += rng.sample(found, per_site) if 0 < per_site < len(found) else found
+        pages += site_pages(corpus, site, per_site, rng)
     return pages
 
 
