@@ -311,6 +311,18 @@ class PostingRow:
     boilerplate_count: int
     weight: float
 
+    @property
+    def counts(self) -> tuple[int, ...]:
+        """Its counts per section, in :data:`search.analysis.SECTIONS` order."""
+        return (
+            self.body_count,
+            self.title_count,
+            self.url_count,
+            self.desc_count,
+            self.keywords_count,
+            self.boilerplate_count,
+        )
+
 
 def posting_rows(database: Any) -> list[PostingRow]:
     """Every stored posting of the database at *database* (a URL or an engine), a row a

@@ -340,21 +340,7 @@ def reference_docs(
     with engine.connect() as conn:
         docs = conn.execute(stmt.order_by(Document.id)).all()
     if postings is None:
-        postings = [
-            (
-                p.document_id,
-                p.stem,
-                (
-                    p.body_count,
-                    p.title_count,
-                    p.url_count,
-                    p.desc_count,
-                    p.keywords_count,
-                    p.boilerplate_count,
-                ),
-            )
-            for p in posting_rows(engine)
-        ]
+        postings = [(p.document_id, p.stem, p.counts) for p in posting_rows(engine)]
     for docid, stem, counts in postings:
         by_doc.setdefault(docid, []).append((stem, counts))
     out = []
