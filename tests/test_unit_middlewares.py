@@ -396,15 +396,11 @@ def test_compressed_body_cut_before_its_end_is_a_failure(encoding: str) -> None:
     assert stat(crawler, "httpcompression/response_bytes") == len(PAGE_BYTES)
 
 
-@pytest.mark.parametrize("encoding", ["gzip", "deflate", "raw-deflate"])
-def test_a_compressed_body_is_decompressed_once(
-    encoding: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The check that the stream ends is the decompression itself: the page's bytes come
-    out of zlib once (a check before Scrapy's decompression inflated every page twice)."""
+def count_inflated(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The bytes each of zlib's decompressors gives out, from now on (a list that grows)."""
     import zlib
 
-    inflated = []
+    inflated: list[int] = []
     real = zlib.decompressobj
 
     class Counting:
@@ -419,11 +415,21 @@ def test_a_compressed_body_is_decompressed_once(
         def __getattr__(self, name: str) -> Any:
             return getattr(self.inner, name)
 
+    monkeypatch.setattr(zlib, "decompressobj", Counting)
+    return inflated
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "raw-deflate"])
+def test_a_compressed_body_is_decompressed_once(
+    encoding: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check that the stream ends is the decompression itself: the page's bytes come
+    out of zlib once (a check before Scrapy's decompression inflated every page twice)."""
     stream = _streams()[encoding]
     header = "deflate" if encoding == "raw-deflate" else encoding
     crawler = crawler_with()
     chain = compression_chain(crawler)
-    monkeypatch.setattr(zlib, "decompressobj", Counting)
+    inflated = count_inflated(monkeypatch)
     request, response = compressed(header, stream)
     for mw in chain:
         response = mw.process_response(request, response)
@@ -500,27 +506,11 @@ def test_a_decompression_bomb_is_refused_as_scrapy_refuses_it(
     """DOWNLOAD_MAXSIZE (the request's download_maxsize: a server's max_size) bounds the
     decompressed body, and decompression stops there; DOWNLOAD_WARNSIZE warns of it."""
     import gzip
-    import zlib
 
     crawler = crawler_with(DOWNLOAD_MAXSIZE=1_000_000, DOWNLOAD_WARNSIZE=100_000)
     chain = compression_chain(crawler)
     bomb = gzip.compress(b"\0" * 50_000_000)  # 50 MB in ~50 kB
-    inflated = []
-    real = zlib.decompressobj
-
-    class Counting:
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            self.inner = real(*args, **kwargs)
-
-        def decompress(self, data: bytes, max_length: int = 0) -> bytes:
-            out = self.inner.decompress(data, max_length)
-            inflated.append(len(out))
-            return out
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.inner, name)
-
-    monkeypatch.setattr(zlib, "decompressobj", Counting)
+    inflated = count_inflated(monkeypatch)
     request, response = compressed("gzip", bomb)
     with pytest.raises(IgnoreRequest, match="exceeded DOWNLOAD_MAXSIZE") as refused:
         for mw in chain:
