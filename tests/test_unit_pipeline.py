@@ -241,18 +241,6 @@ def test_a_batch_that_cannot_be_stored_stops_the_crawl(
     name = pg_url.rsplit("/", 1)[1]
     admin = create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
 
-    def reachable(yes: bool) -> None:
-        with admin.connect() as conn:
-            conn.execute(text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {str(yes).lower()}'))
-            if not yes:
-                conn.execute(
-                    text(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        "WHERE datname = :name"
-                    ),
-                    {"name": name},
-                )
-
     crawler = _crawler(
         tmp_path,
         STORE_DATABASE_URL=pg_url,
@@ -269,12 +257,12 @@ def test_a_batch_that_cannot_be_stored_stops_the_crawl(
         assert pipeline.worker is not None
         await pipeline.process_item(_page(1))
         await pipeline.worker.drain()
-        reachable(False)
+        _reachable(admin, name, False)
         try:
             await pipeline.process_item(_page(2))
             await pipeline.worker.drain()
         finally:
-            reachable(True)
+            _reachable(admin, name, True)
         await pipeline.close_spider()
         await pipeline.finish(reason)
 

@@ -372,9 +372,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_serve_command(crawled: CrawlResult) -> None:
-    port = _free_port()
-    env = _env(crawled.data_dir, crawled.database_url)
+def _serve(env: dict[str, str], port: int, path: str) -> tuple[Any, bytes, Any]:
+    """``python -m search serve`` on *port* (2 threads), and its first answer to *path*
+    once it is up: the process (the caller stops it), the body and the headers."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "search", "serve", "--port", str(port), "--threads", "2"],
         cwd=ROOT,
@@ -383,20 +383,26 @@ def test_serve_command(crawled: CrawlResult) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+                return proc, r.read(), r.headers
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.terminate()
+                proc.communicate(timeout=10)
+                raise
+            time.sleep(0.2)
+
+
+def test_serve_command(crawled: CrawlResult) -> None:
+    port = _free_port()
+    env = _env(crawled.data_dir, crawled.database_url)
+    proc, body, headers = _serve(env, port, "/?q=lion")
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/?q=lion", timeout=5) as r:
-                    body = r.read().decode()
-                    server = r.headers["Server"]
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.2)
-        assert "lion.html" in body
-        assert server == "waitress"  # not Werkzeug's development server
+        assert "lion.html" in body.decode()
+        assert headers["Server"] == "waitress"  # not Werkzeug's development server
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=10)
@@ -426,26 +432,9 @@ def test_serve_a_read_only_data_folder(crawled: CrawlResult, tmp_path: Path) -> 
     port = _free_port()
     env = {**_env(deployed, None), "SPIDERSITE_ADMIN_PASSWORD": "a long passphrase"}
     with read_only_tree(deployed):
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "search", "serve", "--port", str(port), "--threads", "2"],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        proc, body, _ = _serve(env, port, "/api/search?q=lion")
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    url = f"http://127.0.0.1:{port}/api/search?q=lion"
-                    with urllib.request.urlopen(url, timeout=5) as r:
-                        hits = json.loads(r.read())["hits"]
-                    break
-                except OSError:
-                    if time.monotonic() > deadline or proc.poll() is not None:
-                        raise
-                    time.sleep(0.2)
+            hits = json.loads(body)["hits"]
             assert hits and hits[0]["url"].endswith("lion.html")
             with urllib.request.urlopen(hits[0]["document"], timeout=5) as r:
                 assert r.status == 200
