@@ -155,15 +155,9 @@ deny = ['/x/']
     assert len(log_file.read_text().splitlines()) == len(result.errors())
 
 
-def test_500_storm_trips_max_net_errors(site: Site, site2: Site, crawl, tmp_path: Path) -> None:
-    """A server answering 500 to everything is cut off after max_net_errors answers; its
-    remaining URLs are dropped, and the other server is crawled to the end."""
-    for i in range(20):
-        site2.add(f"/s{i}.html", "error", status=500, content_type="text/plain", delay=0.2)
-    site.page(
-        "/", "Calm", "calm server", [f"{site2.url}s{i}.html" for i in range(20)] + ["/ok.html"]
-    )
-    site.page("/ok.html", "OK", "still crawled")
+def _calm_and_failing(tmp_path: Path, site: Site, site2: Site) -> Path:
+    """A sites file of a calm server (*site*, the seed) and a failing one (*site2*) cut
+    off after 3 network errors, asked one request at a time."""
     sites = tmp_path / "sites.toml"
     sites.write_text(f'''
 [[server]]
@@ -175,6 +169,19 @@ max_net_errors = 3
 concurrency = 1
 seeds = ["{site.url}"]
 ''')
+    return sites
+
+
+def test_500_storm_trips_max_net_errors(site: Site, site2: Site, crawl, tmp_path: Path) -> None:
+    """A server answering 500 to everything is cut off after max_net_errors answers; its
+    remaining URLs are dropped, and the other server is crawled to the end."""
+    for i in range(20):
+        site2.add(f"/s{i}.html", "error", status=500, content_type="text/plain", delay=0.2)
+    site.page(
+        "/", "Calm", "calm server", [f"{site2.url}s{i}.html" for i in range(20)] + ["/ok.html"]
+    )
+    site.page("/ok.html", "OK", "still crawled")
+    sites = _calm_and_failing(tmp_path, site, site2)
     # No sitemap requests: the counts below are of the links.
     result = crawl("-a", f"sites={sites}", settings={"RETRY_TIMES": 0, "SITEMAP_ENABLED": False})
     assert result.returncode == 0, result.stderr[-3000:]
@@ -285,17 +292,7 @@ def test_truncated_compressed_bodies_trip_max_net_errors(
             delay=0.1,
         )
     site.page("/", "Calm", "calm server", [f"{site2.url}z{i}.html" for i in range(12)])
-    sites = tmp_path / "sites.toml"
-    sites.write_text(f'''
-[[server]]
-url = "{site.url}"
-
-[[server]]
-url = "{site2.url}"
-max_net_errors = 3
-concurrency = 1
-seeds = ["{site.url}"]
-''')
+    sites = _calm_and_failing(tmp_path, site, site2)
     result = crawl("-a", f"sites={sites}", settings={"RETRY_TIMES": 0, "SITEMAP_ENABLED": False})
     assert result.returncode == 0, result.stderr[-3000:]
     kinds = [e.kind for e in result.errors() if e.url.startswith(site2.url + "z")]
