@@ -210,9 +210,10 @@ class TermSpace:
     """Term ids over the segments of one index generation, given to terms as they are
     looked up (ids from 0 up, in the order of the look-ups).
 
-    For each id: its term (:attr:`texts`), its document frequency (:attr:`df`), and in
-    each segment its number there (:meth:`local`, -1: not in that segment); for each
-    segment, each of its term numbers' id (:meth:`to_global`, -1: none given yet).  Ids
+    For each id: its term (:attr:`texts`), its document frequency (:attr:`df`), its count
+    summed over its postings once a caller has counted it (:meth:`totals`), and in each
+    segment its number there (:meth:`local`, -1: not in that segment); for each segment,
+    each of its term numbers' id (:meth:`to_global`, -1: none given yet).  Ids
     are given under a lock; what is read without one (by other threads) was written
     before the id was published.
     """
@@ -223,13 +224,14 @@ class TermSpace:
         self.texts: list[str] = []
         self._ids: dict[str, int] = {}
         self._df = np.zeros(0, dtype=np.int64)
+        self._totals = np.zeros(0, dtype=np.float64)
         self._local = [np.zeros(0, dtype=np.int64) for _ in segments]
         self._to_global = [np.full(len(s), -1, dtype=np.int64) for s in segments]
         self._lock = threading.Lock()
 
     def nbytes(self) -> int:
         """The bytes of its arrays, and ~100 a term looked up (its string, dict slot)."""
-        arrays = [self._df, *self._local, *self._to_global]
+        arrays = [self._df, self._totals, *self._local, *self._to_global]
         return sum(int(a.nbytes) for a in arrays) + 100 * len(self.texts)
 
     # -- the mapping of stems to ids (what a dict of every term answered) ----------------
@@ -279,6 +281,17 @@ class TermSpace:
     def df(self) -> np.ndarray:
         """Each id's document frequency (over every segment; deleted documents count)."""
         return self._df[: len(self.texts)]
+
+    def totals(self, gids: np.ndarray) -> np.ndarray:
+        """The counts kept by :meth:`keep_totals` for ids *gids* (NaN: not kept yet)."""
+        return self._totals[gids]
+
+    def keep_totals(self, gids: np.ndarray, totals: np.ndarray) -> None:
+        """Keep *totals*, the counts of ids *gids* summed over their postings (what
+        :func:`search.dfr.collection_freq` counts: the same for every reader of this
+        generation), so that a later query does not sum their postings again.  Written
+        without the lock: a value lost to an array grown meanwhile is counted again."""
+        self._totals[gids] = totals
 
     def local(self, segment: int) -> np.ndarray:
         """Each id's term number in *segment* (-1: absent); longer than the ids given."""
@@ -359,7 +372,9 @@ class TermSpace:
         capacity = max(size, 2 * len(self._df), 1024)
         df = np.zeros(capacity, dtype=np.int64)
         df[: len(self._df)] = self._df
-        self._df = df
+        totals = np.full(capacity, np.nan, dtype=np.float64)
+        totals[: len(self._totals)] = self._totals
+        self._df, self._totals = df, totals
         for j, old in enumerate(self._local):
             local = np.full(capacity, -1, dtype=np.int64)
             local[: len(old)] = old

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from search import dfr, ranking
@@ -108,3 +109,35 @@ def test_explain_under_dph_sums_to_the_score(index: Index) -> None:
     assert explanation.model == "dph"
     assert "DPH" in explanation.lines()[0]
     assert explanation.avg_length == pytest.approx(dfr.page_lengths(session.arrays)[1])
+
+
+def test_collection_frequencies_are_summed_once_a_generation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two commits: two segments, each term's count summed over both.
+    ix = Index(tmp_path / "index")
+    analyzed = {d: analyze_document({"title": t, "body": b}) for d, (t, b) in PAGES.items()}
+    for part in ((1, 2, 3), (4, 5, 6)):
+        with ix.writer() as w:
+            for docid in part:
+                w.add(
+                    IndexDoc.from_records(
+                        docid, f"http://a.example/{docid}", "a.example", analyzed[docid].values()
+                    )
+                )
+    arrays = _session(ix, ranking.Params(linkrank=0)).arrays
+    assert len(arrays.leaves) == 2
+    stems = ["search", "memori", "tree", "array"]
+    gids = np.array([arrays.ids[s] for s in stems], dtype=np.int64)
+    expected = [sum(r[s].weight for r in analyzed.values() if s in r) for s in stems]
+    before = arrays.terms.nbytes()
+    assert dfr.collection_freq(arrays, gids).tolist() == pytest.approx(expected)
+    assert arrays.terms.nbytes() == before  # kept in the ids' array, counted in its bytes
+
+    # Asked again, in another order and with repeats: no posting is read.
+    def read(*_: object) -> None:
+        raise AssertionError("postings summed again")
+
+    monkeypatch.setattr(dfr, "leaf_postings", read)
+    again = dfr.collection_freq(arrays, gids[[2, 0, 0, 3, 1]])
+    assert again.tolist() == pytest.approx([expected[i] for i in (2, 0, 0, 3, 1)])

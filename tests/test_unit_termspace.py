@@ -247,3 +247,17 @@ def test_terms_within_walk_the_union_of_the_segments_as_whoosh_walks_each(
                 assert session.terms_within(probe, maxdist) == whoosh, (probe, maxdist)
                 found += len(whoosh)
         assert found > 100  # the comparison is not of empty sets
+
+
+def test_totals_are_kept_by_id_and_survive_growth() -> None:
+    words = sorted({f"w{i}" for i in range(3000)})
+    starts = [np.arange(len(words) + 1, dtype=np.int64)]
+    space = TermSpace([_segment(words)], starts)
+    first = np.array([space[w] for w in words[:10]], dtype=np.int64)
+    assert np.isnan(space.totals(first)).all()  # none counted yet
+    space.keep_totals(first[:5], np.arange(5, dtype=np.float64))
+    # More ids than the arrays held: they grow, the kept totals with them.
+    later = np.array([space[w] for w in words[10:]], dtype=np.int64)
+    assert space.totals(first[:5]).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert np.isnan(space.totals(first[5:])).all() and np.isnan(space.totals(later)).all()
+    assert space.nbytes() >= 8 * len(words) * 4  # df, totals, local, to_global
