@@ -120,9 +120,13 @@ SECTION_W = {section: f"w_{name[2:]}" for section, name in SECTION_B.items()}
 #: low idf).  A query's own words are always kept.
 RM3_MAX_DF_SHARE = 0.10
 ROCCHIO_MAX_DF_SHARE = 0.05
-#: Bo1 leaves none out (1: every stem may be one), as Terrier does: its weight already
-#: discounts a stem by its frequency in the collection.
-BO1_MAX_DF_SHARE = 1.0
+#: Bo1 leaves out only the stems of more than half the documents: its weight already
+#: discounts a stem by its frequency in the collection (Terrier has no such rule, but its
+#: stop list), while a stem of most pages is no evidence of relevance at all (its
+#: Robertson-Spärck Jones weight, log((N − n + 0.5) / (n + 0.5)), is below 0) and, on a
+#: site, is most often a word of every page's URL or template: added, it made every page
+#: of the site a hit of the expanded query.
+BO1_MAX_DF_SHARE = 0.5
 #: Expansion applies to queries of at least this many distinct words (descriptions,
 #: questions: where the user's words alone miss the vocabulary of relevant pages; keyword
 #: queries expanded lose their page: the navigational queries' MRR 0.895 → 0.566 with every
@@ -162,7 +166,7 @@ class Params:
     b: float = 0.75
     #: How fast the weight of later query words decreases (0: every word weighs the same).
     decay: float = 0.25
-    expansion: str = "rm3"
+    expansion: str = "bo1"
     fb_docs: int = 10
     fb_terms: int = 10
     #: RM3's weight of the query as typed against the relevance model (Anserini's
