@@ -54,6 +54,13 @@ class DatabaseError(Exception):
     """The database cannot be opened or migrated (the message is meant for users)."""
 
 
+class EmptyDatabase(DatabaseError):
+    """The database holds no table at all: nothing was ever stored in it (an empty SQLite
+    file, ``touch data/spidersite.db``; a PostgreSQL database just created).  A crawl
+    creates the schema in it, as in a missing file; a command that only reads finds
+    nothing crawled yet (:func:`stored_revision`)."""
+
+
 #: Times a transaction is tried when the database rolls it back to break a deadlock.
 DEADLOCK_ATTEMPTS = 5
 
@@ -176,6 +183,19 @@ def _probe_sqlite(path: Path) -> None:
         )
 
 
+def empty_sqlite(path: Path) -> bool:
+    """Whether the SQLite file at *path* has zero bytes (``touch``), with no write-ahead
+    log beside it holding more: SQLite opens it as a new database, and writes its header
+    into it when it opens it (the journal mode)."""
+    try:
+        if path.stat().st_size:
+            return False
+    except FileNotFoundError:
+        return False
+    wal = Path(f"{path}-wal")
+    return not wal.exists() or wal.stat().st_size == 0
+
+
 def read_only_sqlite(path: Path) -> bool:
     """Whether the SQLite file at *path* is there and its folder cannot be written (a
     read-only file system, a deployed copy): SQLite keeps its journal (the WAL and its
@@ -266,6 +286,9 @@ def migrate(engine: Engine) -> None:
                     f"{path.parent} cannot be written; run the command once where it can"
                 )
             if revision is None:
+                others = _others_tables(engine)
+                if others:
+                    raise DatabaseError(_not_ours(engine, others))
                 try:
                     _create_schema(engine)
                 except DBAPIError:
@@ -287,6 +310,54 @@ def schema_revision(engine: Engine) -> str | None:
         if not inspect(conn).has_table(_VERSION_TABLE.name):
             return None
         return conn.execute(_VERSION_TABLE.select()).scalar()
+
+
+def stored_revision(engine: Engine) -> str:
+    """The revision of the schema of a database a command only reads (and creates none
+    in).  :class:`EmptyDatabase` when it holds no table at all (nothing was crawled into
+    it, as into no database); :class:`DatabaseError` when it holds tables but no revision:
+    another application's, or this one's with its creation cut short (a crawl completes
+    it); a database that cannot be read raises the driver's error."""
+    revision = schema_revision(engine)
+    if revision is not None:
+        return revision
+    with engine.connect() as conn:
+        tables = inspect(conn).get_table_names()
+    if not tables:
+        raise EmptyDatabase(f"the database {describe(engine.url)} holds no table")
+    others = _others_tables(engine)
+    if others:
+        raise DatabaseError(_not_ours(engine, others))
+    raise DatabaseError(
+        f"cannot use the database {describe(engine.url)}: the creation of its schema was "
+        f"cut short (it has {len(tables)} of its {len(_our_tables())} tables and no "
+        f"revision); a crawl into it completes it"
+    )
+
+
+def _our_tables() -> set[str]:
+    """The tables of this project's schema (the models' and Alembic's version table)."""
+    from search.models import Base
+
+    return {*Base.metadata.tables, _VERSION_TABLE.name}
+
+
+def _others_tables(engine: Engine) -> list[str]:
+    """The tables of the database that are not this project's (its default schema's on
+    PostgreSQL; SQLite's own ``sqlite_…`` tables are not counted), sorted."""
+    with engine.connect() as conn:
+        tables = inspect(conn).get_table_names()
+    return sorted(set(tables) - _our_tables())
+
+
+def _not_ours(engine: Engine, others: list[str]) -> str:
+    """Why a database with tables *others* and no revision is not used, in one line."""
+    shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+    return (
+        f"cannot use the database {describe(engine.url)}: it holds tables that are not "
+        f"spidersite's ({shown}) and not its schema; give spidersite a database of its own "
+        f"(a new or empty one, whose schema it creates)"
+    )
 
 
 def _create_schema(engine: Engine) -> None:

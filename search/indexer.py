@@ -15,6 +15,13 @@ merges segments (up to ~30 s at 100,000 pages) the worker goes on with
 ``max_pending`` batches queued on disk, not in its memory (~1.3 MB each, pickled).  A
 batch lost with its file on a kill is in the database already, not marked indexed: the
 next crawl's indexer indexes it first.
+
+A mark is retried while the database is unreachable, but tried once while the database is
+known to fail (the worker gave up a batch: :meth:`IndexerProcess.database_failing`): a
+crawl that closes on a database that is down does not wait minutes for its marks.  What
+the indexer committed and could not mark is searchable and not marked; it is tried again
+with the next mark, and reported when the indexer stops (:class:`Marks`); the next
+crawl's indexer indexes it again and marks it, as ``python -m search check`` does.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from search.doccolumns import DocColumns
 from search.index import LIMITMB, MAX_MERGE_DOCS, Index
 from search.process import freeze_startup, release_memory, spawning, spool_folder
 from search.reindex import iter_doc_columns, reindex, remove_unindexable
-from search.store import DocumentStore
+from search.store import DocumentStore, refused, unreachable
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +87,60 @@ def _apply(writer: Any, message: str, engine: Engine | None = None) -> list[int]
 #: indexer of a crawl that was killed and has not noticed yet).
 LOCK_WAIT = 120.0
 
+#: Times a mark (the documents of a commit marked ``indexed``) is retried while the
+#: database is unreachable (0.5 s, doubling up to 30 s: ~2.5 minutes), unless the database
+#: is known to fail (:meth:`IndexerProcess.database_failing`), or the mark before failed.
+MARK_RETRY_TIMES = 10
+
+
+@dataclass(slots=True)
+class Marks:
+    """The indexer's marks of what it committed; those the database did not take (it was
+    unreachable past the retries, or known to fail, or took no write) are tried again with
+    the next commit's, and counted when the indexer stops: their pages are searchable and
+    not marked ``indexed``, so the next crawl's indexer indexes them again and marks them
+    (as ``python -m search check`` and ``reindex --new`` do)."""
+
+    store: DocumentStore
+    #: Committed, not marked yet.
+    unmarked: list[int] = field(default_factory=list)
+    #: Why the last mark failed, in one line.
+    error: str = ""
+    #: Retries of the indexer's work on the database (its first reads, its marks) while
+    #: it was unreachable.
+    retries: int = 0
+
+    def mark(self, doc_ids: Sequence[int]) -> None:
+        """Mark *doc_ids*, and those not marked before, ``indexed``: retried while the
+        database is unreachable, tried once while marks fail or the database is known to
+        fail; another failure is raised."""
+        ids = [*self.unmarked, *doc_ids]
+        try:
+            self.store.mark_indexed(ids)
+        except Exception as exc:
+            why = refused(exc)
+            if not why and not unreachable(exc):
+                raise
+            self.unmarked = ids
+            reason = " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
+            self.error = f"{why}: {reason}" if why else reason
+            self.store.retry_times = 0  # the next ones are tried once, until one passes
+            logger.debug("%d documents not marked indexed: %s", len(ids), self.error)
+            return
+        self.unmarked = []
+        self.store.retry_times = MARK_RETRY_TIMES
+
+    def count_retry(self, exc: Exception) -> None:
+        self.retries += 1
+
+    def report(self) -> dict[str, Any]:
+        """What the parent reports of the marks (:meth:`IndexerProcess.close`)."""
+        return {
+            "unmarked": len(self.unmarked),
+            "unmarked_error": self.error if self.unmarked else "",
+            "retries": self.retries,
+        }
+
 
 def _worker(
     inbox: Any,
@@ -90,15 +151,19 @@ def _worker(
     limitmb: int,
     max_merge_docs: int | None,
     catch_up: Sequence[int] | np.ndarray,
+    failing: Any = None,
 ) -> None:
     """The indexer process: one writer, a commit every *batch_size* documents.
 
     It first indexes the documents *catch_up* (what a killed crawl left unindexed), and
-    it stops, committing what it has, if its parent dies.
+    it stops, committing what it has, if its parent dies.  While the event *failing* is
+    set, the database is known to fail: its marks are tried once (:class:`Marks`).
     """
     logging.basicConfig(level=logging.INFO)
     engine = db.create(database_url)
-    store = DocumentStore(engine, retry_times=10)
+    marks = Marks(DocumentStore(engine, retry_times=MARK_RETRY_TIMES, give_up=failing))
+    marks.store.on_retry = marks.count_retry
+    store = marks.store
     index = Index(index_dir)
     parent = multiprocessing.parent_process()
     total = 0
@@ -158,12 +223,18 @@ def _worker(
                     pending.extend(_apply(writer, msg, engine))
             faults.point("index_committed")
             release_memory()
-            store.mark_indexed(pending)
+            marks.mark(pending)
             total += len(pending)
             commits += 1
             last_commit_at = time.time()
             outbox.put(("progress", total, last_commit_at))
-        outbox.put(("done", total, {"commits": commits, "searchable_at": last_commit_at}))
+        outbox.put(
+            (
+                "done",
+                total,
+                {"commits": commits, "searchable_at": last_commit_at, **marks.report()},
+            )
+        )
     except BaseException as exc:  # report, then let the parent decide
         outbox.put(("error", total, f"{type(exc).__name__}: {exc}"))
         raise
@@ -198,6 +269,8 @@ class IndexerProcess:
         self._sent = 0
         self.inbox: Any = ctx.Queue(maxsize=max_pending)
         self.outbox: Any = ctx.Queue()
+        #: Set while the database is known to fail (:meth:`database_failing`).
+        self.failing: Any = ctx.Event()
         self.process = ctx.Process(
             target=_worker,
             name="spidersite-indexer",
@@ -210,6 +283,7 @@ class IndexerProcess:
                 limitmb,
                 max_merge_docs,
                 np.asarray(catch_up, dtype=np.int64),
+                self.failing,
             ),
             daemon=True,
         )
@@ -229,6 +303,17 @@ class IndexerProcess:
     def start(self) -> None:
         with spawning():
             self.process.start()
+
+    def database_failing(self, failing: bool) -> None:
+        """Tell the indexer whether the database is known to fail (the worker gave up a
+        batch it could not store; it stores again): while it does, the indexer's marks are
+        tried once, and a retry under way stops waiting, so that a crawl that closes on a
+        database that is down does not wait minutes for them.  What it could not mark is
+        in :attr:`info` (``unmarked``, ``unmarked_error``) when it stops."""
+        if failing:
+            self.failing.set()
+        else:
+            self.failing.clear()
 
     def send(self, batch: Batch) -> None:
         """Queue *batch*, waiting while the inbox is full (the indexer is behind: the

@@ -168,7 +168,10 @@ class DocumentStore:
 
     With *retry_times*, :meth:`write_batch` and :meth:`mark_indexed` are retried with
     back-off (0.5 s, doubling up to 30 s) while the database is unreachable (a restarted
-    PostgreSQL), so that nothing is lost; *on_retry* is called before each retry.
+    PostgreSQL), so that nothing is lost; *on_retry* is called before each retry.  While
+    the event *give_up* (a ``threading`` or ``multiprocessing`` one) is set, the database
+    is known to fail: a write is tried once, not retried, and a retry's wait ends when it
+    is set (the write is then tried once more, at once).
     """
 
     def __init__(
@@ -177,10 +180,12 @@ class DocumentStore:
         retry_times: int = 0,
         on_retry: Callable[[Exception], None] | None = None,
         word_cache_bytes: int = WORD_CACHE_BYTES,
+        give_up: Any = None,
     ) -> None:
         self.engine = engine
         self.retry_times = retry_times
         self.on_retry = on_retry
+        self.give_up = give_up
         self.dialect = engine.dialect.name
         self._insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
         self.server_ids: dict[str, int] = {}
@@ -323,7 +328,7 @@ class DocumentStore:
                         logger.info("Deadlocked with another writer; writing again")
                         time.sleep(0.05 * deadlocks)
                         continue
-                if not unreachable(exc) or attempt >= self.retry_times:
+                if not unreachable(exc) or attempt >= self.retry_times or self._giving_up():
                     raise
                 attempt += 1
                 if self.on_retry is not None:
@@ -333,8 +338,15 @@ class DocumentStore:
                     str(exc).splitlines()[0][:200],
                     delay,
                 )
-                time.sleep(delay)
+                if self.give_up is None:
+                    time.sleep(delay)
+                else:
+                    self.give_up.wait(delay)
                 delay = min(delay * 2, 30.0)
+
+    def _giving_up(self) -> bool:
+        """Whether the database is known to fail (*give_up* is set): no retry."""
+        return self.give_up is not None and self.give_up.is_set()
 
     def write_batch(
         self,

@@ -117,6 +117,8 @@ class Worker:
                 self.failing,
             )
             self.failing = 0
+            if self.indexer is not None:
+                self.indexer.database_failing(False)
         report.inc["store/batches"] += 1
         self.pages_changed += len(result.documents) + len(batch.gone)
         report.inc["store/documents"] += len(result.documents)
@@ -146,6 +148,9 @@ class Worker:
         why = refused(exc)
         message = f"{why}: {_message(exc)}" if why else _message(exc)
         self.failing += 1
+        if (why or unreachable(exc)) and self.indexer is not None:
+            # The indexer's marks need not wait for it either.
+            self.indexer.database_failing(True)
         if self.failing > 1:
             logger.debug("Batch %d of this failure not stored: %s", self.failing, message)
         elif why or unreachable(exc):
@@ -233,6 +238,13 @@ class Worker:
         self._index_progress(report)
         if self.indexer.error:
             report.values["index/error"] = self.indexer.error
+        info = self.indexer.info
+        if info.get("retries"):
+            report.inc["index/retries"] += info["retries"]
+        if info.get("unmarked"):
+            # Searchable, not marked indexed: the next crawl's indexer indexes them again.
+            report.values["index/unmarked"] = info["unmarked"]
+            report.values["index/unmarked_error"] = info["unmarked_error"]
         self.indexer = None
         return report
 

@@ -378,6 +378,7 @@ class StorePipeline:
                 self._failed(exc)
             else:
                 self._apply(report)
+                self._say_unmarked(report)
                 self.crawler.signals.send_catch_log(our_signals.store_closed, report=report)
         # A crawl that lost batches (its database failed) is resumed: the link analysis is
         # made at the end of that one, not on a database that may still be failing.
@@ -389,6 +390,19 @@ class StorePipeline:
         if self.log_file is not None:
             self.log_file.close()
             self.log_file = None
+
+    def _say_unmarked(self, report: Report) -> None:
+        """Say, in one line, what the indexer made searchable and could not mark indexed
+        (the database failed): nothing is lost, the next crawl indexes those pages again."""
+        unmarked = report.values.get("index/unmarked")
+        if unmarked:
+            logger.warning(
+                "%d pages were made searchable but could not be marked indexed in the "
+                "database (%s); they stay searchable, and the next crawl into it indexes "
+                "them again and marks them (as python -m search check does)",
+                unmarked,
+                report.values.get("index/unmarked_error"),
+            )
 
     async def finish(self, reason: str) -> None:
         """Record the crawl's stats and finish reason in ``crawls`` and stop the worker

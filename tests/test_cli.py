@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -409,6 +410,100 @@ def test_a_damaged_sqlite_file_is_one_line_for_every_command(
         )
         assert reason in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
     assert path.read_bytes() == before
+
+
+#: The commands that read the database (and the rebuild, which creates none): each says
+#: there is no database yet when there is none, or an empty one.
+READERS = (
+    ["status"],
+    ["query", "zebra", "--index-dir"],
+    ["errors"],
+    ["check", "--dry-run", "--index-dir"],
+    ["check", "--index-dir"],
+    ["cached", "http://x/"],
+    ["reindex", "--new", "--index-dir"],
+    ["reindex", "--quiet"],
+)
+
+
+def readers(index: Path) -> list[list[str]]:
+    """:data:`READERS`, those that read an index given *index*."""
+    return [[*c, str(index)] if c[-1] == "--index-dir" else c for c in READERS]
+
+
+@pytest.mark.parametrize("empty", ["missing", "zero bytes", "no tables"])
+def test_an_empty_sqlite_file_is_no_database_yet(
+    empty: str, crawled: CrawlResult, tmp_path: Path
+) -> None:
+    """A database file with nothing in it (``touch data/spidersite.db``: zero bytes, which
+    SQLite opens as an empty database; or a database without a table) is no database yet,
+    as a missing file is: every command that reads says so in one line, exit status 1,
+    and creates nothing (a zero-byte file is left as it was)."""
+    path = tmp_path / "spidersite.db"
+    if empty == "zero bytes":
+        path.touch()
+    elif empty == "no tables":
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            conn.execute("PRAGMA user_version = 7")  # writes the file's header
+    # A copy of the crawl's index, for the commands that read one: the database is what
+    # is missing.
+    shutil.copytree(crawled.data_dir / "index", tmp_path / "index-copy")
+    for command in readers(tmp_path / "index-copy"):
+        proc = run_search(*command, data_dir=tmp_path)
+        assert proc.returncode == 1, (command, proc.stderr)
+        assert proc.stderr == (
+            f"error: no database at {path} yet: crawl a site first "
+            f"(scrapy crawl site -a seeds=URL)\n"
+        ), (command, proc.stderr)
+        if empty == "missing":
+            assert not path.exists(), command
+            continue
+        if empty == "zero bytes":
+            assert path.stat().st_size == 0, command
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+            assert not conn.execute("SELECT name FROM sqlite_master").fetchall(), command
+    assert not (tmp_path / "index").exists()
+
+
+def test_an_empty_postgresql_database_is_no_database_yet(pg_url: str, tmp_path: Path) -> None:
+    """A PostgreSQL database without a table (just created): as an empty SQLite file,
+    nothing crawled yet, said in one line, and nothing created in it."""
+    for command in (["status"], ["errors"], ["cached", "http://x/"], ["reindex", "--quiet"]):
+        proc = run_search(*command, data_dir=tmp_path, database_url=pg_url)
+        assert proc.returncode == 1, (command, proc.stderr)
+        assert proc.stderr.startswith("error: no tables in the database postgresql"), proc.stderr
+        assert proc.stderr.endswith(
+            " yet: crawl a site first (scrapy crawl site -a seeds=URL)\n"
+        ), proc.stderr
+    from sqlalchemy import create_engine, inspect
+
+    engine = create_engine(pg_url)
+    try:
+        assert inspect(engine).get_table_names() == []
+    finally:
+        engine.dispose()
+
+
+def test_a_database_of_something_else_is_one_line(crawled: CrawlResult, tmp_path: Path) -> None:
+    """A database that holds tables and not this project's schema (another
+    application's; or this project's, its creation cut short): every command says so in
+    one line, exit status 1, and changes none of its tables."""
+    path = tmp_path / "spidersite.db"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+        conn.commit()
+    shutil.copytree(crawled.data_dir / "index", tmp_path / "index-copy")
+    for command in [*readers(tmp_path / "index-copy"), ["serve", "--port", "1"]]:
+        proc = run_search(*command, data_dir=tmp_path)
+        assert proc.returncode == 1, (command, proc.stderr)
+        assert proc.stderr.startswith(f"error: cannot use the database sqlite:///{path}: "), (
+            command,
+            proc.stderr,
+        )
+        assert "invoices" in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert tables == {"invoices"}
 
 
 def test_reindex_rebuilds_the_same_index(crawled: CrawlResult, tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -103,3 +104,74 @@ def test_restart_during_crawl_loses_nothing(site: Site, private_pg, tmp_path: Pa
     assert sorted(urls) == sorted(f"{site.url}p{i}.html" for i in range(N_PAGES)), (stats, errors)
     assert stats.get("store/retries", 0) >= 1
     assert not stats.get("store/failed_batches")
+
+
+def test_a_database_down_at_the_end_closes_at_once(site: Site, private_pg, tmp_path: Path) -> None:
+    """PostgreSQL stops during a crawl and stays down: once the worker has given up a
+    batch (the database is known to fail), the indexer's marks of the pages it made
+    searchable are tried once, not retried for minutes as the crawl closes; the crawl
+    says in one line what was not marked, and no traceback."""
+    url, ctl = private_pg
+    n_pages = 80
+    for i in range(n_pages):
+        site.page(
+            f"/p{i}.html",
+            f"Page {i}",
+            f"quagga number{i}",
+            [f"/p{i + 1}.html"] if i + 1 < n_pages else [],
+            delay=0.2,
+        )
+    data = tmp_path / "data"
+    settings = {
+        "STORE_BATCH_SIZE": 2,
+        # One commit when the pages stop coming (the database down): its marks then fail.
+        "INDEX_BATCH_SIZE": 1000,
+        "STORE_RETRY_TIMES": 1,
+        "LOG_LEVEL": "INFO",
+    }
+    cmd = crawl_command(data, "-a", f"seeds={site.url}p0.html", settings=settings)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=_env(data, url),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert wait_for_documents(url, 6) >= 6
+    ctl("stop")
+    _, stderr = proc.communicate(timeout=300)
+    log = (data / "crawl.log").read_text(encoding="utf-8", errors="replace")
+    assert proc.returncode == 1, stderr[-2000:]  # store_failed: resume it
+    assert "Traceback" not in log + stderr, (log + stderr)[-4000:]
+    stats = dict(re.findall(r"'((?:index|store)/[a-z_]+)': (\d+)", log))
+    assert int(stats.get("index/retries", 0)) <= 1, stats
+    unmarked = int(stats["index/unmarked"])
+    assert unmarked >= 1, stats
+    lines = [line for line in log.splitlines() if "could not be marked indexed" in line]
+    assert len(lines) == 1, log[-4000:]
+    assert f"{unmarked} pages were made searchable" in lines[0]
+    # Back up: the pages the crawl stored, searchable all, some not marked indexed; the
+    # same command resumes the crawl, and its indexer marks them.
+    ctl("start")
+    engine = create_engine(url)
+
+    def stored_and_marked() -> tuple[int, int]:
+        with engine.connect() as conn:
+            return tuple(
+                conn.execute(
+                    text("SELECT count(*), count(*) FILTER (WHERE indexed) FROM documents")
+                ).one()
+            )
+
+    try:
+        stored, marked = stored_and_marked()
+        assert stored - marked == unmarked
+        again = subprocess.run(
+            cmd, cwd=ROOT, env=_env(data, url), capture_output=True, text=True, timeout=300
+        )
+        assert again.returncode == 0, again.stderr[-2000:]
+        assert stored_and_marked() == (n_pages, n_pages)
+    finally:
+        engine.dispose()

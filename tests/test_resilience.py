@@ -10,6 +10,7 @@ import os
 import random
 import shutil
 import signal
+import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
@@ -447,3 +448,54 @@ def test_a_damaged_sqlite_database_stops_the_crawl_cleanly(
     assert "Traceback" not in log + result.stderr
     assert path.read_bytes() == before
     assert not site.requested("/")  # nothing fetched that could not be stored
+
+
+@pytest.mark.parametrize("empty", ["zero bytes", "no tables"])
+def test_an_empty_sqlite_file_is_a_new_database(site: Site, tmp_path: Path, empty: str) -> None:
+    """A database file with nothing in it (``touch data/spidersite.db``: zero bytes, which
+    SQLite opens as an empty database; or a database without a table) is a new database,
+    as a missing file is: the crawl creates the schema in it, stores and indexes."""
+    site.page("/", "Home", "home page", ["/a.html"])
+    site.page("/a.html", "A", "aardvark page")
+    data = tmp_path / "data"
+    data.mkdir()
+    path = data / "spidersite.db"
+    if empty == "zero bytes":
+        path.touch()
+    else:
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            conn.execute("PRAGMA user_version = 7")  # writes the file's header
+        assert path.stat().st_size > 0
+    result = run_crawl(data, "-a", f"seeds={site.url}", settings={"LOG_LEVEL": "INFO"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Traceback" not in result.log + result.stderr
+    assert result.urls() == {site.url, f"{site.url}a.html"}
+    proc = result.search("aardvark", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert [h["url"] for h in json.loads(proc.stdout)["hits"]] == [f"{site.url}a.html"]
+
+
+def test_a_database_of_something_else_stops_the_crawl_cleanly(site: Site, tmp_path: Path) -> None:
+    """A SQLite file that holds another application's tables and not this project's
+    schema: the crawl stops as for a database that cannot be used (one line naming the
+    tables, ``database_unusable``, exit status 1), and adds nothing to it."""
+    site.page("/", "Home", "home page")
+    data = tmp_path / "data"
+    data.mkdir()
+    path = data / "spidersite.db"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+        conn.commit()
+    result = run_crawl(data, "-a", f"seeds={site.url}", settings={"LOG_LEVEL": "INFO"})
+    assert result.returncode == 1, result.stderr[-2000:]
+    log = result.log
+    errors = [line for line in log.splitlines() if "ERROR" in line]
+    assert len(errors) == 1, log[-3000:]
+    assert f"cannot use the database sqlite:///{path}" in errors[0]
+    assert "invoices" in errors[0]
+    assert "'finish_reason': 'database_unusable'" in log
+    assert "Traceback" not in log + result.stderr
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert tables == {"invoices"}
+    assert not site.requested("/")

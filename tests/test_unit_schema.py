@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -90,6 +91,37 @@ def test_an_older_database_is_upgraded_by_the_migrations(db_url: str) -> None:
         columns = {c["name"] for c in inspect(engine).get_columns("postings")}
         assert columns == {"document_id", "word_ids", "surfaces", "counts", "weights"}
         assert without_sqlite_clone_fk(engine, schema_diff(engine)) == []
+    finally:
+        engine.dispose()
+
+
+def test_a_database_without_tables_is_new_and_one_of_something_else_refused(
+    db_url: str,
+) -> None:
+    """A database without a table is a new one: a command that only reads finds it empty
+    (:class:`search.db.EmptyDatabase`), a crawl's :func:`search.db.migrate` creates the
+    schema in it.  One that holds another application's tables and no revision is
+    refused in one line naming them, and nothing is added to it; one whose creation was
+    cut short (some of this project's tables, no revision) is completed."""
+    engine = db.create(db_url)
+    try:
+        with pytest.raises(db.EmptyDatabase):
+            db.stored_revision(engine)
+        with engine.begin() as conn:
+            conn.execute(text("CREATE TABLE invoices (id INTEGER PRIMARY KEY)"))
+        for step in (db.stored_revision, db.migrate):
+            with pytest.raises(db.DatabaseError, match=r"not spidersite's \(invoices\)") as info:
+                step(engine)
+            assert not isinstance(info.value, db.EmptyDatabase)
+        assert inspect(engine).get_table_names() == ["invoices"]
+        with engine.begin() as conn:
+            conn.execute(text("DROP TABLE invoices"))
+        Base.metadata.tables["servers"].create(engine)  # a creation cut short
+        with pytest.raises(db.DatabaseError, match="cut short"):
+            db.stored_revision(engine)
+        db.migrate(engine)
+        assert db.stored_revision(engine) == db.SCHEMA_REVISION
+        assert schema_diff(engine) == []
     finally:
         engine.dispose()
 

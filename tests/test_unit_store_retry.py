@@ -3,7 +3,10 @@ transaction inserted are not kept (they were rolled back with it)."""
 
 from __future__ import annotations
 
+import pickle
+import queue
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,7 @@ from sqlalchemy.exc import OperationalError
 from search import db
 from search.models import Document, Posting
 from search.store import DocumentStore
-from tests.test_unit_linkrank import row
+from tests.test_unit_linkrank import BASE, row
 
 
 def test_a_retried_batch_does_not_reuse_ids_of_the_rolled_back_transaction(
@@ -160,3 +163,123 @@ def test_the_indexers_start_survives_an_unreachable_database(
     indexer._worker(inbox, outbox, str(tmp_path / "index"), url, 10, 64, None, [])
     assert len(calls) == 2
     assert outbox.get_nowait()[0] == "done"
+
+
+def _indexer_batches(tmp_path: Path, url: str, *pages: list[str]) -> list[tuple[str, list[int]]]:
+    """Each list of *pages* (paths) stored into the database at *url* in a batch of its
+    own, and the file of the indexer's batch that adds them, with their ids."""
+    from search.indexer import Batch
+    from search.workerprocess import index_batch
+
+    engine = db.connect(url)
+    store = DocumentStore(engine)
+    batches = []
+    for n, paths in enumerate(pages):
+        result = store.write_batch([row(path, f"quagga page {path}", []) for path in paths])
+        docs, deletes = index_batch(result, None)
+        message = tmp_path / f"{n}.batch"
+        message.write_bytes(pickle.dumps(Batch(docs, deletes)))
+        batches.append((str(message), [doc.id for doc in result.documents]))
+    engine.dispose()
+    return batches
+
+
+def _marked(url: str) -> list[str]:
+    engine = db.create(url)
+    try:
+        with engine.connect() as conn:
+            return sorted(conn.scalars(select(Document.url).where(Document.indexed.is_(True))))
+    finally:
+        engine.dispose()
+
+
+def _run_indexer(
+    tmp_path: Path, url: str, messages: list[str], failing: threading.Event | None = None
+) -> tuple[str, int, dict[str, Any]]:
+    """The indexer process's work, in this process, on the batch files *messages* (a
+    commit each); its last message."""
+    from search import indexer
+
+    inbox: queue.Queue[Any] = queue.Queue()
+    outbox: queue.Queue[Any] = queue.Queue()
+    for message in [*messages, None]:
+        inbox.put(message)
+    indexer._worker(inbox, outbox, str(tmp_path / "index"), url, 1, 64, None, [], failing)
+    last = outbox.get_nowait()
+    while not outbox.empty():
+        last = outbox.get_nowait()
+    return last
+
+
+def _unreachable_marks(monkeypatch: pytest.MonkeyPatch, fail: int) -> list[list[int]]:
+    """Make the first *fail* marks fail as when the database is down; the ids of each
+    attempt."""
+    attempts: list[list[int]] = []
+    original = DocumentStore._mark_indexed
+
+    def mark(self: DocumentStore, doc_ids: Any) -> None:
+        attempts.append(list(doc_ids))
+        if len(attempts) <= fail:
+            raise OperationalError("UPDATE documents", {}, Exception("connection refused"))
+        original(self, doc_ids)
+
+    monkeypatch.setattr(DocumentStore, "_mark_indexed", mark)
+    return attempts
+
+
+def test_the_indexers_marks_are_tried_once_when_the_database_is_known_to_fail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The crawl's worker knows the database fails (its batches are not stored): the
+    indexer's marks are then tried once, not retried for minutes, and those that fail
+    are reported (their pages are searchable, not marked), not raised."""
+    from search.index import Index
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    [(message, ids)] = _indexer_batches(tmp_path, url, ["a", "b"])
+    attempts = _unreachable_marks(monkeypatch, fail=1_000)
+    monkeypatch.setattr("search.store.time.sleep", lambda seconds: pytest.fail("retried"))
+    failing = threading.Event()
+    failing.set()
+    kind, total, info = _run_indexer(tmp_path, url, [message], failing)
+    assert (kind, total) == ("done", 2)
+    assert attempts == [ids]
+    assert info["unmarked"] == 2 and "connection refused" in info["unmarked_error"]
+    assert Index(str(tmp_path / "index")).doc_count() == 2
+    assert _marked(url) == []
+
+
+def test_the_indexers_marks_that_fail_past_their_retries_are_reported_not_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not known to fail: a mark is retried while the database is unreachable; past the
+    retries the indexer goes on (no traceback, no failed indexer), the next marks tried
+    once each, and says what it could not mark when it stops."""
+    from search import indexer
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    batches = _indexer_batches(tmp_path, url, ["a"], ["b"])
+    attempts = _unreachable_marks(monkeypatch, fail=1_000)
+    monkeypatch.setattr("search.store.time.sleep", lambda seconds: None)
+    kind, total, info = _run_indexer(tmp_path, url, [m for m, _ in batches])
+    assert (kind, total) == ("done", 2)
+    assert len(attempts) == indexer.MARK_RETRY_TIMES + 2
+    assert attempts[-1] == [*batches[0][1], *batches[1][1]]
+    assert info["unmarked"] == 2 and info["retries"] == indexer.MARK_RETRY_TIMES
+
+
+def test_the_indexer_marks_what_it_could_not_once_the_database_is_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mark that failed is tried again with the next commit's: the database back, every
+    page is marked, and nothing is reported unmarked."""
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    batches = _indexer_batches(tmp_path, url, ["a"], ["b"])
+    attempts = _unreachable_marks(monkeypatch, fail=1)
+    failing = threading.Event()
+    failing.set()
+    kind, total, info = _run_indexer(tmp_path, url, [m for m, _ in batches], failing)
+    assert (kind, total) == ("done", 2)
+    assert attempts == [batches[0][1], [*batches[0][1], *batches[1][1]]]
+    assert info["unmarked"] == 0
+    assert _marked(url) == [f"{BASE}a", f"{BASE}b"]

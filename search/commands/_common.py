@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from pathlib import Path
 from typing import Any, TextIO
 
 from sqlalchemy.engine import make_url
@@ -62,37 +63,55 @@ def open_engine(
 ) -> Any:
     """The database of the storage options, as one-line errors when it cannot be used.
 
-    With ``upgrade=False`` (or ``create=False``) a missing SQLite file is an error
-    (read-only commands must not create an empty database, nor a rebuild one of nothing).
-    With ``upgrade=False`` the database is read once (its schema's revision), so that one
-    that cannot be opened fails here.  With *write* (a command that writes: ``reindex``,
-    ``check`` without ``--dry-run``) a SQLite file that cannot be written (nor its folder,
-    where SQLite keeps its journal) is an error here, before the command touches the index
-    (a rebuild would replace the index and then fail to mark its documents).
+    With ``upgrade=False`` (or ``create=False``) a database that is not there yet is an
+    error (read-only commands must not create an empty database, nor a rebuild one of
+    nothing): a missing SQLite file, an empty one (``touch``: zero bytes), a database
+    without a table (:class:`search.db.EmptyDatabase`); and so is one that holds tables
+    but not this project's schema.  With ``upgrade=False`` the database is read once (its
+    schema's revision), so that one that cannot be opened fails here.  With *write* (a
+    command that writes: ``reindex``, ``check`` without ``--dry-run``) a SQLite file that
+    cannot be written (nor its folder, where SQLite keeps its journal) is an error here,
+    before the command touches the index (a rebuild would replace the index and then fail
+    to mark its documents).
     """
     url = config.database_url(args.database_url, args.data_dir)
-    if url.startswith("sqlite:///") and not (upgrade if create is None else create):
+    existing = not (upgrade if create is None else create)
+    if existing and url.startswith("sqlite:///"):
+        # Before SQLite opens it: it would write a header into an empty file.
         path = url[len("sqlite:///") :]
-        if not os.path.exists(path):
-            raise CLIError(
-                f"no database at {path} yet: crawl a site first (scrapy crawl site -a seeds=URL)"
-            )
+        if not os.path.exists(path) or db.empty_sqlite(Path(path)):
+            raise CLIError(_nothing_crawled(url))
     if write:
         try:
             db.probe(url)
         except db.DatabaseError as exc:
             raise CLIError(_one_line(str(exc))) from None
     try:
-        engine = db.connect(url, upgrade=upgrade)
-        if not upgrade:
+        engine = db.connect(url, upgrade=upgrade and not existing)
+        if existing:
             # Read now, so that a server that cannot be reached or a file that is not a
-            # database is one line here, not a traceback from the command's first query.
-            db.schema_revision(engine)
+            # database is one line here, not a traceback from the command's first query;
+            # and a database with no table is one that nothing was crawled into yet.
+            db.stored_revision(engine)
+            if upgrade:
+                db.migrate(engine)
+    except db.EmptyDatabase:
+        raise CLIError(_nothing_crawled(url)) from None
     except db.DatabaseError as exc:
         raise CLIError(_one_line(str(exc))) from None
     except DBAPIError as exc:
         raise CLIError(_one_line(f"cannot open database {make_url(url)!r}: {exc.orig}")) from None
     return engine
+
+
+def _nothing_crawled(url: str) -> str:
+    """What a command that reads says when nothing was crawled into the database *url*
+    (no SQLite file, an empty one, a database without a table)."""
+    if url.startswith("sqlite:///"):
+        where = f"no database at {url[len('sqlite:///') :]}"
+    else:
+        where = f"no tables in the database {db.describe(url)}"
+    return f"{where} yet: crawl a site first (scrapy crawl site -a seeds=URL)"
 
 
 #: What :func:`printable` writes for each control character a terminal acts on: C0 but
