@@ -218,12 +218,16 @@ def expanded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, In
     engine.dispose()
 
 
+@pytest.mark.parametrize("expansion", ["bo1", "rm3"])
 @pytest.mark.parametrize("fuse", ["none", "dph"])
 def test_the_total_of_an_expanded_query_counts_the_pages_it_ranks(
-    expanded: tuple[Any, Index], fuse: str
+    expanded: tuple[Any, Index], fuse: str, expansion: str
 ) -> None:
+    # The words of every page's URL (its host's) are not feedback terms: added, they
+    # would make every page of the site a hit.
     engine, index = expanded
-    searcher = Searcher(engine, index, ranking.DEFAULT.with_values(fuse=fuse))
+    params = ranking.DEFAULT.with_values(fuse=fuse, expansion=expansion)
+    searcher = Searcher(engine, index, params)
     q = parse_query("alpha beta gamma delta")
     first = searcher.search(q, per_page=10)
     second = searcher.search(q, page=2, per_page=10)
