@@ -484,6 +484,11 @@ class ArrayIndex:
         i, numbers, tfs, length = found
         return self.terms.ids_of(i, numbers), tfs.astype(np.float64), float(LENGTHS[length])
 
+    def stems_of(self, docnum: int) -> set[str]:
+        """The stems document *docnum* holds (from the forward index)."""
+        texts = self.terms.texts
+        return {texts[gid] for gid in self.vector(docnum)[0].tolist()}
+
     def feedback_model(
         self,
         docnums: Sequence[int],

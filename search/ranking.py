@@ -34,18 +34,18 @@ weighs its words alike, as the published rankings do).
 Query expansion (pseudo-relevance feedback) takes the ``fb_docs`` best documents of the
 first ranking as relevant and adds ``fb_terms`` of their stems to the query:
 
-- ``bo1`` (the default): Amati's Bo1, the divergence-from-randomness (Bose-Einstein)
-  weight of each stem of the feedback documents against its frequency in the collection
-  (:func:`bo1_terms`);
-- ``rm3``: RM3, Lavrenko & Croft's relevance model interpolated with the query over whole
-  documents, weighted and interpolated as Anserini does (:func:`rm3_terms`);
+- ``rm3`` (the default): RM3, Lavrenko & Croft's relevance model interpolated with the
+  query over whole documents, weighted and interpolated as Anserini does (:func:`rm3_terms`);
+- ``bo1``: Amati's Bo1, the divergence-from-randomness (Bose-Einstein) weight of each stem
+  of the feedback documents against its frequency in the collection (:func:`bo1_terms`);
 - ``rocchio``: the mean BM25 weight of each stem over the feedback documents
   (:func:`feedback_terms`), the product's earlier method;
 - ``none``: no expansion.
 
 Only queries of ``fb_min_words`` distinct words or more are expanded (by default
 :data:`FEEDBACK_MIN_WORDS`: keyword queries mean exactly their words), on indexes of
-``fb_min_docs`` documents or more (:data:`FEEDBACK_MIN_DOCS`).
+``fb_min_docs`` documents or more (:data:`FEEDBACK_MIN_DOCS`), and not when the first
+ranking's best page holds every word of the query (``fb_skip_held``, :func:`answered`).
 
 The link-graph prior (``linkrank`` 0.5; 0 switches it off) adds to each hit's score a saturating
 function of its PageRank *s* (:mod:`search.linkrank`, scaled to a mean of 1 over the
@@ -73,7 +73,7 @@ from their stored text (:mod:`search.proximity`).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -150,10 +150,8 @@ class Params:
     ``eval``; ``eval --sweep`` varies them).
 
     The defaults are published ones, not fitted to a collection: BM25's k1 1.2 and b 0.75
-    (Robertson's, and Whoosh's; b 0.75 for every section of per-field BM25F), Bo1, Terrier's
-    expansion (10 documents, 10 terms; RM3, when chosen, with Anserini's original query
-    weight 0.5): ahead of RM3 on CISI and on each of its altered copies, most where titles
-    say nothing (benchmarks/README.md).  k1 1.2 rather
+    (Robertson's, and Whoosh's; b 0.75 for every section of per-field BM25F), RM3 as
+    Anserini runs it (10 documents, 10 terms, original query weight 0.5).  k1 1.2 rather
     than Anserini's 0.9: a page's tf is weighted (a title word counts 4), so it saturates
     later than a plain count.  *decay* 0.25 on queries of at most 3 distinct words: on
     CISI's natural-language questions (four words or more) anything from 0 to 0.4 measures
@@ -169,7 +167,7 @@ class Params:
     b: float = 0.75
     #: How fast the weight of later query words decreases (0: every word weighs the same).
     decay: float = 0.25
-    expansion: str = "bo1"
+    expansion: str = "rm3"
     fb_docs: int = 10
     fb_terms: int = 10
     #: RM3's weight of the query as typed against the relevance model (Anserini's
@@ -214,6 +212,9 @@ class Params:
     fb_min_words: int = FEEDBACK_MIN_WORDS
     #: Nor are queries on an index of fewer documents than this (0: whatever its size).
     fb_min_docs: int = FEEDBACK_MIN_DOCS
+    #: 1: nor is a query whose first ranking's best page holds every one of its words
+    #: (:func:`answered`); 0: it is expanded all the same.
+    fb_skip_held: int = 1
 
     def __post_init__(self) -> None:
         # NaN passes every range check below (each comparison with it is false), and an
@@ -256,6 +257,8 @@ class Params:
             raise ValueError("fb_weight must be above 0 and at most 1")
         if self.fb_min_words < 1 or self.fb_min_docs < 0:
             raise ValueError("fb_min_words must be >= 1 and fb_min_docs >= 0")
+        if self.fb_skip_held not in (0, 1):
+            raise ValueError("fb_skip_held must be 0 or 1")
         if self.linkrank < 0:
             raise ValueError("linkrank must be >= 0")
         if self.proximity < 0:
@@ -360,6 +363,19 @@ def expands(words: int, doc_count: int, params: Params = DEFAULT) -> bool:
         and words >= params.fb_min_words
         and doc_count >= params.fb_min_docs
     )
+
+
+def answered(query: Iterable[str], page: Container[str], params: Params = DEFAULT) -> bool:
+    """Whether a query of stems *query* whose first ranking's best page holds the stems
+    *page* goes unexpanded under *params* (``fb_skip_held``): that page holds every one
+    of its words.  Pseudo-relevance feedback is for a query whose words miss the
+    vocabulary of the pages it asks for; a page holding them all is what a keyword query
+    that names a page asks for, and the feedback pages' other words pull the pages that
+    share them above it (benchmarks/README.md: the navigational queries of four words or
+    more).  Expansion applied only where it is predicted to help is Cronen-Townsend, Zhou
+    and Croft's, and Amati, Carpineto and Romano's, selective query expansion (2004); this
+    test is the product's own."""
+    return bool(params.fb_skip_held) and all(stem in page for stem in query)
 
 
 def query_weights(

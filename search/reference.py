@@ -112,12 +112,16 @@ class ReferenceSession:
         Python; their stems found in more than the method's share of the documents left
         out (but for the query's own)."""
         p = self.params
+        texts = self._forward.texts
+        if feedback:
+            best = self._forward.vector(feedback[0].docnum)[0]
+            if ranking.answered(weights, {texts[gid] for gid in best.tolist()}, p):
+                return dict(weights)
         rm3 = p.expansion in ("rm3", "bo1")
         share = {"rm3": ranking.RM3_MAX_DF_SHARE, "bo1": ranking.BO1_MAX_DF_SHARE}.get(
             p.expansion, ranking.ROCCHIO_MAX_DF_SHARE
         )
         frequent = share * self.n
-        texts = self._forward.texts
         vectors, totals = [], []
         for hit in feedback:
             length = self.s.doc_field_length(hit.docnum, WORDS_FIELD, 1)

@@ -77,10 +77,14 @@ def _sessions(
 #: The methods and parameters the array postings must rank as the reference does.
 PARAMS = [
     ranking.DEFAULT,
+    ranking.Params(expansion="rm3"),
     ranking.Params(expansion="rocchio", fb_terms=20),
     ranking.Params(expansion="bo1"),
     ranking.Params(expansion="bo1", fb_docs=5, fb_terms=20, decay=0.0),
-    ranking.Params(k1=2.0, b=0.75, decay=0.25, fb_docs=5, fb_terms=15, fb_weight=0.3),
+    ranking.Params(
+        k1=2.0, b=0.75, decay=0.25, expansion="rm3", fb_docs=5, fb_terms=15, fb_weight=0.3
+    ),
+    ranking.Params(fb_skip_held=0),
     ranking.Params(bm25f="merged"),
     ranking.Params(bm25f="merged", expansion="rocchio", fb_terms=20),
     ranking.Params(b_title=0.3, b_body=0.9, b_url=0.0, expansion="rocchio"),
@@ -155,6 +159,9 @@ def test_new_indexes_keep_no_whoosh_term_vectors(index: Index) -> None:
 @pytest.mark.parametrize("params", PARAMS, ids=_id)
 def test_expansion_equals_the_pure_python_feedback(index: Index, params: ranking.Params) -> None:
     """The arrays' feedback (numpy) against the pure-Python feedback of search.ranking."""
+    # Every query expanded, its best page holding all its words or not (that rule is
+    # tested below).
+    params = params.with_values(fb_skip_held=0)
     fast, slow = _sessions(index, params)
     added = 0
     for text in _queries(20, seed=4):
@@ -304,7 +311,7 @@ def test_expansion_gates_on_query_words_and_index_size(index: Index) -> None:
     default, _ = _sessions(index)
     assert default.n >= ranking.DEFAULT.fb_min_docs
     assert not default.expands(weights)
-    every = ranking.Params(fb_min_words=1)
+    every = ranking.Params(fb_min_words=1, fb_skip_held=0)
     fast, slow = _sessions(index, every)
     assert fast.expands(weights) and slow.expands(weights)
     assert fast.rank(q, 10) != fast.rank(q, 10, expand=False)
@@ -312,6 +319,45 @@ def test_expansion_gates_on_query_words_and_index_size(index: Index) -> None:
     small, ref = _sessions(index, ranking.Params(fb_min_words=1, fb_min_docs=default.n + 1))
     assert not small.expands(weights) and not ref.expands(weights)
     assert small.rank(q, 10) == small.rank(q, 10, expand=False)
+
+
+@pytest.mark.parametrize("expansion", ["bo1", "rm3", "rocchio"])
+def test_a_query_its_best_page_holds_is_not_expanded(index: Index, expansion: str) -> None:
+    # README "Ranking": a query whose first ranking's best page holds every one of its
+    # words is ranked as typed (fb_skip_held), by the array postings and the reference
+    # alike; one whose best page misses a word is expanded.
+    params = ranking.Params(fb_min_words=1, expansion=expansion)
+    fast, slow = _sessions(index, params)
+    held = missed = 0
+    for text in _queries(40, seed=5):
+        q = parse_query(text)
+        weights = build_query(q).weights
+        feedback = slow.top(weights, params.fb_docs, build_query(q))
+        best = fast.arrays.stems_of(feedback[0].docnum)
+        plain = fast.rank(q, 10, expand=False)
+        if all(stem in best for stem in weights):
+            held += 1
+            assert fast.expand(weights, feedback) == weights
+            assert slow.expand(weights, feedback) == weights
+            assert fast.rank(q, 10) == plain
+        elif fast.expand(weights, feedback) != weights:
+            missed += 1
+        assert _ranking(fast.rank(q, 10)) == _ranking(slow.rank(q, 10)), text
+    # Switched off, a held query is expanded as well.
+    off = params.with_values(fb_skip_held=0)
+    always, _ = _sessions(index, off)
+    text = next(t for t in _queries(40, seed=5) if _held(always, t))
+    q = parse_query(text)
+    assert always.rank(q, 10) != always.rank(q, 10, expand=False)
+    assert held >= 5 and missed >= 5
+
+
+def _held(session: SearchSession, text: str) -> bool:
+    """Whether the best page of *text*'s first ranking holds every one of its words."""
+    q = parse_query(text)
+    weights = build_query(q).weights
+    hits = session.rank(q, 1, expand=False)
+    return bool(hits) and all(s in session.arrays.stems_of(hits[0].docnum) for s in weights)
 
 
 @pytest.mark.parametrize(

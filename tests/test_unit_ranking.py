@@ -11,18 +11,20 @@ from search.ranking import DEFAULT, K1, Params, bm25, idf, position_weight
 
 
 def test_defaults_are_the_published_ones() -> None:
-    # BM25's k1 1.2, b 0.75 (Robertson's, Whoosh's); Bo1, Terrier's expansion, from 10
-    # feedback documents, 10 terms (RM3's originalQueryWeight 0.5 as Anserini's, when RM3
-    # is chosen); decay 0.25 on keyword queries of up to 3 distinct words (CISI's
-    # questions measure decays 0 to 0.4 alike; the design documents' rule stays where the
-    # first word is the topic); the link-graph prior at 0.5 (the navigational test's
-    # cross-validated weight).
-    assert Params(1.2, 0.75, 0.25, "bo1", 10, 10, 0.5, 0.5) == DEFAULT
+    # BM25's k1 1.2, b 0.75 (Robertson's, Whoosh's); RM3 as Anserini runs it (fbDocs 10,
+    # fbTerms 10, originalQueryWeight 0.5); decay 0.25 on keyword queries of up to 3
+    # distinct words (CISI's questions measure decays 0 to 0.4 alike; the design documents'
+    # rule stays where the first word is the topic); the link-graph prior at 0.5 (the
+    # navigational test's cross-validated weight).
+    assert Params(1.2, 0.75, 0.25, "rm3", 10, 10, 0.5, 0.5) == DEFAULT
     assert DEFAULT.decay_words == 3
     # Expansion of queries of 4 distinct words or more (the navigational queries lose with
     # shorter ones expanded), on indexes of 100 documents or more (10 feedback documents
     # are a tenth of it).
     assert (DEFAULT.fb_min_words, DEFAULT.fb_min_docs) == (4, 100)
+    # ... unless the first ranking's best page holds every word of the query (the
+    # navigational queries of four words or more lose their page when expanded).
+    assert DEFAULT.fb_skip_held == 1
     # BM25F in Robertson & Zaragoza's per-field form, every section's b the same 0.75.
     assert DEFAULT.bm25f == "per-field"
     assert DEFAULT.section_b() == (0.75,) * 6

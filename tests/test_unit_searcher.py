@@ -224,9 +224,16 @@ def test_the_total_of_an_expanded_query_counts_the_pages_it_ranks(
     expanded: tuple[Any, Index], fuse: str, expansion: str
 ) -> None:
     # The words of every page's URL (its host's) are not feedback terms: added, they
-    # would make every page of the site a hit.
+    # would make every page of the site a hit.  (The best page holds the query's four
+    # words: expanded only with fb_skip_held 0.)
     engine, index = expanded
-    params = ranking.DEFAULT.with_values(fuse=fuse, expansion=expansion)
+    params = ranking.DEFAULT.with_values(fuse=fuse, expansion=expansion, fb_skip_held=0)
+    assert (
+        Searcher(engine, index, params.with_values(fb_skip_held=1))
+        .search(parse_query("alpha beta gamma delta"), per_page=100)
+        .total
+        == 10
+    )
     searcher = Searcher(engine, index, params)
     q = parse_query("alpha beta gamma delta")
     first = searcher.search(q, per_page=10)

@@ -82,8 +82,8 @@ def add_parser(sub: Any, common: Any) -> None:
         "name=start:stop:step or name=v1/v2/..., comma-separated "
         "(names: k1, b, bm25f, model, fuse, b_body, b_title, b_url, b_desc, b_keywords, "
         "b_boilerplate, w_body, w_title, w_url, w_desc, w_keywords, w_boilerplate, decay, "
-        "decay_words, fb_docs, fb_terms, fb_weight, fb_min_words, "
-        "fb_min_docs, expansion, linkrank, proximity, proximity_depth, proximity_window)",
+        "decay_words, fb_docs, fb_terms, fb_weight, fb_min_words, fb_min_docs, "
+        "fb_skip_held, expansion, linkrank, proximity, proximity_depth, proximity_window)",
     )
     p.add_argument(
         "--folds",

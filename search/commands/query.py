@@ -163,6 +163,15 @@ def add_ranking_options(p: argparse.ArgumentParser) -> None:
         f"(default: {DEFAULT.fb_min_docs})",
     )
     p.add_argument(
+        "--fb-skip-held",
+        type=int,
+        choices=(0, 1),
+        default=DEFAULT.fb_skip_held,
+        metavar="{0,1}",
+        help="1: do not expand a query whose first ranking's best page holds every one of "
+        f"its words; 0: expand it all the same (default: {DEFAULT.fb_skip_held})",
+    )
+    p.add_argument(
         "--linkrank",
         type=float,
         default=DEFAULT.linkrank,
@@ -222,6 +231,7 @@ def ranking_params(args: argparse.Namespace) -> Any:
             fb_weight=args.fb_weight,
             fb_min_words=args.fb_min_words,
             fb_min_docs=args.fb_min_docs,
+            fb_skip_held=args.fb_skip_held,
             linkrank=args.linkrank,
             proximity=args.proximity,
             proximity_depth=args.proximity_depth,
