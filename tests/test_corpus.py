@@ -148,25 +148,6 @@ def pg_docs_searcher(pg_docs: CrawlResult) -> Iterator[Any]:
     engine.dispose()
 
 
-@pytest.mark.parametrize(
-    ("query", "page"),
-    [
-        pytest.param(q, p, marks=pytest.mark.xfail(reason=KNOWN_MISSES[q], strict=True))
-        if q in KNOWN_MISSES
-        else (q, p)
-        for q, p in navigational_queries()
-    ],
-)
-def test_navigational_queries_find_their_page_in_top_3(
-    pg_docs_searcher: Any, query: str, page: str
-) -> None:
-    from search.query import parse_query
-
-    hits = pg_docs_searcher.search(parse_query(query), per_page=3).hits
-    top = [hit.url.rsplit("/", 1)[-1] for hit in hits]
-    assert page in top, top
-
-
 #: Keyword queries of four to seven distinct words naming a page of the PostgreSQL
 #: documentation (benchmarks/navigational-long-postgresql.tsv): query expansion applies to
 #: them, but not when the first ranking's best page holds every word (README "Ranking";
@@ -174,8 +155,16 @@ def test_navigational_queries_find_their_page_in_top_3(
 LONG_QUERIES = Path(__file__).parents[1] / "benchmarks" / "navigational-long-postgresql.tsv"
 
 
-@pytest.mark.parametrize(("query", "page"), navigational_queries(LONG_QUERIES))
-def test_long_navigational_queries_find_their_page_in_top_3(
+@pytest.mark.parametrize(
+    ("query", "page"),
+    [
+        pytest.param(q, p, marks=pytest.mark.xfail(reason=KNOWN_MISSES[q], strict=True))
+        if q in KNOWN_MISSES
+        else (q, p)
+        for q, p in navigational_queries() + navigational_queries(LONG_QUERIES)
+    ],
+)
+def test_navigational_queries_find_their_page_in_top_3(
     pg_docs_searcher: Any, query: str, page: str
 ) -> None:
     from search.query import parse_query

@@ -65,20 +65,24 @@ def private_pg():  # type: ignore[no-untyped-def]
         shutil.rmtree(root, ignore_errors=True)
 
 
-def test_restart_during_crawl_loses_nothing(site: Site, private_pg, tmp_path: Path) -> None:
-    url, ctl = private_pg
-    for i in range(N_PAGES):
+def _chain(site: Site, n_pages: int, delay: float) -> None:
+    """Pages /p0.html … each linking to the next, each answered after *delay* seconds."""
+    for i in range(n_pages):
         site.page(
             f"/p{i}.html",
             f"Page {i}",
             f"quagga number{i}",
-            [f"/p{i + 1}.html"] if i + 1 < N_PAGES else [],
-            delay=0.1,
+            [f"/p{i + 1}.html"] if i + 1 < n_pages else [],
+            delay=delay,
         )
-    data = tmp_path / "data"
-    settings = {"STORE_BATCH_SIZE": 2, "INDEX_BATCH_SIZE": 2, "LOG_LEVEL": "INFO"}
+
+
+def _start_crawl(
+    site: Site, data: Path, url: str, settings: dict[str, object]
+) -> subprocess.Popen[str]:
+    """A crawl of the chain from /p0.html into the database *url*, started (stderr piped)."""
     cmd = crawl_command(data, "-a", f"seeds={site.url}p0.html", settings=settings)
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         cmd,
         cwd=ROOT,
         env=_env(data, url),
@@ -87,6 +91,14 @@ def test_restart_during_crawl_loses_nothing(site: Site, private_pg, tmp_path: Pa
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def test_restart_during_crawl_loses_nothing(site: Site, private_pg, tmp_path: Path) -> None:
+    url, ctl = private_pg
+    _chain(site, N_PAGES, delay=0.1)
+    data = tmp_path / "data"
+    settings = {"STORE_BATCH_SIZE": 2, "INDEX_BATCH_SIZE": 2, "LOG_LEVEL": "INFO"}
+    proc = _start_crawl(site, data, url, settings)
     assert wait_for_documents(url, 6) >= 6
     ctl("stop")
     time.sleep(2)  # the crawl goes on meanwhile; its batches fail and wait
@@ -113,14 +125,7 @@ def test_a_database_down_at_the_end_closes_at_once(site: Site, private_pg, tmp_p
     says in one line what was not marked, and no traceback."""
     url, ctl = private_pg
     n_pages = 80
-    for i in range(n_pages):
-        site.page(
-            f"/p{i}.html",
-            f"Page {i}",
-            f"quagga number{i}",
-            [f"/p{i + 1}.html"] if i + 1 < n_pages else [],
-            delay=0.2,
-        )
+    _chain(site, n_pages, delay=0.2)
     data = tmp_path / "data"
     settings = {
         "STORE_BATCH_SIZE": 2,
@@ -129,16 +134,7 @@ def test_a_database_down_at_the_end_closes_at_once(site: Site, private_pg, tmp_p
         "STORE_RETRY_TIMES": 1,
         "LOG_LEVEL": "INFO",
     }
-    cmd = crawl_command(data, "-a", f"seeds={site.url}p0.html", settings=settings)
-    proc = subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        env=_env(data, url),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _start_crawl(site, data, url, settings)
     assert wait_for_documents(url, 6) >= 6
     ctl("stop")
     _, stderr = proc.communicate(timeout=300)
@@ -168,10 +164,9 @@ def test_a_database_down_at_the_end_closes_at_once(site: Site, private_pg, tmp_p
     try:
         stored, marked = stored_and_marked()
         assert stored - marked == unmarked
-        again = subprocess.run(
-            cmd, cwd=ROOT, env=_env(data, url), capture_output=True, text=True, timeout=300
-        )
-        assert again.returncode == 0, again.stderr[-2000:]
+        again = _start_crawl(site, data, url, settings)
+        _, again_stderr = again.communicate(timeout=300)
+        assert again.returncode == 0, again_stderr[-2000:]
         assert stored_and_marked() == (n_pages, n_pages)
     finally:
         engine.dispose()
