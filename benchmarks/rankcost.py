@@ -8,8 +8,9 @@
 (:meth:`search.searchsession.SearchSession.rank`), once per setting (the product's defaults
 changed by ``name=value,…``, :class:`search.ranking.Params`' names; the first setting is
 the defaults), the settings taking turns query by query, *rounds* times.  Prints, per
-setting, the mean, median and 95th percentile of a query and the mean over the expanded
-queries (four distinct words or more).
+setting, the mean, median and 95th percentile of a query and the mean over the queries of
+four distinct words or more (``4+ words``: those the product expanded when only they were
+expanded, before 2026-12-07).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from search.index import Index  # noqa: E402
 from search.indexquery import open_searcher  # noqa: E402
 from search.query import QueryError, parse_query  # noqa: E402
 from search.searchsession import SearchSession  # noqa: E402
+
+#: The distinct words of a query counted in the last column.
+LONG_WORDS = 4
 
 
 def main() -> int:
@@ -55,22 +59,22 @@ def main() -> int:
     for session in sessions.values():  # warm: the arrays, the page lengths
         session.rank(queries[0], 10)
     times: dict[str, list[float]] = {name: [] for name in sessions}
-    expanded: dict[str, list[float]] = {name: [] for name in sessions}
+    long_queries: dict[str, list[float]] = {name: [] for name in sessions}
     for _ in range(args.rounds):
         for q in queries:
-            long = len(set(q.all_stems)) >= ranking.FEEDBACK_MIN_WORDS
+            long = len(set(q.all_stems)) >= LONG_WORDS
             for name, session in sessions.items():
                 started = time.perf_counter()
                 session.rank(q, 10)
                 ms = (time.perf_counter() - started) * 1000
                 times[name].append(ms)
                 if long:
-                    expanded[name].append(ms)
+                    long_queries[name].append(ms)
     print(f"{len(queries)} queries, {args.rounds} rounds; ms a query")
-    print(f"{'setting':<40} {'mean':>7} {'median':>7} {'p95':>7} {'expanded':>9}")
+    print(f"{'setting':<40} {'mean':>7} {'median':>7} {'p95':>7} {'4+ words':>9}")
     for name, values in times.items():
         p95 = statistics.quantiles(values, n=20)[-1]
-        long_mean = statistics.fmean(expanded[name]) if expanded[name] else 0.0
+        long_mean = statistics.fmean(long_queries[name]) if long_queries[name] else 0.0
         print(
             f"{name:<40} {statistics.fmean(values):>7.2f} {statistics.median(values):>7.2f} "
             f"{p95:>7.2f} {long_mean:>9.2f}"

@@ -308,15 +308,15 @@ def test_expansion_gates_on_query_words_and_index_size(index: Index) -> None:
     # reference expand the same queries.
     q = parse_query("w3 w10")
     weights = build_query(q).weights
-    default, _ = _sessions(index)
-    assert default.n >= ranking.DEFAULT.fb_min_docs
-    assert not default.expands(weights)
+    three, _ = _sessions(index, ranking.Params(fb_min_words=3))
+    assert three.n >= ranking.DEFAULT.fb_min_docs
+    assert not three.expands(weights)
     every = ranking.Params(fb_min_words=1, fb_skip_held=0)
     fast, slow = _sessions(index, every)
     assert fast.expands(weights) and slow.expands(weights)
     assert fast.rank(q, 10) != fast.rank(q, 10, expand=False)
     assert _ranking(fast.rank(q, 10)) == _ranking(slow.rank(q, 10))
-    small, ref = _sessions(index, ranking.Params(fb_min_words=1, fb_min_docs=default.n + 1))
+    small, ref = _sessions(index, ranking.Params(fb_min_words=1, fb_min_docs=three.n + 1))
     assert not small.expands(weights) and not ref.expands(weights)
     assert small.rank(q, 10) == small.rank(q, 10, expand=False)
 
