@@ -298,7 +298,7 @@ class SearchSession:
     ) -> dict[str, float]:
         p = self.params
         docnums = [d for _, d in feedback]
-        if docnums and ranking.answered(weights, self.arrays.stems_of(docnums[0]), p):
+        if docnums and ranking.answered(weights, self.arrays.page_stems(docnums[0]), p):
             return dict(weights)
         if p.expansion == "rm3":
             frequent = ranking.RM3_MAX_DF_SHARE * self.n
