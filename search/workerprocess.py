@@ -270,7 +270,15 @@ class Worker:
             read_at = time.time()
             result = update_linkrank(self.store.engine)
         except Exception as exc:
-            logger.exception("The link-graph prior could not be computed")
+            if unreachable(exc) or refused(exc):
+                # The database is down or takes no write: one line, as for a batch.  The
+                # next crawl computes it (this one records no linkrank/read_at).
+                logger.error(
+                    "The link-graph prior could not be computed (%s); the next crawl computes it",
+                    one_line(exc),
+                )
+            else:
+                logger.exception("The link-graph prior could not be computed")
             report.values["linkrank/error"] = f"{type(exc).__name__}: {exc}"
             return report
         report.values["linkrank/read_at"] = read_at
