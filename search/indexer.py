@@ -18,10 +18,12 @@ next crawl's indexer indexes it first.
 
 A mark is retried while the database is unreachable, but tried once while the database is
 known to fail (the worker gave up a batch: :meth:`IndexerProcess.database_failing`): a
-crawl that closes on a database that is down does not wait minutes for its marks.  What
-the indexer committed and could not mark is searchable and not marked; it is tried again
-with the next mark, and reported when the indexer stops (:class:`Marks`); the next
-crawl's indexer indexes it again and marks it, as ``python -m search check`` does.
+crawl that closes on a database that is down does not wait minutes for its marks.  A
+database that goes down after the last batch was stored fails no batch: the crawl's close
+then bounds the marks' retries (:data:`CLOSE_MARK_WAIT`).  What the indexer committed and
+could not mark is searchable and not marked; it is tried again with the next mark, and
+reported when the indexer stops (:class:`Marks`); the next crawl's indexer indexes it
+again and marks it, as ``python -m search check`` does.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import os
 import pickle
 import queue
 import shutil
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -91,6 +94,17 @@ LOCK_WAIT = 120.0
 #: database is unreachable (0.5 s, doubling up to 30 s: ~2.5 minutes), unless the database
 #: is known to fail (:meth:`IndexerProcess.database_failing`), or the mark before failed.
 MARK_RETRY_TIMES = 10
+
+#: Seconds a crawl that closes waits for its indexer's marks while the database is
+#: unreachable, counted from when it asks the indexer to stop (:meth:`IndexerProcess.close`,
+#: the indexer's last commit included); from then on the database is known to fail, as
+#: when the worker gives up a batch: a mark is tried once, and a retry under way stops
+#: waiting.  A database that goes down after the last batch was stored fails no batch, and
+#: the marks' own retries (:data:`MARK_RETRY_TIMES`) would hold the crawl's end for ~2.5
+#: minutes.  20 s waits out a PostgreSQL restart (seconds; a mark's first five retries
+#: take 15.5 s), and what it does not wait for costs little: the pages of a mark that
+#: failed are searchable, and the next crawl's indexer indexes them again and marks them.
+CLOSE_MARK_WAIT = 20.0
 
 
 @dataclass(slots=True)
@@ -364,7 +378,14 @@ class IndexerProcess:
     def close(
         self, timeout: float | None = None, progress: Callable[[int], None] | None = None
     ) -> None:
-        """Ask the process to commit and stop; wait for it."""
+        """Ask the process to commit and stop; wait for it.  After
+        :data:`CLOSE_MARK_WAIT` seconds the database is taken as known to fail
+        (:meth:`database_failing`): a mark under way or to come is no longer retried."""
+        # A timer, not the loop below: the inbox may be full, and the None wait for a
+        # mark's retries.  (Harmless if left running: the indexer has stopped.)
+        giving_up = threading.Timer(CLOSE_MARK_WAIT, self.failing.set)
+        giving_up.daemon = True
+        giving_up.start()
         if self.process.is_alive():
             self.inbox.put(None)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -383,6 +404,7 @@ class IndexerProcess:
         if self.process.is_alive():
             self.process.terminate()
             self.process.join()
+        giving_up.cancel()
         self._drain()
         shutil.rmtree(self.spool, ignore_errors=True)
         if self.process.exitcode not in (0, None) and not self.error:

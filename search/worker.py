@@ -98,6 +98,12 @@ class Report:
     error: str | None = None
 
 
+def one_line(exc: BaseException) -> str:
+    """*exc* in one line, for a log, a report or a failure's row: its type and the first
+    line of its message (a database driver's runs over several), at most 300 characters."""
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+
+
 #: In the worker process: the analysis processes' spool folder of the analyzed batches and
 #: the event set when one of them died (None: the worker analyzes).
 analysis_channel: tuple[Any, Any] | None = None

@@ -24,7 +24,7 @@ from search.process import freeze_startup, release_memory
 from search.rows import BatchResult, ErrorRow
 from search.store import DocumentStore, refused, unreachable, vacuum_dead_rows
 from search.urls import netloc
-from search.worker import Report, WorkBatch, WorkerConfig
+from search.worker import Report, WorkBatch, WorkerConfig, one_line
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ class Worker:
         failure only (the others at DEBUG).  A database that cannot be reached, or takes no
         write, is one line; anything else has its traceback, once."""
         why = refused(exc)
-        message = f"{why}: {_message(exc)}" if why else _message(exc)
+        message = f"{why}: {one_line(exc)}" if why else one_line(exc)
         self.failing += 1
         if (why or unreachable(exc)) and self.indexer is not None:
             # The indexer's marks need not wait for it either.
@@ -171,7 +171,7 @@ class Worker:
             if unreachable(exc) or refused(exc) or not batch.docs:
                 raise
             logger.warning(
-                "A batch could not be stored (%s); storing its pages one by one", _message(exc)
+                "A batch could not be stored (%s); storing its pages one by one", one_line(exc)
             )
             report.inc["store/split_batches"] += 1
         result = BatchResult()
@@ -182,10 +182,10 @@ class Worker:
             except Exception as exc:
                 if unreachable(exc) or refused(exc):
                     raise
-                logger.error("Page %s could not be stored: %s", doc.url, _message(exc))
+                logger.error("Page %s could not be stored: %s", doc.url, one_line(exc))
                 report.inc["store/failed_documents"] += 1
                 rejected.append(
-                    ErrorRow(doc.url, doc.server, "store", _message(exc), datetime.now(UTC))
+                    ErrorRow(doc.url, doc.server, "store", one_line(exc), datetime.now(UTC))
                 )
                 continue
             result.documents += one.documents
@@ -270,7 +270,15 @@ class Worker:
             read_at = time.time()
             result = update_linkrank(self.store.engine)
         except Exception as exc:
-            logger.exception("The link-graph prior could not be computed")
+            if unreachable(exc) or refused(exc):
+                # The database is down or takes no write: one line, as for a batch.  The
+                # next crawl computes it (this one records no linkrank/read_at).
+                logger.error(
+                    "The link-graph prior could not be computed (%s); the next crawl computes it",
+                    one_line(exc),
+                )
+            else:
+                logger.exception("The link-graph prior could not be computed")
             report.values["linkrank/error"] = f"{type(exc).__name__}: {exc}"
             return report
         report.values["linkrank/read_at"] = read_at
@@ -309,11 +317,6 @@ def index_batch(result: BatchResult, max_terms: int | None) -> tuple[DocColumns,
     for doc in result.documents:
         doc.row.words = None
     return columns, deletes
-
-
-def _message(exc: BaseException) -> str:
-    """*exc* in one line, for a log, a report or a failure's row."""
-    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
 
 
 _worker: Worker | None = None

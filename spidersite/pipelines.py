@@ -25,7 +25,14 @@ from search.crawldb import STORE_FAILED
 from search.process import freeze_startup
 from search.rows import DocumentRow, ErrorRow, GoneRow, RevisitRow
 from search.servers import DEFAULTS
-from search.worker import CrawlWorker, IndexConfig, Report, WorkBatch, WorkerConfig
+from search.worker import (
+    CrawlWorker,
+    IndexConfig,
+    Report,
+    WorkBatch,
+    WorkerConfig,
+    one_line,
+)
 from spidersite import signals as our_signals
 from spidersite import storage
 from spidersite.crawlsettings import CrawlSettings, crawl_settings
@@ -101,6 +108,8 @@ class StorePipeline:
         self.queue_batches = config.store_queue_batches
         self.flush_seconds = config.store_flush_seconds
         self.logs_dir = config.data_dir / "logs"
+        #: A crawl that did not finish is resumed by the same command (SITE_RESUME).
+        self.site_resume = config.site_resume
         self.config = WorkerConfig(
             database_url=config.store_database_url,
             analyze=config.analyze_enabled,
@@ -404,6 +413,21 @@ class StorePipeline:
                 report.values.get("index/unmarked_error"),
             )
 
+    def _say_unrecorded(self, exc: BaseException) -> None:
+        """Say, in one line, that the crawl's end (its finish reason and stats) could not
+        be recorded, why (the database failed, most often), and what follows: its row in
+        ``crawls`` stays unfinished, and a crawl that was not finished is resumed by the
+        same command (:meth:`search.crawldb.CrawlDB.crawl_unfinished`), unless it is a
+        re-crawl or ``SITE_RESUME`` is off."""
+        spider = self.crawler.spider
+        resumes = self.site_resume and getattr(spider, "recrawl", None) is None
+        logger.error(
+            "The crawl's end could not be recorded in the database (%s); it stays "
+            "unfinished there%s",
+            one_line(exc),
+            ", and running the same command again resumes it" if resumes else "",
+        )
+
     async def finish(self, reason: str) -> None:
         """Record the crawl's stats and finish reason in ``crawls`` and stop the worker
         (called by :class:`spidersite.extensions.CrawlRecorder` on spider_closed).
@@ -428,7 +452,7 @@ class StorePipeline:
             elif self.crawl_id is not None:
                 await asyncio.to_thread(self._record_finish, reason, stats)
         except Exception as exc:
-            logger.error("The crawl's stats could not be recorded: %s", exc)
+            self._say_unrecorded(exc)
         finally:
             # Without waiting for the process to exit: the crawl is recorded as finished,
             # and Scrapy's last log lines follow at once.

@@ -63,6 +63,7 @@ class Route:
     reset: bool = False  # close the connection half-way through the body
     head_status: int | None = None  # what a HEAD request gets instead (a server refusing HEAD)
     then: Route | None = None  # what the path answers after this answer, once
+    gate: threading.Event | None = None  # answered once the test sets it (60 s at most)
 
 
 @dataclass
@@ -145,6 +146,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if route is None:
             self._send(404, b"not found", "text/plain", {}, send_body)
             return
+        if route.gate is not None:
+            route.gate.wait(60)
         if route.delay:
             time.sleep(route.delay)
         if route.head_status is not None and self.command == "HEAD":

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -169,4 +170,100 @@ def test_a_database_down_at_the_end_closes_at_once(site: Site, private_pg, tmp_p
         assert again.returncode == 0, again_stderr[-2000:]
         assert stored_and_marked() == (n_pages, n_pages)
     finally:
+        engine.dispose()
+
+
+def _one_line(log: str, words: str) -> str:
+    """The one line of *log* that holds *words*, which must be a line of its own: the
+    line after it is the next log record's (it starts with a time)."""
+    lines = log.splitlines()
+    found = [i for i, line in enumerate(lines) if words in line]
+    assert len(found) == 1, log[-4000:]
+    after = lines[found[0] + 1 : found[0] + 2]
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ", line) for line in after), after
+    return lines[found[0]]
+
+
+def test_a_database_down_after_the_last_batch_closes_soon(
+    site: Site, private_pg, tmp_path: Path
+) -> None:
+    """PostgreSQL stops once every page is stored, before the indexer marks them (it waits
+    for the index's lock, held here as a reindex's commit would): no batch fails, so no
+    batch tells the indexer the database is down, and the crawl's close bounds the
+    retries of its marks, not ~2.5 minutes of them.  The crawl says in one line what it
+    could not mark, and in one line that its end could not be recorded and that the same
+    command resumes it; no traceback.  Back up, the same command resumes it and marks the
+    pages."""
+    from search import db
+    from search.index import Index
+    from search.indexer import MARK_RETRY_TIMES
+    from search.store import DocumentStore
+    from tests.test_unit_linkrank import row
+
+    url, ctl = private_pg
+    n_pages = 20
+    _chain(site, n_pages, delay=0.0)
+    site.routes["/p0.html"].gate = gate = threading.Event()
+    # A page an earlier crawl left unindexed: the indexer's catch-up marks it, and so says
+    # that its start, which reads the database, is over.
+    engine = db.connect(url)
+    DocumentStore(engine).write_batch([row("earlier", "quagga earlier", [])])
+
+    def stored_and_marked() -> tuple[int, int]:
+        with engine.connect() as conn:
+            stored, marked = conn.execute(
+                text("SELECT count(*), count(*) FILTER (WHERE indexed) FROM documents")
+            ).one()
+        return stored, marked
+
+    data = tmp_path / "data"
+    # Every page is stored in a few batches, which the indexer's inbox holds while it
+    # waits for the lock; its one commit is when the crawl closes.
+    settings = {"STORE_BATCH_SIZE": 5, "INDEX_BATCH_SIZE": 1000, "LOG_LEVEL": "INFO"}
+    try:
+        proc = _start_crawl(site, data, url, settings)
+        deadline = time.monotonic() + 60
+        while stored_and_marked() != (1, 1) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert stored_and_marked() == (1, 1)
+        engine.dispose()
+        held = Index(str(data / "index")).writer()
+        held.__enter__()
+        try:
+            gate.set()
+            assert wait_for_documents(url, n_pages + 1) == n_pages + 1
+            ctl("stop")
+            stopped = time.monotonic()
+        finally:
+            held.__exit__(None, None, None)
+        _, stderr = proc.communicate(timeout=300)
+        elapsed = time.monotonic() - stopped
+        log = (data / "crawl.log").read_text(encoding="utf-8", errors="replace")
+        assert proc.returncode == 0, stderr[-2000:]  # every page stored and searchable
+        assert "Traceback" not in log + stderr, (log + stderr)[-4000:]
+        assert "A batch could not be stored" not in log
+        stats = dict(re.findall(r"'((?:index|store)/[a-z_]+)': (\d+)", log))
+        assert 1 <= int(stats.get("index/retries", 0)) < MARK_RETRY_TIMES, stats
+        assert int(stats["index/unmarked"]) == n_pages, stats
+        assert elapsed < 60, elapsed
+        unmarked = _one_line(log, "could not be marked indexed")
+        assert f"{n_pages} pages were made searchable" in unmarked
+        end = _one_line(log, "could not be recorded")
+        assert "The crawl's end could not be recorded" in end
+        assert "OperationalError" in end and "Background on this error" not in end, end
+        assert end.endswith("running the same command again resumes it"), end
+        assert len(end) < 600, end
+        # Back up: the same command resumes the crawl, and its indexer marks the pages.
+        ctl("start")
+        again = _start_crawl(site, data, url, settings)
+        _, again_stderr = again.communicate(timeout=300)
+        assert again.returncode == 0, again_stderr[-2000:]
+        resumed = (data / "crawl.log").read_text(encoding="utf-8", errors="replace")[len(log) :]
+        assert "Resuming an unfinished crawl" in resumed, resumed[-4000:]
+        assert stored_and_marked() == (n_pages + 1, n_pages + 1)
+        with engine.connect() as conn:
+            unfinished = conn.scalar(text("SELECT count(*) FROM crawls WHERE finished_at IS NULL"))
+        assert unfinished == 1  # the crawl whose end could not be recorded; not the resumed
+    finally:
+        gate.set()
         engine.dispose()

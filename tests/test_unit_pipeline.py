@@ -363,6 +363,53 @@ def test_batches_that_fail_while_the_database_is_down_are_logged_once(
     assert not [k for k in crawler.stats.get_stats() if k.startswith("linkrank/")]
 
 
+@pytest.mark.parametrize("recrawl", [None, "all"])
+def test_a_crawl_whose_end_cannot_be_recorded_says_so_in_one_line(
+    tmp_path: Path, pg_url: str, caplog: pytest.LogCaptureFixture, recrawl: str | None
+) -> None:
+    """The database goes away as the crawl ends: the crawl says in one line that its end
+    could not be recorded, with the driver's first line, and that the same command
+    resumes it (its row stays unfinished: CrawlDB.crawl_unfinished), but not of a
+    re-crawl, which the same command does not resume."""
+    from sqlalchemy import create_engine, text
+
+    name = pg_url.rsplit("/", 1)[1]
+    admin = create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
+    crawler = _crawler(tmp_path, STORE_DATABASE_URL=pg_url, ANALYZE_PROCESSES=0)
+    crawler.spider.recrawl = recrawl
+    pipeline = StorePipeline.from_crawler(crawler)
+
+    async def scenario() -> None:
+        await pipeline.open_spider()
+        await pipeline.process_item(_page(1))
+        await pipeline.close_spider()
+        _reachable(admin, name, False)
+        try:
+            await pipeline.finish("finished")
+        finally:
+            _reachable(admin, name, True)
+
+    try:
+        with caplog.at_level(logging.INFO, logger="spidersite.pipelines"):
+            asyncio.run(scenario())
+    finally:
+        admin.dispose()
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1, caplog.text
+    said = errors[0].getMessage()
+    assert said.startswith("The crawl's end could not be recorded in the database "), said
+    assert "OperationalError" in said and "not currently accepting connections" in said
+    assert "\n" not in said and errors[0].exc_info is None
+    assert said.endswith("running the same command again resumes it") == (recrawl is None)
+    engine = create_engine(pg_url)
+    try:
+        with engine.connect() as conn:
+            finished = conn.scalars(text("SELECT finished_at FROM crawls")).all()
+    finally:
+        engine.dispose()
+    assert finished == [None]
+
+
 def test_a_worker_that_cannot_open_stops_the_crawl_cleanly(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:

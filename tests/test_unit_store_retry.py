@@ -283,3 +283,38 @@ def test_the_indexer_marks_what_it_could_not_once_the_database_is_back(
     assert attempts == [batches[0][1], [*batches[0][1], *batches[1][1]]]
     assert info["unmarked"] == 0
     assert _marked(url) == [f"{BASE}a", f"{BASE}b"]
+
+
+def test_a_closing_crawl_retries_its_indexers_marks_for_a_bounded_time(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database goes down after the last batch was stored: no batch failed, so the
+    indexer was not told, and its marks would be retried for minutes.  Once the crawl
+    has been closing for CLOSE_MARK_WAIT seconds they are tried once, and what they
+    could not mark is reported, not raised."""
+    from sqlalchemy import create_engine
+
+    from search import indexer
+    from search.workerprocess import index_batch
+    from tests.test_unit_pipeline import _reachable
+
+    monkeypatch.setattr(indexer, "CLOSE_MARK_WAIT", 2.0)  # in this process: close()'s
+    engine = db.connect(pg_url)
+    stored = DocumentStore(engine).write_batch([row(p, f"quagga page {p}", []) for p in "ab"])
+    batch = indexer.Batch(*index_batch(stored, None))
+    engine.dispose()
+    process = indexer.IndexerProcess(str(tmp_path / "index"), pg_url, batch_size=1000)
+    process.start()
+    name = pg_url.rsplit("/", 1)[1]
+    admin = create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
+    try:
+        _reachable(admin, name, False)
+        process.send(batch)
+        process.close()
+    finally:
+        _reachable(admin, name, True)
+        admin.dispose()
+    assert process.error is None
+    assert process.info["unmarked"] == 2, process.info
+    assert 1 <= process.info["retries"] < indexer.MARK_RETRY_TIMES, process.info
+    assert "not currently accepting connections" in process.info["unmarked_error"]
