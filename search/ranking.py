@@ -43,7 +43,7 @@ first ranking as relevant and adds ``fb_terms`` of their stems to the query:
 - ``none``: no expansion.
 
 Queries of ``fb_min_words`` distinct words or more are expanded (by default
-:data:`FEEDBACK_MIN_WORDS`: every query), on indexes of ``fb_min_docs`` documents or more
+:data:`FEEDBACK_MIN_WORDS`), on indexes of ``fb_min_docs`` documents or more
 (:data:`FEEDBACK_MIN_DOCS`), but not when the first ranking's best page holds every word
 of the query (``fb_skip_held``, :func:`answered`): a keyword query means exactly its words,
 and the page that holds them all is what it names.
@@ -129,13 +129,15 @@ ROCCHIO_MAX_DF_SHARE = 0.05
 #: site, is most often a word of every page's URL or template: added, it made every page
 #: of the site a hit of the expanded query.
 BO1_MAX_DF_SHARE = 0.5
-#: Expansion applies to queries of at least this many distinct words: every query, as
-#: Anserini and Terrier expand, but for one whose first ranking's best page holds all its
-#: words (:func:`answered`).  It was 4 before that rule: keyword queries expanded lost the
-#: page they name (the navigational queries' MRR 0.895 → 0.566 with every query expanded);
-#: with the rule they keep it at any threshold, and short questions gain (CISI's queries
-#: cut to three words: MAP 0.1030 → 0.1101; benchmarks/README.md) ...
-FEEDBACK_MIN_WORDS = 1
+#: Expansion applies to queries of at least this many distinct words (descriptions,
+#: questions: where the user's words alone miss the vocabulary of relevant pages), and not
+#: to one whose first ranking's best page holds all its words (:func:`answered`).  With that
+#: rule, keyword queries keep their page at any threshold and short questions gain from a
+#: lower one (CISI's queries cut to three words: MAP 0.1030 → 0.1101 from 1), but an
+#: expanded query costs more, most of all the first of a process (its segments' term
+#: prefixes are built: 0.17 and 0.75 s on an index of 30 segments, target 0.2 s), and
+#: short queries are most queries; benchmarks/README.md ...
+FEEDBACK_MIN_WORDS = 4
 #: ... on an index of at least this many documents (on a smaller one the feedback documents
 #: are not a sample of the relevant pages but a large share of the index).  Ten times the
 #: default feedback documents; Anserini and Terrier have no such floor, and the classic test
