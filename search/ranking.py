@@ -135,8 +135,8 @@ BO1_MAX_DF_SHARE = 0.5
 #: rule, keyword queries keep their page at any threshold and short questions gain from a
 #: lower one (CISI's queries cut to three words: MAP 0.1030 → 0.1101 from 1), but an
 #: expanded query costs more, most of all the first of a process (its segments' term
-#: prefixes are built: 0.17 and 0.75 s on an index of 30 segments, target 0.2 s), and
-#: short queries are most queries; benchmarks/README.md ...
+#: prefixes are built: 30–160 ms against 5 ms at 100,000 pages), and short queries are
+#: most queries; benchmarks/README.md ...
 FEEDBACK_MIN_WORDS = 4
 #: ... on an index of at least this many documents (on a smaller one the feedback documents
 #: are not a sample of the relevant pages but a large share of the index).  Ten times the
