@@ -70,7 +70,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     sqlite = db.sqlite_path(settings.database_url)
     for note in settings.read_only_notes(sqlite is not None and db.read_only_sqlite(sqlite)):
         sys.stderr.write(f"warning: {note}\n")
-    warm_up(app)
+    # The dictionary loads while the index warms up; the server listens once both are
+    # done: a query that came meanwhile competed with the dictionary's loading for the
+    # interpreter (a first /api/search of 0.7 s against 0.01 s, benchmarks/README.md).
+    warm_up(app).join()
     # What start-up built (modules, the application, the warmed searcher) lives as long as
     # the process: kept out of the collector's full collections, each of those costs ~2 ms
     # instead of ~37 at 100,000 documents, in the middle of some query (benchmarks/README.md).
@@ -105,8 +108,10 @@ def warm_up(app: Any) -> threading.Thread:
     missing or outdated is left to the searches to report.
 
     The Chinese segmenter's dictionary (jieba's, 1-3.5 s to load, ~70 MB) loads on a
-    thread of its own, returned: the server listens meanwhile, and a query that meets
-    Chinese text before it is loaded waits for the rest of it (jieba's lock)."""
+    thread of its own, returned, while the index warms up; ``serve`` joins it before it
+    listens (a query answered meanwhile would compete with it for the interpreter), and a
+    query that meets Chinese text before it is loaded waits for the rest of it (jieba's
+    lock)."""
     from search import analysis
     from search.index import SearchIndexError
 
