@@ -286,7 +286,7 @@ def migrate(engine: Engine) -> None:
                     f"{path.parent} cannot be written; run the command once where it can"
                 )
             if revision is None:
-                others = _others_tables(engine)
+                others = _others(_table_names(engine))
                 if others:
                     raise DatabaseError(_not_ours(engine, others))
                 try:
@@ -321,11 +321,10 @@ def stored_revision(engine: Engine) -> str:
     revision = schema_revision(engine)
     if revision is not None:
         return revision
-    with engine.connect() as conn:
-        tables = inspect(conn).get_table_names()
+    tables = _table_names(engine)
     if not tables:
         raise EmptyDatabase(f"the database {describe(engine.url)} holds no table")
-    others = _others_tables(engine)
+    others = _others(tables)
     if others:
         raise DatabaseError(_not_ours(engine, others))
     raise DatabaseError(
@@ -342,11 +341,15 @@ def _our_tables() -> set[str]:
     return {*Base.metadata.tables, _VERSION_TABLE.name}
 
 
-def _others_tables(engine: Engine) -> list[str]:
-    """The tables of the database that are not this project's (its default schema's on
-    PostgreSQL; SQLite's own ``sqlite_…`` tables are not counted), sorted."""
+def _table_names(engine: Engine) -> list[str]:
+    """The tables of the database (its default schema's on PostgreSQL; SQLite's own
+    ``sqlite_…`` tables are not counted)."""
     with engine.connect() as conn:
-        tables = inspect(conn).get_table_names()
+        return inspect(conn).get_table_names()
+
+
+def _others(tables: list[str]) -> list[str]:
+    """Those of *tables* that are not this project's, sorted."""
     return sorted(set(tables) - _our_tables())
 
 
