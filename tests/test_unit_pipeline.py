@@ -238,8 +238,7 @@ def test_a_batch_that_cannot_be_stored_stops_the_crawl(
     # crawl is recorded as store_failed all the same.
     from sqlalchemy import create_engine, text
 
-    name = pg_url.rsplit("/", 1)[1]
-    admin = create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
+    admin, name = _admin(pg_url)
 
     crawler = _crawler(
         tmp_path,
@@ -286,6 +285,15 @@ def test_a_batch_that_cannot_be_stored_stops_the_crawl(
     assert crawl.stats["store/error"].startswith("OperationalError")
 
 
+def _admin(pg_url: str) -> tuple[Any, str]:
+    """An engine on the maintenance database beside *pg_url*'s (autocommit, for
+    :func:`_reachable`), and the name of *pg_url*'s database."""
+    from sqlalchemy import create_engine
+
+    base, name = pg_url.rsplit("/", 1)
+    return create_engine(base + "/postgres", isolation_level="AUTOCOMMIT"), name
+
+
 def _reachable(admin: Any, name: str, yes: bool) -> None:
     """Let connections into PostgreSQL database *name*, or refuse them and end those open."""
     from sqlalchemy import text
@@ -309,10 +317,8 @@ def test_batches_that_fail_while_the_database_is_down_are_logged_once(
     batch could not be stored and why, then once how many did not (pages too), with no
     traceback; the worker (another process, its own log) says it once as well, and tries
     the batches after the first that failed once each, not with retries again."""
-    from sqlalchemy import create_engine
 
-    name = pg_url.rsplit("/", 1)[1]
-    admin = create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
+    admin, name = _admin(pg_url)
     crawler = _crawler(
         tmp_path,
         STORE_DATABASE_URL=pg_url,
@@ -373,8 +379,7 @@ def test_a_crawl_whose_end_cannot_be_recorded_says_so_in_one_line(
     re-crawl, which the same command does not resume."""
     from sqlalchemy import create_engine, text
 
-    name = pg_url.rsplit("/", 1)[1]
-    admin = create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
+    admin, name = _admin(pg_url)
     crawler = _crawler(tmp_path, STORE_DATABASE_URL=pg_url, ANALYZE_PROCESSES=0)
     crawler.spider.recrawl = recrawl
     pipeline = StorePipeline.from_crawler(crawler)

@@ -292,11 +292,10 @@ def test_a_closing_crawl_retries_its_indexers_marks_for_a_bounded_time(
     indexer was not told, and its marks would be retried for minutes.  Once the crawl
     has been closing for CLOSE_MARK_WAIT seconds they are tried once, and what they
     could not mark is reported, not raised."""
-    from sqlalchemy import create_engine
 
     from search import indexer
     from search.workerprocess import index_batch
-    from tests.test_unit_pipeline import _reachable
+    from tests.test_unit_pipeline import _admin, _reachable
 
     monkeypatch.setattr(indexer, "CLOSE_MARK_WAIT", 2.0)  # in this process: close()'s
     engine = db.connect(pg_url)
@@ -305,8 +304,7 @@ def test_a_closing_crawl_retries_its_indexers_marks_for_a_bounded_time(
     engine.dispose()
     process = indexer.IndexerProcess(str(tmp_path / "index"), pg_url, batch_size=1000)
     process.start()
-    name = pg_url.rsplit("/", 1)[1]
-    admin = create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
+    admin, name = _admin(pg_url)
     try:
         _reachable(admin, name, False)
         process.send(batch)

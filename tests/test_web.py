@@ -234,16 +234,7 @@ def test_serve_warms_the_chinese_segmenter_in_the_background(crawled: CrawlResul
     """jieba's dictionary takes 1-3.5 s to load: ``serve`` loads it on a thread of its own
     as it starts, so that the first query that meets Chinese text does not wait for it,
     and the index warms up meanwhile."""
-    proc = subprocess.run(
-        [sys.executable, "-c", WARM_SEGMENTER],
-        cwd=ROOT,
-        env=_env(crawled.data_dir, crawled.database_url),
-        text=True,
-        capture_output=True,
-        timeout=180,
-    )
-    assert proc.returncode == 0, proc.stderr
-    initialized, returned = proc.stdout.split()
+    initialized, returned = _run_script(crawled, WARM_SEGMENTER).split()
     assert initialized == "True"
     assert float(returned) < 1.0  # the index's warm-up only, not the dictionary's
 
@@ -266,8 +257,14 @@ sys.exit(main(["serve", "--port", "8123"]))
 def test_serve_listens_once_the_segmenter_is_loaded(crawled: CrawlResult) -> None:
     """A query that came while jieba's dictionary loaded competed with it for the
     interpreter (a first /api/search of 0.7 s): ``serve`` listens once it is loaded."""
+    out = _run_script(crawled, SERVE_LISTENS)
+    assert "listening with the dictionary loaded: True" in out, out
+
+
+def _run_script(crawled: CrawlResult, script: str) -> str:
+    """Standard output of Python *script*, run in a process of its own on the crawl."""
     proc = subprocess.run(
-        [sys.executable, "-c", SERVE_LISTENS],
+        [sys.executable, "-c", script],
         cwd=ROOT,
         env=_env(crawled.data_dir, crawled.database_url),
         text=True,
@@ -275,7 +272,7 @@ def test_serve_listens_once_the_segmenter_is_loaded(crawled: CrawlResult) -> Non
         timeout=180,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "listening with the dictionary loaded: True" in proc.stdout, proc.stdout
+    return proc.stdout
 
 
 def test_search_page_errors_are_shown(client: Any) -> None:
