@@ -134,9 +134,10 @@ BO1_MAX_DF_SHARE = 0.5
 #: to one whose first ranking's best page holds all its words (:func:`answered`).  With that
 #: rule, keyword queries keep their page at any threshold and short questions gain from a
 #: lower one (CISI's queries cut to three words: MAP 0.1030 → 0.1101 from 1), but an
-#: expanded query costs more, most of all the first of a process (its segments' term
-#: prefixes are built: 30–160 ms against 5 ms at 100,000 pages), and short queries are
-#: most queries; benchmarks/README.md ...
+#: expanded query costs more (at 100,000 pages, every query but those the rule keeps
+#: expanded: a median of 2.0 ms against 0.7, the same p95; a process's first expanded
+#: query, 50–100 ms until its term look-ups stopped making every segment's prefixes, now
+#: 7–15), and short queries are most queries; benchmarks/README.md ...
 FEEDBACK_MIN_WORDS = 4
 #: ... on an index of at least this many documents (on a smaller one the feedback documents
 #: are not a sample of the relevant pages but a large share of the index).  Ten times the
