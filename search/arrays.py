@@ -87,12 +87,21 @@ def _nbytes(value: Any) -> int:
 def _trim_indexes() -> None:
     """Drop the least recently used index generations past :data:`INDEX_CACHE` or
     :data:`INDEX_CACHE_BYTES` (under ``_CACHE_LOCK``); a query still ranking on one keeps
-    it alive itself."""
+    it alive itself.  What the terms of their segments made for look-ups
+    (:meth:`search.termspace.SegmentTerms.release`) goes with the last generation that
+    reads them (the segment cache keeps their arrays, mapped)."""
+    dropped = []
     while len(_INDEXES) > 1 and (
         len(_INDEXES) > INDEX_CACHE
         or sum(index.nbytes() for index in _INDEXES.values()) > INDEX_CACHE_BYTES
     ):
-        _INDEXES.popitem(last=False)
+        dropped.append(_INDEXES.popitem(last=False)[1])
+    if dropped:
+        kept = {id(leaf.arrays) for index in _INDEXES.values() for leaf in index.leaves}
+        for index in dropped:
+            for leaf in index.leaves:
+                if id(leaf.arrays) not in kept:
+                    leaf.arrays.words.release()
 
 
 def _segment_arrays(folder: Path, segment: Any) -> SegmentArrays | None:

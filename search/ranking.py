@@ -135,7 +135,10 @@ BO1_MAX_DF_SHARE = 0.5
 #: query's page (the navigational queries measure the same at every threshold); a
 #: threshold of 4 only took expansion away from short questions whose best page misses a
 #: word (CISI's queries cut to three words: MAP 0.1025 against 0.1101, 30 queries better
-#: and 10 worse; benchmarks/README.md).
+#: and 10 worse).  An expanded query costs more: at 100,000 pages a median of 2.0 ms
+#: against 0.7 with the threshold 4, the same p95; a process's first, 7–15 ms since its
+#: term look-ups stopped making every segment's prefixes (50–100 ms before);
+#: benchmarks/README.md.
 FEEDBACK_MIN_WORDS = 1
 #: ... on an index of at least this many documents (on a smaller one the feedback documents
 #: are not a sample of the relevant pages but a large share of the index).  Ten times the

@@ -210,6 +210,9 @@ class Searcher:
                 total = len(kept)
                 exact = len(ranked) < check and session.count(q, wquery, expand, check)[1]
                 chosen = kept[offset : offset + per_page]
+                # Expansion adds no hit here: every page that holds the phrases' words
+                # is already one.
+                typed = total
             else:
                 ranked = session.rank(
                     q, offset + per_page, expand=expand, wquery=wquery, check=check
@@ -217,12 +220,14 @@ class Searcher:
                 chosen = ranked[offset:]
                 # What was ranked: the expanded query's hits when it was expanded.
                 total, exact = session.count(q, wquery, expand, check)
+                # A rare misspelling's few hits are judged before the expansion adds any.
+                typed = session.count_as_typed(q, wquery, expand, check)
                 docs = self._documents([r.docid for r in chosen], with_text=True, read=read)
             suggestion = spelling.suggest(
                 session,
                 q,
                 partial(self._surfaces, session),
-                few_hits=total <= spelling.MAX_HITS,
+                few_hits=typed <= spelling.MAX_HITS,
             )
             explanations: dict[int, Explanation] = {}
             if explain and chosen:

@@ -420,6 +420,20 @@ class SearchSession:
         assert self._ranking is not None
         return int(np.count_nonzero(scores > 0)), self._ranking[3]
 
+    def count_as_typed(
+        self, q: ParsedQuery, wquery: WhooshQuery, expand: bool = True, check: int = 0
+    ) -> int:
+        """The documents of :meth:`count` that the query as typed finds, before its
+        expansion added any (what a spelling suggestion judges): the hits of its last
+        ranking that its first pass scored, without a search of its own.  Expansion only
+        adds weight, so those are the first pass's hits (less the pages of an excluded
+        phrase left out of both)."""
+        scores = self._ranking_scores(q, wquery, expand, check)
+        first = self._first
+        if first is None or first[0] is not wquery:  # not expanded (or scored elsewhere)
+            return int(np.count_nonzero(scores > 0))
+        return int(np.count_nonzero((scores > 0) & (first[2] > 0)))
+
     # -- explanations ------------------------------------------------------------------
 
     def explain(

@@ -45,7 +45,8 @@ class SearchSession(Protocol):
     def terms_within(self, stem: str, maxdist: int) -> set[str]: ...
 
 
-#: Queries with at most this many hits get a suggestion.
+#: Queries with at most this many hits get a suggestion (the hits of the query as typed:
+#: those its expansion adds do not count).
 MAX_HITS = 3
 #: A suggested stem's surface forms are counted in this many of the documents that hold it.
 SURFACE_SAMPLE = 100

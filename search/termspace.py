@@ -8,8 +8,10 @@ took most of a new process's first query (0.9 s of 2.2 at 100,000 documents and 
 terms).  So nothing is decoded when an index is opened:
 
 - :class:`SegmentTerms` finds a term in one segment by binary search over the bytes (one
-  term at a time), or by ``numpy.searchsorted`` over a fixed-width prefix of every term
-  (many at a time, the prefixes made on the first such look-up);
+  term at a time), or by ``numpy.searchsorted`` over a fixed-width prefix of every term,
+  made once the segment's binary searches have cost about what making them does (a
+  query's expansion looks up tens of terms: a process's first expanded query made them
+  in every segment, 30-50 ms at 100,000 documents, where its binary searches take ~1);
 - :class:`TermSpace` gives ids, valid for one index generation, to the terms actually
   looked up (a query's stems, the terms of the feedback documents of query expansion)
   and counts their document frequency then, over every segment.
@@ -26,6 +28,15 @@ from whoosh.codec.base import Automata
 #: Bytes of each term's prefix in the array :meth:`SegmentTerms.find_many` searches; a
 #: longer term is looked up by :meth:`SegmentTerms.find`.
 PREFIX = 16
+
+
+#: The prefixes of a segment are made once its binary searches (:meth:`SegmentTerms.find_many`'s)
+#: have taken this many steps a term of the segment, together: a step in Python costs
+#: about what making the prefixes of two to five terms does in numpy (0.3 µs against
+#: 0.06-0.13 µs a term, 60,000 terms a segment), so look-ups cost at most about twice what
+#: they would with the prefixes made at once, and a process that looks up few terms never
+#: makes them.
+STEPS_PER_TERM = 0.25
 
 
 #: Terms :func:`fixed_width_rows` copies at a time (its temporaries: ~24 bytes a byte of
@@ -70,10 +81,29 @@ class SegmentTerms:
         self._data: bytes | None = None
         self._prefixes: np.ndarray | None = None
         self._memory: memoryview | None = None
+        # Binary-search steps taken by find_many so far (until the prefixes are made).
+        self._steps = 0
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return max(len(self.starts) - 1, 0)
+
+    def nbytes(self) -> int:
+        """The bytes of what it made from its arrays (the terms' bytes as one ``bytes``,
+        its starts as ``int64`` when they were not, the prefixes): its arrays themselves
+        are mapped from the array file."""
+        total = len(self._data) if self._data is not None else 0
+        if self._prefixes is not None:
+            total += int(self._prefixes.nbytes)
+        if self._memory is not None and not np.may_share_memory(self._memory.obj, self.starts):
+            total += self._memory.nbytes
+        return total
+
+    def release(self) -> None:
+        """Drop what it made (:meth:`nbytes`), made again when needed: the segment is
+        no longer in an index generation kept open."""
+        self._data = self._prefixes = self._memory = None
+        self._steps = 0
 
     def data(self) -> bytes:
         if self._data is None:
@@ -152,11 +182,18 @@ class SegmentTerms:
         return self._prefixes
 
     def find_many(self, terms: Sequence[bytes]) -> np.ndarray:
-        """The numbers of the terms of bytes *terms* (-1: absent)."""
+        """The numbers of the terms of bytes *terms* (-1: absent): by binary search
+        (:meth:`find`) until those have taken :data:`STEPS_PER_TERM` steps a term of the
+        segment, then over the prefixes (:meth:`prefixes`, made then)."""
         out = np.full(len(terms), -1, dtype=np.int64)
         if not len(self) or not terms:
             return out
         short = [i for i, t in enumerate(terms) if len(t) < PREFIX]
+        if short and self._prefixes is None:
+            steps = len(short) * len(self).bit_length()
+            if self._steps + steps <= STEPS_PER_TERM * len(self):
+                self._steps += steps
+                return np.array([self.find(t) for t in terms], dtype=np.int64)
         if short:
             prefixes = self.prefixes()
             wanted = np.array([terms[i] for i in short], dtype=f"S{PREFIX}")
@@ -230,9 +267,12 @@ class TermSpace:
         self._lock = threading.Lock()
 
     def nbytes(self) -> int:
-        """The bytes of its arrays, and ~100 a term looked up (its string, dict slot)."""
+        """The bytes of its arrays, ~100 a term looked up (its string, dict slot), and what
+        its segments made for look-ups (:meth:`SegmentTerms.nbytes`: counted by each
+        generation that reads the segment)."""
         arrays = [self._df, self._totals, *self._local, *self._to_global]
-        return sum(int(a.nbytes) for a in arrays) + 100 * len(self.texts)
+        made = sum(seg.nbytes() for seg in self.segments)
+        return sum(int(a.nbytes) for a in arrays) + 100 * len(self.texts) + made
 
     # -- the mapping of stems to ids (what a dict of every term answered) ----------------
 

@@ -796,3 +796,34 @@ def test_index_generations_kept_are_capped_in_bytes(
     for k1 in (10, 11, 12, 13, 14, 15):
         ArrayIndex.load(s, k1, ranking.B, None)
     assert len(arrays._INDEXES) == arrays.INDEX_CACHE
+
+
+def test_a_generation_dropped_releases_what_its_segments_made_for_look_ups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The terms' bytes and prefixes a segment makes for look-ups count in the bytes of
+    the generations that read it, and go when the last of those is dropped."""
+    rng = random.Random(11)
+    ix = Index(tmp_path / "index")
+    with ix.writer() as w:
+        for docid in range(30):
+            w.add(_doc(rng, docid), update=False)
+    monkeypatch.setattr(arrays, "_INDEXES", type(arrays._INDEXES)())
+    s = ix.open().searcher(weighting=BM25(ranking.B, ranking.K1))
+    first = ArrayIndex.load(s, 1.0, ranking.B)
+    other = ArrayIndex.load(s, 2.0, ranking.B)  # the same segments
+    assert first is not None and other is not None
+    words = first.terms.segments
+    before = first.nbytes()
+    for seg in words:
+        seg.prefixes()
+    assert first.nbytes() >= before + sum(len(seg) for seg in words) * 16
+    monkeypatch.setattr(arrays, "INDEX_CACHE_BYTES", 1)
+    ArrayIndex.load(s, 3.0, ranking.B)  # drops the other two: their segments are its own
+    assert len(arrays._INDEXES) == 1 and all(seg.nbytes() for seg in words)
+    with ix.writer(clear=True) as w:
+        w.add(_doc(rng, 0), update=False)
+    s = ix.open().searcher(weighting=BM25(ranking.B, ranking.K1))
+    ArrayIndex.load(s, 1.0, ranking.B)  # other segments: the last reader of those dropped
+    assert len(arrays._INDEXES) == 1 and not any(seg.nbytes() for seg in words)
+    assert first.terms.get(first.terms.segments[0].decode(0)) is not None  # made again

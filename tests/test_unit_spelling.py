@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from search import db
+from search import db, spelling
 from search.index import Index
 from search.query import parse_query, replace_words
 from search.searcher import Searcher
@@ -130,4 +130,22 @@ def test_a_suggestion_is_never_the_word_typed_read_in_the_querys_language(
     # German stems to the stem suggested.
     page = searcher.search(parse_query("Datenbamken", language="de"))
     assert page.suggestion == "datenbanken"
+    engine.dispose()
+
+
+def test_few_hits_are_counted_before_the_query_is_expanded(tmp_path: Path) -> None:
+    """A rare misspelling in a query that gets expanded: its three hits are few, though
+    the expansion ("epsilon", a word of all three) finds five more pages."""
+    pages = [row(f"t{i}", f"alpha beta gamma epsilon t{i}", []) for i in range(2)]
+    pages.append(row("typo", "vacum epsilon", []))
+    pages += [row(f"e{i}", f"epsilon alone e{i}", []) for i in range(5)]
+    pages += [row(f"v{i}", f"vacuum cleaner v{i}", []) for i in range(12)]
+    pages += [row(f"f{i}", f"filler page f{i}", []) for i in range(110)]
+    engine, index = indexed(tmp_path, pages, "spidersite.db")
+    searcher = Searcher(engine, index)
+    q = parse_query("alpha beta gamma vacum")
+    assert searcher.search(q, expand=False).total == 3 <= spelling.MAX_HITS
+    page = searcher.search(q)
+    assert page.total == 8
+    assert page.suggestion == "alpha beta gamma vacuum"
     engine.dispose()

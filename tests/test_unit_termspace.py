@@ -145,6 +145,83 @@ def test_many_look_ups_use_the_prefixes() -> None:
     assert seg.prefixes().dtype == np.dtype(f"S{termspace.PREFIX}")
 
 
+def _words(seed: int, count: int) -> list[str]:
+    """*count* distinct random words: short and long ones (past the prefix, sharing it),
+    accented and Chinese."""
+    rng = random.Random(seed)
+    words: set[str] = set()
+    while len(words) < count:
+        word = "".join(rng.choice("abcé中") for _ in range(rng.randint(1, 12)))
+        words.add(word if rng.random() < 0.8 else "x" * 15 + word)
+    return sorted(words)
+
+
+def test_few_look_ups_are_binary_searches_and_make_no_prefixes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A query's expansion looks up tens of terms in each segment: making every term's
+    prefix for that made a process's first expanded query cost 30-50 ms at 100,000
+    documents, its binary searches ~1.  The prefixes are made once the binary searches
+    have cost about as much."""
+    words = _words(5, 3000)
+    seg = _segment(words)
+    built: list[int] = []
+    make = termspace.fixed_width_rows
+
+    def counted(*args: object, **kwargs: object) -> np.ndarray:
+        built.append(1)
+        return make(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(termspace, "fixed_width_rows", counted)
+    rng = random.Random(6)
+    short = [i for i, w in enumerate(words) if len(w.encode()) < termspace.PREFIX]
+    asked = 0
+    budget = termspace.STEPS_PER_TERM * len(words) / len(words).bit_length()
+    while asked + 20 <= budget:
+        chosen = rng.sample(short, 20)
+        assert seg.find_many([words[i].encode() for i in chosen]).tolist() == chosen
+        asked += 20
+    assert asked and not built and seg.nbytes() < len(words) * termspace.PREFIX
+    # Past the binary searches' budget, the prefixes, made once.
+    chosen = rng.sample(short, 20)
+    assert seg.find_many([words[i].encode() for i in chosen]).tolist() == chosen
+    assert built == [1] and seg.nbytes() >= len(words) * termspace.PREFIX
+    seg.find_many([w.encode() for w in words[:5]])
+    assert built == [1]
+
+
+@pytest.mark.parametrize("steps", [0.0, 1e9])
+def test_binary_searches_and_prefixes_find_the_same(
+    steps: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 0: the prefixes at once; 1e9: binary searches only.
+    monkeypatch.setattr(termspace, "STEPS_PER_TERM", steps)
+    words = _words(7, 2000)
+    seg = _segment(words)
+    number = {w.encode(): i for i, w in enumerate(words)}
+    rng = random.Random(8)
+    others = [w.encode() + b"q" for w in words[:200]] + [w.encode()[:-1] for w in words[:200]]
+    probes = (
+        [w.encode() for w in words] + others + [t.encode("utf-8", "surrogatepass") for t in ABSENT]
+    )
+    for _ in range(30):
+        batch = rng.sample(probes, rng.randint(1, 300))
+        assert seg.find_many(batch).tolist() == [number.get(p, -1) for p in batch]
+    assert (seg.nbytes() >= len(words) * termspace.PREFIX) == (steps == 0.0)
+
+
+def test_the_prefixes_count_in_the_term_space_s_bytes() -> None:
+    words = _words(9, 1000)
+    seg = _segment(words)
+    space = TermSpace([seg], [np.arange(len(words) + 1)])
+    before = space.nbytes()
+    seg.prefixes()
+    assert space.nbytes() >= before + len(words) * termspace.PREFIX
+    seg.release()
+    assert seg.nbytes() == 0
+    assert seg.find_many([words[3].encode()]).tolist() == [3]
+
+
 def _doc(docid: int, text: str) -> IndexDoc:
     records = analyze_document({"title": "", "body": text})
     return IndexDoc.from_records(docid, f"http://a.example/{docid}", "a.example", records.values())
