@@ -71,11 +71,13 @@ class Worker:
         args: dict[str, Any],
         servers: list[tuple[str, dict[str, Any]]],
         logs_dir: str,
+        resumes: int | None = None,
     ) -> tuple[int, str, str]:
-        """Start the ``crawls`` row; returns its id, the crawl's log file and the database
-        URL to show (without its password)."""
+        """Start the ``crawls`` row (closing the row of the crawl it *resumes*, if still
+        unfinished: :meth:`search.store.DocumentStore.start_crawl`); returns its id, the
+        crawl's log file and the database URL to show (without its password)."""
         now = datetime.now(UTC)
-        crawl_id = self.store.start_crawl(spider, args, now)
+        crawl_id = self.store.start_crawl(spider, args, now, resumes)
         path = Path(logs_dir) / f"crawl-{crawl_id}.log"
         self.store.set_log_file(str(path))
         if servers:

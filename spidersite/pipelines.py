@@ -86,7 +86,9 @@ class StorePipeline:
     ``store/failed_batches``, ``store/split_batches`` (refused by the database, stored
     again page by page), ``store/failed_documents`` (pages it refused alone: failures of
     kind ``store``), ``store/error`` (a batch not stored: the crawl stops, ``store_failed``),
-    ``store/flushed_at_last`` (unix time of the last commit),
+    ``store/flushed_at_last`` (unix time of the last commit), ``store/unrecorded`` (the
+    crawl's end could not be recorded in ``crawls``: exit status 1), ``resume/crawl`` (the
+    crawl this one resumes, whose unfinished row the worker closes as it starts this one's),
     and the indexer's ``index/*``; counted here: ``store/queue_full`` (times a full batch
     waited for room: the worker was behind), ``store/timed_flushes`` (batches handed on
     by ``STORE_FLUSH_SECONDS`` before they filled up), ``store/worker_error``.
@@ -148,13 +150,19 @@ class StorePipeline:
         spider = self.crawler.spider
         assert spider is not None
         crawl_args = getattr(spider, "crawl_args", None)
+        resumed_crawl = getattr(spider, "resumed_crawl", None)
+        resumes = resumed_crawl() if resumed_crawl is not None else None
         servers = [(s.url, s.as_dict()) for s in server_state(self.crawler).registry]
         logs = self.logs_dir
         logs.mkdir(parents=True, exist_ok=True)
         assert self.worker is not None
         try:
             self.crawl_id, log_path, shown = await self.worker.open(
-                spider.name, crawl_args() if crawl_args is not None else {}, servers, str(logs)
+                spider.name,
+                crawl_args() if crawl_args is not None else {},
+                servers,
+                str(logs),
+                resumes,
             )
         except db.DatabaseError as exc:
             logger.error("%s", exc)
@@ -170,6 +178,8 @@ class StorePipeline:
             raise CloseSpider(STORE_FAILED) from None
         self.log_file = open(log_path, "a", encoding="utf-8")  # noqa: SIM115
         logger.info("Storing into %s", shown)
+        if resumes is not None:
+            self.stats.set_value("resume/crawl", resumes)
         # Start-up is over (the spider, the servers, every component): what it made is
         # kept for the crawl; the garbage collector's full collections skip it from now on.
         freeze_startup()
@@ -417,10 +427,12 @@ class StorePipeline:
         """Say, in one line, that the crawl's end (its finish reason and stats) could not
         be recorded, why (the database failed, most often), and what follows: its row in
         ``crawls`` stays unfinished, and a crawl that was not finished is resumed by the
-        same command (:meth:`search.crawldb.CrawlDB.crawl_unfinished`), unless it is a
-        re-crawl or ``SITE_RESUME`` is off."""
+        same command (:meth:`search.crawldb.CrawlDB.crawl_to_resume`), unless it is a
+        re-crawl or ``SITE_RESUME`` is off.  Stat ``store/unrecorded`` (why): ``scrapy
+        crawl`` then exits with status 1 (:func:`spidersite.commands.crawl.exit_status`)."""
         spider = self.crawler.spider
         resumes = self.site_resume and getattr(spider, "recrawl", None) is None
+        self.stats.set_value("store/unrecorded", one_line(exc))
         logger.error(
             "The crawl's end could not be recorded in the database (%s); it stays "
             "unfinished there%s",

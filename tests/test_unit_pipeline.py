@@ -375,9 +375,11 @@ def test_a_crawl_whose_end_cannot_be_recorded_says_so_in_one_line(
 ) -> None:
     """The database goes away as the crawl ends: the crawl says in one line that its end
     could not be recorded, with the driver's first line, and that the same command
-    resumes it (its row stays unfinished: CrawlDB.crawl_unfinished), but not of a
-    re-crawl, which the same command does not resume."""
+    resumes it (its row stays unfinished: CrawlDB.crawl_to_resume), but not of a
+    re-crawl, which the same command does not resume; its exit status is 1."""
     from sqlalchemy import create_engine, text
+
+    from spidersite.commands.crawl import exit_status
 
     admin, name = _admin(pg_url)
     crawler = _crawler(tmp_path, STORE_DATABASE_URL=pg_url, ANALYZE_PROCESSES=0)
@@ -406,6 +408,10 @@ def test_a_crawl_whose_end_cannot_be_recorded_says_so_in_one_line(
     assert "OperationalError" in said and "not currently accepting connections" in said
     assert "\n" not in said and errors[0].exc_info is None
     assert said.endswith("running the same command again resumes it") == (recrawl is None)
+    # `scrapy crawl` exits with status 1: the database says the crawl never finished.
+    unrecorded = crawler.stats.get_value("store/unrecorded")
+    assert unrecorded.startswith("OperationalError") and unrecorded in said
+    assert exit_status(crawler.stats.get_stats()) == 1
     engine = create_engine(pg_url)
     try:
         with engine.connect() as conn:
@@ -753,6 +759,8 @@ def test_the_crawler_does_not_import_what_only_other_processes_or_options_use() 
         # A batch failed while the spider was closing: Scrapy's reason stays "finished".
         ({"finish_reason": "finished", "store/error": "OperationalError: locked"}, 1),
         ({"finish_reason": "finished", "store/worker_error": "BrokenProcessPool: ..."}, 1),
+        # Its end not recorded (the database failed as it closed): run it again.
+        ({"finish_reason": "finished", "store/unrecorded": "OperationalError: ..."}, 1),
         # Stored, not searchable: `python -m search reindex --new`.
         ({"finish_reason": "finished", "index/error": "LockError"}, 3),
         ({"finish_reason": "store_failed", "index/error": "LockError"}, 1),
