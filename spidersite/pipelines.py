@@ -367,7 +367,7 @@ class StorePipeline:
     def _stop(self, why: str) -> None:
         """Stop the crawl (finish reason ``store_failed``), once: pages it fetched were
         not stored, and a resumed crawl fetches them again."""
-        logger.error("%s; stopping the crawl. Resume it to fetch what was not stored", why)
+        logger.error("%s; stopping the crawl: %s", why, self._again())
         if self.closing is not None:
             return
         engine = self.crawler.engine
@@ -384,11 +384,11 @@ class StorePipeline:
         await self.worker.drain()
         if self.lost_batches > 1:
             logger.error(
-                "%d batches (%d pages) could not be stored (the first: %s); run the same "
-                "command again to resume the crawl and fetch them",
+                "%d batches (%d pages) could not be stored (the first: %s); %s",
                 self.lost_batches,
                 self.lost_pages,
                 self.stats.get_value("store/error"),
+                self._again(),
             )
         if not self.failed:
             try:
@@ -410,6 +410,20 @@ class StorePipeline:
             self.log_file.close()
             self.log_file = None
 
+    def _resumes(self) -> bool:
+        """Whether the same command resumes this crawl, should it not finish: unless it
+        is a re-crawl (never resumed) or ``SITE_RESUME`` is off."""
+        return self.site_resume and getattr(self.crawler.spider, "recrawl", None) is None
+
+    def _again(self) -> str:
+        """What running the same command again does for the pages this crawl fetched and
+        could not store (:meth:`_resumes`)."""
+        if self._resumes():
+            return "run the same command again to resume it and fetch what was not stored"
+        if not self.site_resume:
+            return "SITE_RESUME is off, so the same command starts the crawl over"
+        return "a re-crawl is not resumed: the same command re-crawls from the start"
+
     def _say_unmarked(self, report: Report) -> None:
         """Say, in one line, what the indexer made searchable and could not mark indexed
         (the database failed): nothing is lost, the next crawl indexes those pages again."""
@@ -430,14 +444,12 @@ class StorePipeline:
         same command (:meth:`search.crawldb.CrawlDB.crawl_to_resume`), unless it is a
         re-crawl or ``SITE_RESUME`` is off.  Stat ``store/unrecorded`` (why): ``scrapy
         crawl`` then exits with status 1 (:func:`spidersite.commands.crawl.exit_status`)."""
-        spider = self.crawler.spider
-        resumes = self.site_resume and getattr(spider, "recrawl", None) is None
         self.stats.set_value("store/unrecorded", one_line(exc))
         logger.error(
             "The crawl's end could not be recorded in the database (%s); it stays "
             "unfinished there%s",
             one_line(exc),
-            ", and running the same command again resumes it" if resumes else "",
+            ", and running the same command again resumes it" if self._resumes() else "",
         )
 
     async def finish(self, reason: str) -> None:

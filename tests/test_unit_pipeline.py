@@ -307,16 +307,30 @@ def _reachable(admin: Any, name: str, yes: bool) -> None:
             )
 
 
+#: What the crawl's messages advise for the pages it could not store: the same command
+#: resumes a crawl, not a re-crawl, nor any crawl with SITE_RESUME off.
+_AGAIN = {
+    (None, True): "run the same command again to resume it and fetch what was not stored",
+    ("all", True): "a re-crawl is not resumed: the same command re-crawls from the start",
+    (None, False): "SITE_RESUME is off, so the same command starts the crawl over",
+}
+
+
+@pytest.mark.parametrize(("recrawl", "site_resume"), list(_AGAIN))
 def test_batches_that_fail_while_the_database_is_down_are_logged_once(
     tmp_path: Path,
     pg_url: str,
     caplog: pytest.LogCaptureFixture,
     capfd: pytest.CaptureFixture[str],
+    recrawl: str | None,
+    site_resume: bool,
 ) -> None:
     """The database goes away with five batches in flight: the crawl's log says once that a
     batch could not be stored and why, then once how many did not (pages too), with no
     traceback; the worker (another process, its own log) says it once as well, and tries
-    the batches after the first that failed once each, not with retries again."""
+    the batches after the first that failed once each, not with retries again.  Both
+    lines say what running the same command again does: it resumes the crawl, unless it
+    is a re-crawl or SITE_RESUME is off."""
 
     admin, name = _admin(pg_url)
     crawler = _crawler(
@@ -326,7 +340,9 @@ def test_batches_that_fail_while_the_database_is_down_are_logged_once(
         STORE_QUEUE_BATCHES=5,
         STORE_RETRY_TIMES=2,
         ANALYZE_PROCESSES=0,
+        SITE_RESUME=site_resume,
     )
+    crawler.spider.recrawl = recrawl
     crawler.engine = _Engine()
     pipeline = StorePipeline.from_crawler(crawler)
 
@@ -361,7 +377,9 @@ def test_batches_that_fail_while_the_database_is_down_are_logged_once(
     assert errors[1].getMessage().startswith("5 batches (5 pages) could not be stored ")
     assert "OperationalError" in errors[0].getMessage()
     assert "OperationalError" in errors[1].getMessage()
-    assert "run the same command again" in errors[1].getMessage()
+    again = _AGAIN[recrawl, site_resume]
+    assert errors[0].getMessage().endswith(f"; stopping the crawl: {again}")
+    assert errors[1].getMessage().endswith(f"; {again}")
     assert not any(r.exc_info for r in errors)
     assert worker_log.count("A batch could not be stored") == 1, worker_log
     assert "Traceback" not in worker_log
