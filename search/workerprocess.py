@@ -247,6 +247,10 @@ class Worker:
             # Searchable, not marked indexed: the next crawl's indexer indexes them again.
             report.values["index/unmarked"] = info["unmarked"]
             report.values["index/unmarked_error"] = info["unmarked_error"]
+        if info.get("unread"):
+            # Promoted duplicates not read: stored, not marked, the next crawl indexes them.
+            report.values["index/unread"] = info["unread"]
+            report.values["index/unread_error"] = info["unread_error"]
         self.indexer = None
         return report
 

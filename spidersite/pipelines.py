@@ -426,7 +426,8 @@ class StorePipeline:
 
     def _say_unmarked(self, report: Report) -> None:
         """Say, in one line, what the indexer made searchable and could not mark indexed
-        (the database failed): nothing is lost, the next crawl indexes those pages again."""
+        (the database failed): nothing is lost, the next crawl indexes those pages again;
+        and in another, the promoted duplicates it could not read to index them."""
         unmarked = report.values.get("index/unmarked")
         if unmarked:
             logger.warning(
@@ -435,6 +436,16 @@ class StorePipeline:
                 "them again and marks them (as python -m search check does)",
                 unmarked,
                 report.values.get("index/unmarked_error"),
+            )
+        unread = report.values.get("index/unread")
+        if unread:
+            logger.warning(
+                "%d pages that became originals (the page they duplicated is gone or "
+                "changed) could not be read from the database to be made searchable (%s); "
+                "they stay stored, and the next crawl into it indexes them (as python -m "
+                "search check does)",
+                unread,
+                report.values.get("index/unread_error"),
             )
 
     def _say_unrecorded(self, exc: BaseException) -> None:

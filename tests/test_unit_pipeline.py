@@ -790,3 +790,36 @@ def test_the_exit_status_of_scrapy_crawl_says_what_the_crawl_could_not_do(
     from spidersite.commands.crawl import exit_status
 
     assert exit_status(stats) == status
+
+
+def test_what_the_indexer_could_not_mark_or_read_is_said_in_one_line_each(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The indexer's report as the crawl closes: pages it made searchable and could not
+    mark, and promoted duplicates it could not read to index (the database was down),
+    each said in one warning line with the database's reason, no traceback."""
+    from search.worker import Report
+
+    crawler = _crawler(tmp_path, STORE_DATABASE_URL=f"sqlite:///{tmp_path / 'x.db'}")
+    pipeline = StorePipeline.from_crawler(crawler)
+    try:
+        report = Report(
+            values={
+                "index/unmarked": 6,
+                "index/unmarked_error": "connection refused",
+                "index/unread": 2,
+                "index/unread_error": "not currently accepting connections",
+            }
+        )
+        with caplog.at_level(logging.WARNING, logger="spidersite.pipelines"):
+            pipeline._say_unmarked(report)
+    finally:
+        assert pipeline.worker is not None
+        pipeline.worker.shutdown()
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and not any(r.exc_info for r in caplog.records)
+    assert said[0].startswith("6 pages were made searchable but could not be marked")
+    assert said[1].startswith("2 pages that became originals ")
+    assert "(not currently accepting connections)" in said[1]
+    assert "the next crawl into it indexes them" in said[1]
+    assert all("\n" not in line for line in said)
