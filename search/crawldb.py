@@ -72,6 +72,10 @@ STORE_FAILED = "store_failed"
 #: The finish reason of a crawl stopped on purpose (Ctrl-C, SIGTERM, a stop from the
 #: admin): Scrapy's own name.  Resumed, as Scrapy's JOBDIR resumes it.
 SHUTDOWN = "shutdown"
+#: The finish reason a crawl that resumes an unfinished one (killed, or its end not
+#: recorded) gives that one's row, with the time it started and ``resumed_by`` (its own
+#: id) in the row's stats: the row no longer stands for a crawl that may be running.
+RESUMED = "resumed"
 
 
 @functools.cache
@@ -125,11 +129,17 @@ class CrawlDB:
     # -- the crawler ---------------------------------------------------------------------
 
     def crawl_unfinished(self, spider: str, args: dict[str, Any], recent: int = 50) -> bool:
-        """Whether the last crawl of *spider* with these *args* (among the *recent* last
-        crawls) never finished (it was killed), stopped because a batch could not be
-        stored (``store_failed``: the pages of that batch were fetched, and only a resume
-        fetches them again), or was stopped on purpose (``shutdown``: Ctrl-C, SIGTERM).
-        False while the database has no tables.
+        """Whether there is a crawl to resume (:meth:`crawl_to_resume`)."""
+        return self.crawl_to_resume(spider, args, recent) is not None
+
+    def crawl_to_resume(self, spider: str, args: dict[str, Any], recent: int = 50) -> int | None:
+        """The id of the last crawl of *spider* with these *args* (among the *recent* last
+        crawls) when it never finished (it was killed, or its end could not be recorded),
+        stopped because a batch could not be stored (``store_failed``: the pages of that
+        batch were fetched, and only a resume fetches them again), or was stopped on
+        purpose (``shutdown``: Ctrl-C, SIGTERM); else None.  None while the database has
+        no tables.  The crawl that resumes an unfinished one closes its row
+        (:meth:`search.store.DocumentStore.start_crawl`, finish reason :data:`RESUMED`).
 
         Crawls are compared by the arguments that identify them (:data:`CRAWL_IDENTITY`):
         the admin adds others to the rows of the crawls it starts (its servers, runner and
@@ -139,20 +149,21 @@ class CrawlDB:
         try:
             with self.engine.connect() as conn:
                 rows = conn.execute(
-                    select(Crawl.args, Crawl.finished_at, Crawl.finish_reason)
+                    select(Crawl.id, Crawl.args, Crawl.finished_at, Crawl.finish_reason)
                     .where(Crawl.spider == spider)
                     .order_by(Crawl.id.desc())
                     .limit(recent)
                 ).all()
         except SQLAlchemyError:  # no database or no tables yet: nothing to resume
-            return False
+            return None
         for row in rows:
             stored = row.args or {}
             if stored.get("placeholder"):  # search.web.jobs: the admin's, while it starts
                 continue
             if crawl_identity(stored) == args:
-                return row.finished_at is None or row.finish_reason in (STORE_FAILED, SHUTDOWN)
-        return False
+                resume = row.finished_at is None or row.finish_reason in (STORE_FAILED, SHUTDOWN)
+                return int(row.id) if resume else None
+        return None
 
     def stored_urls(self) -> Iterator[str]:
         """The URL of every stored document that is not gone, read :data:`ID_CHUNK` rows

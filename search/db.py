@@ -341,11 +341,25 @@ def _our_tables() -> set[str]:
     return {*Base.metadata.tables, _VERSION_TABLE.name}
 
 
+#: The tables of PostgreSQL's default schema that belong to an extension (``pg_depend``,
+#: ``deptype = 'e'``): PostGIS's ``spatial_ref_sys``, for one.
+_EXTENSION_TABLES = text(
+    "SELECT c.relname FROM pg_class c JOIN pg_depend d ON d.classid = 'pg_class'::regclass "
+    "AND d.objid = c.oid AND d.deptype = 'e' "
+    "WHERE c.relnamespace = to_regnamespace(current_schema())"
+)
+
+
 def _table_names(engine: Engine) -> list[str]:
     """The tables of the database (its default schema's on PostgreSQL; SQLite's own
-    ``sqlite_…`` tables are not counted)."""
+    ``sqlite_…`` tables are not counted, nor PostgreSQL's tables that belong to an
+    extension, which a database's owner installs: a database with only those is new)."""
     with engine.connect() as conn:
-        return inspect(conn).get_table_names()
+        tables = inspect(conn).get_table_names()
+        if tables and engine.dialect.name == "postgresql":
+            extensions = set(conn.scalars(_EXTENSION_TABLES))
+            tables = [t for t in tables if t not in extensions]
+        return tables
 
 
 def _others(tables: list[str]) -> list[str]:

@@ -67,10 +67,12 @@ class Batch:
     reads: list[int] = field(default_factory=list)
 
 
-def _apply(writer: Any, message: str, engine: Engine | None = None) -> list[int]:
+def _apply(
+    writer: Any, message: str, read: Callable[[list[int]], list[DocColumns]] | None = None
+) -> list[int]:
     """Apply the batch whose file *message* names (then removed) to *writer*, the
-    documents it names to read from the database of *engine*; returns the ids of the
-    documents it added."""
+    documents it names to read from the database read by *read* (:meth:`Marks.read`);
+    returns the ids of the documents it added."""
     with open(message, "rb") as f:
         batch: Batch = pickle.load(f)
     os.unlink(message)
@@ -79,8 +81,8 @@ def _apply(writer: Any, message: str, engine: Engine | None = None) -> list[int]
     writer.add_columns(batch.docs)
     added = list(batch.docs.docids)
     if batch.reads:
-        assert engine is not None, "documents to read need the database"
-        for columns in iter_doc_columns(engine, ids=batch.reads):
+        assert read is not None, "documents to read need the database"
+        for columns in read(batch.reads):
             writer.add_columns(columns, update=True)
             added.extend(columns.docids)
     return added
@@ -120,9 +122,13 @@ class Marks:
     unmarked: list[int] = field(default_factory=list)
     #: Why the last mark failed, in one line.
     error: str = ""
-    #: Retries of the indexer's work on the database (its first reads, its marks) while
-    #: it was unreachable.
+    #: Retries of the indexer's work on the database (its first reads, its marks, its
+    #: reads of promoted duplicates) while it was unreachable.
     retries: int = 0
+    #: Documents to read that the database could not give (:meth:`read`), and why (the
+    #: last time), in one line.
+    unread: int = 0
+    unread_error: str = ""
 
     def mark(self, doc_ids: Sequence[int]) -> None:
         """Mark *doc_ids*, and those not marked before, ``indexed``: retried while the
@@ -144,6 +150,27 @@ class Marks:
         self.unmarked = []
         self.store.retry_times = MARK_RETRY_TIMES
 
+    def read(self, doc_ids: list[int]) -> list[DocColumns]:
+        """The documents *doc_ids* read from the database to be indexed (exact duplicates
+        promoted to originals: :attr:`Batch.reads`), retried and tried once as the marks
+        are.  Those the database could not give (unreachable past the retries, or known
+        to fail) are left out and counted, not raised, as a mark that fails: they stay
+        stored and not marked indexed, so the next crawl's indexer indexes them (its
+        catch-up), as ``python -m search check`` does.  Another failure is raised."""
+        engine = self.store.engine
+        try:
+            return self.store.retrying(lambda: list(iter_doc_columns(engine, ids=doc_ids)))
+        except Exception as exc:
+            why = refused(exc)
+            if not why and not unreachable(exc):
+                raise
+            self.unread += len(doc_ids)
+            reason = " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
+            self.unread_error = f"{why}: {reason}" if why else reason
+            self.store.retry_times = 0  # as after a mark that failed
+            logger.debug("%d documents not read to be indexed: %s", len(doc_ids), reason)
+            return []
+
     def count_retry(self, exc: Exception) -> None:
         self.retries += 1
 
@@ -153,6 +180,8 @@ class Marks:
             "unmarked": len(self.unmarked),
             "unmarked_error": self.error if self.unmarked else "",
             "retries": self.retries,
+            "unread": self.unread,
+            "unread_error": self.unread_error,
         }
 
 
@@ -225,7 +254,7 @@ def _worker(
             with index.writer(
                 limitmb=limitmb, wait=LOCK_WAIT, max_merge_docs=max_merge_docs
             ) as writer:
-                pending = _apply(writer, msg, engine)
+                pending = _apply(writer, msg, marks.read)
                 while len(pending) < batch_size:
                     try:
                         msg = inbox.get(timeout=2.0)
@@ -234,7 +263,7 @@ def _worker(
                     if msg is None:
                         finished = True
                         break
-                    pending.extend(_apply(writer, msg, engine))
+                    pending.extend(_apply(writer, msg, marks.read))
             faults.point("index_committed")
             release_memory()
             marks.mark(pending)

@@ -24,7 +24,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from search import faults, postingcodec
 from search.analysis import PackedWords
 from search.budgets import WORD_CACHE_BYTES
-from search.crawldb import INDEXABLE
+from search.crawldb import INDEXABLE, RESUMED
 from search.db import DEADLOCK_ATTEMPTS, chunks, deadlocked
 from search.duplicates import DuplicateMarker, fingerprint_columns
 from search.models import Crawl, CrawlError, Document, Link, Posting, Server, Word
@@ -203,12 +203,34 @@ class DocumentStore:
 
     # -- crawls and servers ------------------------------------------------------------
 
-    def start_crawl(self, spider: str, args: dict[str, Any], started_at: datetime) -> int:
+    def start_crawl(
+        self,
+        spider: str,
+        args: dict[str, Any],
+        started_at: datetime,
+        resumes: int | None = None,
+    ) -> int:
+        """Start a row in ``crawls``; returns its id.  A crawl that *resumes* another
+        (:meth:`search.crawldb.CrawlDB.crawl_to_resume`) closes that one's row in the same
+        transaction when it is still unfinished (it was killed, or its end could not be
+        recorded): finish reason :data:`search.crawldb.RESUMED`, finished when this one
+        starts, ``resumed_by`` this one's id in its stats.  Its own end, should it be
+        recorded after all, replaces that (:func:`finish_crawl`)."""
         with self.engine.begin() as conn:
             self.crawl_id = conn.execute(
                 insert(Crawl).returning(Crawl.id),
                 {"spider": spider, "args": args, "started_at": started_at, "stats": {}},
             ).scalar_one()
+            if resumes is not None:
+                conn.execute(
+                    update(Crawl)
+                    .where(Crawl.id == resumes, Crawl.finished_at.is_(None))
+                    .values(
+                        finish_reason=RESUMED,
+                        finished_at=started_at,
+                        stats={"resumed_by": self.crawl_id},
+                    )
+                )
         return self.crawl_id
 
     def set_log_file(self, path: str) -> None:

@@ -256,10 +256,14 @@ class CrawlWorker:
         args: dict[str, Any],
         servers: Iterable[tuple[str, dict[str, Any]]],
         logs_dir: str,
+        resumes: int | None = None,
     ) -> tuple[int, str, str]:
-        """Start the worker (its database, its indexer) and the ``crawls`` row."""
+        """Start the worker (its database, its indexer) and the ``crawls`` row (closing
+        the row of the crawl it *resumes*: :meth:`search.workerprocess.Worker.open_crawl`)."""
         with spawning():  # the first call starts the process, without start()
-            future = self.executor.submit(_open, self.config, spider, args, list(servers), logs_dir)
+            future = self.executor.submit(
+                _open, self.config, spider, args, list(servers), logs_dir, resumes
+            )
         return await asyncio.wrap_future(future)
 
     def has_room(self) -> bool:

@@ -71,11 +71,13 @@ class Worker:
         args: dict[str, Any],
         servers: list[tuple[str, dict[str, Any]]],
         logs_dir: str,
+        resumes: int | None = None,
     ) -> tuple[int, str, str]:
-        """Start the ``crawls`` row; returns its id, the crawl's log file and the database
-        URL to show (without its password)."""
+        """Start the ``crawls`` row (closing the row of the crawl it *resumes*, if still
+        unfinished: :meth:`search.store.DocumentStore.start_crawl`); returns its id, the
+        crawl's log file and the database URL to show (without its password)."""
         now = datetime.now(UTC)
-        crawl_id = self.store.start_crawl(spider, args, now)
+        crawl_id = self.store.start_crawl(spider, args, now, resumes)
         path = Path(logs_dir) / f"crawl-{crawl_id}.log"
         self.store.set_log_file(str(path))
         if servers:
@@ -245,6 +247,10 @@ class Worker:
             # Searchable, not marked indexed: the next crawl's indexer indexes them again.
             report.values["index/unmarked"] = info["unmarked"]
             report.values["index/unmarked_error"] = info["unmarked_error"]
+        if info.get("unread"):
+            # Promoted duplicates not read: stored, not marked, the next crawl indexes them.
+            report.values["index/unread"] = info["unread"]
+            report.values["index/unread_error"] = info["unread_error"]
         self.indexer = None
         return report
 

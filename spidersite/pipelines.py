@@ -86,7 +86,9 @@ class StorePipeline:
     ``store/failed_batches``, ``store/split_batches`` (refused by the database, stored
     again page by page), ``store/failed_documents`` (pages it refused alone: failures of
     kind ``store``), ``store/error`` (a batch not stored: the crawl stops, ``store_failed``),
-    ``store/flushed_at_last`` (unix time of the last commit),
+    ``store/flushed_at_last`` (unix time of the last commit), ``store/unrecorded`` (the
+    crawl's end could not be recorded in ``crawls``: exit status 1), ``resume/crawl`` (the
+    crawl this one resumes, whose unfinished row the worker closes as it starts this one's),
     and the indexer's ``index/*``; counted here: ``store/queue_full`` (times a full batch
     waited for room: the worker was behind), ``store/timed_flushes`` (batches handed on
     by ``STORE_FLUSH_SECONDS`` before they filled up), ``store/worker_error``.
@@ -148,13 +150,19 @@ class StorePipeline:
         spider = self.crawler.spider
         assert spider is not None
         crawl_args = getattr(spider, "crawl_args", None)
+        resumed_crawl = getattr(spider, "resumed_crawl", None)
+        resumes = resumed_crawl() if resumed_crawl is not None else None
         servers = [(s.url, s.as_dict()) for s in server_state(self.crawler).registry]
         logs = self.logs_dir
         logs.mkdir(parents=True, exist_ok=True)
         assert self.worker is not None
         try:
             self.crawl_id, log_path, shown = await self.worker.open(
-                spider.name, crawl_args() if crawl_args is not None else {}, servers, str(logs)
+                spider.name,
+                crawl_args() if crawl_args is not None else {},
+                servers,
+                str(logs),
+                resumes,
             )
         except db.DatabaseError as exc:
             logger.error("%s", exc)
@@ -170,6 +178,8 @@ class StorePipeline:
             raise CloseSpider(STORE_FAILED) from None
         self.log_file = open(log_path, "a", encoding="utf-8")  # noqa: SIM115
         logger.info("Storing into %s", shown)
+        if resumes is not None:
+            self.stats.set_value("resume/crawl", resumes)
         # Start-up is over (the spider, the servers, every component): what it made is
         # kept for the crawl; the garbage collector's full collections skip it from now on.
         freeze_startup()
@@ -357,7 +367,7 @@ class StorePipeline:
     def _stop(self, why: str) -> None:
         """Stop the crawl (finish reason ``store_failed``), once: pages it fetched were
         not stored, and a resumed crawl fetches them again."""
-        logger.error("%s; stopping the crawl. Resume it to fetch what was not stored", why)
+        logger.error("%s; stopping the crawl: %s", why, self._again())
         if self.closing is not None:
             return
         engine = self.crawler.engine
@@ -374,11 +384,11 @@ class StorePipeline:
         await self.worker.drain()
         if self.lost_batches > 1:
             logger.error(
-                "%d batches (%d pages) could not be stored (the first: %s); run the same "
-                "command again to resume the crawl and fetch them",
+                "%d batches (%d pages) could not be stored (the first: %s); %s",
                 self.lost_batches,
                 self.lost_pages,
                 self.stats.get_value("store/error"),
+                self._again(),
             )
         if not self.failed:
             try:
@@ -400,9 +410,24 @@ class StorePipeline:
             self.log_file.close()
             self.log_file = None
 
+    def _resumes(self) -> bool:
+        """Whether the same command resumes this crawl, should it not finish: unless it
+        is a re-crawl (never resumed) or ``SITE_RESUME`` is off."""
+        return self.site_resume and getattr(self.crawler.spider, "recrawl", None) is None
+
+    def _again(self) -> str:
+        """What running the same command again does for the pages this crawl fetched and
+        could not store (:meth:`_resumes`)."""
+        if self._resumes():
+            return "run the same command again to resume it and fetch what was not stored"
+        if not self.site_resume:
+            return "SITE_RESUME is off, so the same command starts the crawl over"
+        return "a re-crawl is not resumed: the same command re-crawls from the start"
+
     def _say_unmarked(self, report: Report) -> None:
         """Say, in one line, what the indexer made searchable and could not mark indexed
-        (the database failed): nothing is lost, the next crawl indexes those pages again."""
+        (the database failed): nothing is lost, the next crawl indexes those pages again;
+        and in another, the promoted duplicates it could not read to index them."""
         unmarked = report.values.get("index/unmarked")
         if unmarked:
             logger.warning(
@@ -412,20 +437,30 @@ class StorePipeline:
                 unmarked,
                 report.values.get("index/unmarked_error"),
             )
+        unread = report.values.get("index/unread")
+        if unread:
+            logger.warning(
+                "%d pages that became originals (the page they duplicated is gone or "
+                "changed) could not be read from the database to be made searchable (%s); "
+                "they stay stored, and the next crawl into it indexes them (as python -m "
+                "search check does)",
+                unread,
+                report.values.get("index/unread_error"),
+            )
 
     def _say_unrecorded(self, exc: BaseException) -> None:
         """Say, in one line, that the crawl's end (its finish reason and stats) could not
         be recorded, why (the database failed, most often), and what follows: its row in
         ``crawls`` stays unfinished, and a crawl that was not finished is resumed by the
-        same command (:meth:`search.crawldb.CrawlDB.crawl_unfinished`), unless it is a
-        re-crawl or ``SITE_RESUME`` is off."""
-        spider = self.crawler.spider
-        resumes = self.site_resume and getattr(spider, "recrawl", None) is None
+        same command (:meth:`search.crawldb.CrawlDB.crawl_to_resume`), unless it is a
+        re-crawl or ``SITE_RESUME`` is off.  Stat ``store/unrecorded`` (why): ``scrapy
+        crawl`` then exits with status 1 (:func:`spidersite.commands.crawl.exit_status`)."""
+        self.stats.set_value("store/unrecorded", one_line(exc))
         logger.error(
             "The crawl's end could not be recorded in the database (%s); it stays "
             "unfinished there%s",
             one_line(exc),
-            ", and running the same command again resumes it" if resumes else "",
+            ", and running the same command again resumes it" if self._resumes() else "",
         )
 
     async def finish(self, reason: str) -> None:

@@ -9,9 +9,10 @@
 - the sitemaps of the crawl's servers are planned (and, on a re-crawl, of the servers of
   stored documents), before the first request, so that robots.txt's ``Sitemap:`` lines are
   read for those servers (:mod:`spidersite.sitemaps`);
-- a crawl that was killed is resumed (``SITE_RESUME``, :func:`previous_crawl_unfinished`):
-  the links of stored pages that were never stored themselves are the frontier it had (the
-  database knows what is done; stat ``resume/requests``);
+- a crawl that was killed is resumed (``SITE_RESUME``, :func:`crawl_to_resume`): the
+  links of stored pages that were never stored themselves are the frontier it had (the
+  database knows what is done; stat ``resume/requests``), and its row in ``crawls``, if
+  still unfinished, is closed (:func:`resumed_crawl`);
 - the seeds, fetched as pages even when they look like files;
 - the sitemaps' requests;
 - on a re-crawl, conditional requests for the stored documents to re-visit (all of them,
@@ -35,25 +36,39 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def previous_crawl_unfinished(crawler: Any, name: str, args: dict[str, Any]) -> bool:
-    """Whether the last crawl of spider *name* with the same *args* never finished (it was
-    killed)."""
+def crawl_to_resume(crawler: Any, name: str, args: dict[str, Any]) -> int | None:
+    """The id of the last crawl of spider *name* with the same *args* when it is to be
+    resumed (it was killed, stopped, or stopped storing:
+    :meth:`search.crawldb.CrawlDB.crawl_to_resume`), else None."""
     try:
         crawldb = storage.crawl_db(crawler, migrate=False)
     except DatabaseError:  # the store reports it when it opens
-        return False
-    return crawldb.crawl_unfinished(name, args)
+        return None
+    return crawldb.crawl_to_resume(name, args)
+
+
+def resumed_crawl(spider: SiteSpider) -> int | None:
+    """The id of the crawl this process resumes, else None: the spider's
+    :attr:`~spidersite.spiders.site.SiteSpider.resumes`, when this process seeds the crawl
+    (with a shared frontier, only the one that pushes the seeds resumes; the others join
+    it).  Its row is closed when this crawl's row is started (stat ``resume/crawl``)."""
+    if spider.resumes is None:
+        return None
+    if not getattr(spider.crawler.engine.scheduler, "seeding", True):
+        return None
+    return spider.resumes
 
 
 def first_requests(spider: SiteSpider) -> Iterator[Request]:
     """The first requests of *spider*'s crawl (see the module's documentation)."""
     seeding = getattr(spider.crawler.engine.scheduler, "seeding", True)
-    if spider.recrawl or (spider.resuming and seeding):
+    resuming = resumed_crawl(spider) is not None
+    if spider.recrawl or resuming:
         spider.links.mark_seen(storage.crawl_db(spider.crawler).stored_urls())
     if not seeding:
         return
     sitemaps = _sitemap_plan(spider)
-    if spider.resuming:
+    if resuming:
         yield from _resume_requests(spider)
     for url in spider.seed_urls:
         canon = spider.links.canonical(url)

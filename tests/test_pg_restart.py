@@ -192,8 +192,8 @@ def test_a_database_down_after_the_last_batch_closes_soon(
     batch tells the indexer the database is down, and the crawl's close bounds the
     retries of its marks, not ~2.5 minutes of them.  The crawl says in one line what it
     could not mark, and in one line that its end could not be recorded and that the same
-    command resumes it; no traceback.  Back up, the same command resumes it and marks the
-    pages."""
+    command resumes it; no traceback; it exits with status 1.  Back up, the same command
+    resumes it, marks the pages, and closes the row of the crawl it resumed."""
     from search import db
     from search.index import Index
     from search.indexer import MARK_RETRY_TIMES
@@ -239,7 +239,9 @@ def test_a_database_down_after_the_last_batch_closes_soon(
         _, stderr = proc.communicate(timeout=300)
         elapsed = time.monotonic() - stopped
         log = (data / "crawl.log").read_text(encoding="utf-8", errors="replace")
-        assert proc.returncode == 0, stderr[-2000:]  # every page stored and searchable
+        # Every page stored and searchable, but the crawl's end is not recorded: the
+        # database says it never finished, and the same command is to be run again.
+        assert proc.returncode == 1, stderr[-2000:]
         assert "Traceback" not in log + stderr, (log + stderr)[-4000:]
         assert "A batch could not be stored" not in log
         stats = dict(re.findall(r"'((?:index|store)/[a-z_]+)': (\d+)", log))
@@ -262,8 +264,13 @@ def test_a_database_down_after_the_last_batch_closes_soon(
         assert "Resuming an unfinished crawl" in resumed, resumed[-4000:]
         assert stored_and_marked() == (n_pages + 1, n_pages + 1)
         with engine.connect() as conn:
-            unfinished = conn.scalar(text("SELECT count(*) FROM crawls WHERE finished_at IS NULL"))
-        assert unfinished == 1  # the crawl whose end could not be recorded; not the resumed
+            crawls = conn.execute(
+                text("SELECT id, finish_reason, stats FROM crawls ORDER BY id DESC LIMIT 2")
+            ).all()
+        # The crawl whose end could not be recorded is closed by the one that resumed it.
+        (last, last_reason, last_stats), (resumed, resumed_reason, resumed_stats) = crawls
+        assert (last_reason, last_stats["resume/crawl"]) == ("finished", resumed)
+        assert (resumed_reason, resumed_stats) == ("resumed", {"resumed_by": last})
     finally:
         gate.set()
         engine.dispose()

@@ -101,10 +101,20 @@ def test_killed_crawl_resumes_and_index_agrees(site: Site, tmp_path: Path) -> No
         stats = json.loads(
             conn.execute(text("SELECT stats FROM crawls ORDER BY id DESC LIMIT 1")).scalar_one()
         )
+        crawls = conn.execute(
+            text("SELECT id, finished_at IS NOT NULL, finish_reason, stats FROM crawls ORDER BY id")
+        ).all()
     engine.dispose()
     assert sorted(urls) == sorted(f"{site.url}p{i}.html" for i in range(N_PAGES))
     assert len(urls) == len(set(urls))
     assert stats["resume/requests"] > 0
+    # The killed crawl's row is closed by the crawl that resumed it: no crawl is left
+    # looking as if it were still running.
+    (killed, killed_done, killed_reason, killed_stats), (resumed, *resumed_end) = crawls
+    assert stats["resume/crawl"] == killed
+    assert (killed_done, killed_reason) == (1, "resumed")
+    assert json.loads(killed_stats) == {"resumed_by": resumed}
+    assert resumed_end[:2] == [1, "finished"]
     # Pages stored before the kill were not fetched again.
     refetched = len(site.hits) - fetched_before
     # + robots.txt, sitemap.xml and in-flight pages

@@ -87,6 +87,53 @@ def test_crawl_unfinished(engine: Any, store: DocumentStore) -> None:
     assert crawldb.crawl_unfinished("site", {"seeds": "x"})
 
 
+def test_a_crawl_that_resumes_closes_the_unfinished_row_it_resumes(
+    engine: Any, store: DocumentStore
+) -> None:
+    """A killed crawl's row (or one whose end could not be recorded) is closed by the
+    crawl that resumes it: finish reason ``resumed``, finished when that one started, its
+    id in the stats.  Left open, it stood for a crawl that may still be writing, and no
+    later crawl could skip its link analysis.  A row already finished (``store_failed``,
+    ``shutdown``) keeps its own record, and the resuming crawl's row is the one to resume
+    while it runs."""
+    from search.models import Crawl
+
+    crawldb = CrawlDB(engine)
+    killed = store.start_crawl("site", {"seeds": "x"}, NOW)
+    assert crawldb.crawl_to_resume("site", {"seeds": "x"}) == killed
+    assert not crawldb.links_analyzed(None)
+    later = NOW + timedelta(minutes=1)
+    resuming = store.start_crawl("site", {"seeds": "x"}, later, resumes=killed)
+    assert crawldb.crawl_to_resume("site", {"seeds": "x"}) == resuming
+
+    def row(crawl_id: int) -> Any:
+        with engine.connect() as conn:
+            return conn.execute(
+                select(Crawl.finished_at, Crawl.finish_reason, Crawl.stats).where(
+                    Crawl.id == crawl_id
+                )
+            ).one()
+
+    closed = row(killed)
+    assert closed.finish_reason == "resumed"
+    assert closed.finished_at.replace(tzinfo=UTC) == later
+    assert closed.stats == {"resumed_by": resuming}
+    # The resuming crawl's analysis, after its last write, covers the killed one's pages.
+    stats = {"store/documents": 2, "store/gone": 0, "store/flushed_at_last": later.timestamp()}
+    stats["linkrank/read_at"] = later.timestamp() + 1
+    store.finish_crawl("finished", stats, later + timedelta(seconds=2))
+    assert crawldb.links_analyzed(None)
+    assert crawldb.crawl_to_resume("site", {"seeds": "x"}) is None
+
+    # A stopped crawl's row is finished already: resuming it leaves its record alone.
+    stopped = store.start_crawl("site", {"seeds": "x"}, NOW)
+    store.finish_crawl("shutdown", {"store/documents": 1}, NOW)
+    assert crawldb.crawl_to_resume("site", {"seeds": "x"}) == stopped
+    store.start_crawl("site", {"seeds": "x"}, later, resumes=stopped)
+    assert row(stopped).finish_reason == "shutdown"
+    assert row(stopped).stats == {"store/documents": 1}
+
+
 def test_an_admin_crawl_is_resumed_by_the_arguments_that_identify_it(
     engine: Any, store: DocumentStore
 ) -> None:

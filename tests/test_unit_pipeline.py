@@ -307,16 +307,30 @@ def _reachable(admin: Any, name: str, yes: bool) -> None:
             )
 
 
+#: What the crawl's messages advise for the pages it could not store: the same command
+#: resumes a crawl, not a re-crawl, nor any crawl with SITE_RESUME off.
+_AGAIN = {
+    (None, True): "run the same command again to resume it and fetch what was not stored",
+    ("all", True): "a re-crawl is not resumed: the same command re-crawls from the start",
+    (None, False): "SITE_RESUME is off, so the same command starts the crawl over",
+}
+
+
+@pytest.mark.parametrize(("recrawl", "site_resume"), list(_AGAIN))
 def test_batches_that_fail_while_the_database_is_down_are_logged_once(
     tmp_path: Path,
     pg_url: str,
     caplog: pytest.LogCaptureFixture,
     capfd: pytest.CaptureFixture[str],
+    recrawl: str | None,
+    site_resume: bool,
 ) -> None:
     """The database goes away with five batches in flight: the crawl's log says once that a
     batch could not be stored and why, then once how many did not (pages too), with no
     traceback; the worker (another process, its own log) says it once as well, and tries
-    the batches after the first that failed once each, not with retries again."""
+    the batches after the first that failed once each, not with retries again.  Both
+    lines say what running the same command again does: it resumes the crawl, unless it
+    is a re-crawl or SITE_RESUME is off."""
 
     admin, name = _admin(pg_url)
     crawler = _crawler(
@@ -326,7 +340,9 @@ def test_batches_that_fail_while_the_database_is_down_are_logged_once(
         STORE_QUEUE_BATCHES=5,
         STORE_RETRY_TIMES=2,
         ANALYZE_PROCESSES=0,
+        SITE_RESUME=site_resume,
     )
+    crawler.spider.recrawl = recrawl
     crawler.engine = _Engine()
     pipeline = StorePipeline.from_crawler(crawler)
 
@@ -361,7 +377,9 @@ def test_batches_that_fail_while_the_database_is_down_are_logged_once(
     assert errors[1].getMessage().startswith("5 batches (5 pages) could not be stored ")
     assert "OperationalError" in errors[0].getMessage()
     assert "OperationalError" in errors[1].getMessage()
-    assert "run the same command again" in errors[1].getMessage()
+    again = _AGAIN[recrawl, site_resume]
+    assert errors[0].getMessage().endswith(f"; stopping the crawl: {again}")
+    assert errors[1].getMessage().endswith(f"; {again}")
     assert not any(r.exc_info for r in errors)
     assert worker_log.count("A batch could not be stored") == 1, worker_log
     assert "Traceback" not in worker_log
@@ -375,9 +393,11 @@ def test_a_crawl_whose_end_cannot_be_recorded_says_so_in_one_line(
 ) -> None:
     """The database goes away as the crawl ends: the crawl says in one line that its end
     could not be recorded, with the driver's first line, and that the same command
-    resumes it (its row stays unfinished: CrawlDB.crawl_unfinished), but not of a
-    re-crawl, which the same command does not resume."""
+    resumes it (its row stays unfinished: CrawlDB.crawl_to_resume), but not of a
+    re-crawl, which the same command does not resume; its exit status is 1."""
     from sqlalchemy import create_engine, text
+
+    from spidersite.commands.crawl import exit_status
 
     admin, name = _admin(pg_url)
     crawler = _crawler(tmp_path, STORE_DATABASE_URL=pg_url, ANALYZE_PROCESSES=0)
@@ -406,6 +426,10 @@ def test_a_crawl_whose_end_cannot_be_recorded_says_so_in_one_line(
     assert "OperationalError" in said and "not currently accepting connections" in said
     assert "\n" not in said and errors[0].exc_info is None
     assert said.endswith("running the same command again resumes it") == (recrawl is None)
+    # `scrapy crawl` exits with status 1: the database says the crawl never finished.
+    unrecorded = crawler.stats.get_value("store/unrecorded")
+    assert unrecorded.startswith("OperationalError") and unrecorded in said
+    assert exit_status(crawler.stats.get_stats()) == 1
     engine = create_engine(pg_url)
     try:
         with engine.connect() as conn:
@@ -753,6 +777,8 @@ def test_the_crawler_does_not_import_what_only_other_processes_or_options_use() 
         # A batch failed while the spider was closing: Scrapy's reason stays "finished".
         ({"finish_reason": "finished", "store/error": "OperationalError: locked"}, 1),
         ({"finish_reason": "finished", "store/worker_error": "BrokenProcessPool: ..."}, 1),
+        # Its end not recorded (the database failed as it closed): run it again.
+        ({"finish_reason": "finished", "store/unrecorded": "OperationalError: ..."}, 1),
         # Stored, not searchable: `python -m search reindex --new`.
         ({"finish_reason": "finished", "index/error": "LockError"}, 3),
         ({"finish_reason": "store_failed", "index/error": "LockError"}, 1),
@@ -764,3 +790,36 @@ def test_the_exit_status_of_scrapy_crawl_says_what_the_crawl_could_not_do(
     from spidersite.commands.crawl import exit_status
 
     assert exit_status(stats) == status
+
+
+def test_what_the_indexer_could_not_mark_or_read_is_said_in_one_line_each(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The indexer's report as the crawl closes: pages it made searchable and could not
+    mark, and promoted duplicates it could not read to index (the database was down),
+    each said in one warning line with the database's reason, no traceback."""
+    from search.worker import Report
+
+    crawler = _crawler(tmp_path, STORE_DATABASE_URL=f"sqlite:///{tmp_path / 'x.db'}")
+    pipeline = StorePipeline.from_crawler(crawler)
+    try:
+        report = Report(
+            values={
+                "index/unmarked": 6,
+                "index/unmarked_error": "connection refused",
+                "index/unread": 2,
+                "index/unread_error": "not currently accepting connections",
+            }
+        )
+        with caplog.at_level(logging.WARNING, logger="spidersite.pipelines"):
+            pipeline._say_unmarked(report)
+    finally:
+        assert pipeline.worker is not None
+        pipeline.worker.shutdown()
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and not any(r.exc_info for r in caplog.records)
+    assert said[0].startswith("6 pages were made searchable but could not be marked")
+    assert said[1].startswith("2 pages that became originals ")
+    assert "(not currently accepting connections)" in said[1]
+    assert "the next crawl into it indexes them" in said[1]
+    assert all("\n" not in line for line in said)

@@ -126,6 +126,41 @@ def test_a_database_without_tables_is_new_and_one_of_something_else_refused(
         engine.dispose()
 
 
+def test_the_tables_of_an_extension_do_not_make_a_database_someone_elses(pg_url: str) -> None:
+    """PostgreSQL extensions may keep tables in the default schema (PostGIS's
+    ``spatial_ref_sys``): a database with no other table is a new one, and a crawl
+    creates the schema beside them; another application's table is still refused.
+
+    No extension of this server's contrib creates a table (they create functions, types
+    and views), so the table is made a member of one (``hstore``, created in the test's
+    own database) by ``ALTER EXTENSION … ADD TABLE``: the catalog records it as it records
+    a table an extension's script creates (``pg_depend``, ``deptype = 'e'``), and
+    ``DROP EXTENSION`` drops it."""
+    engine = db.create(pg_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("CREATE EXTENSION hstore"))
+            conn.execute(text("CREATE TABLE spatial_ref_sys (srid INTEGER PRIMARY KEY)"))
+            conn.execute(text("ALTER EXTENSION hstore ADD TABLE spatial_ref_sys"))
+        with pytest.raises(db.EmptyDatabase):
+            db.stored_revision(engine)
+        with engine.begin() as conn:
+            conn.execute(text("CREATE TABLE invoices (id INTEGER PRIMARY KEY)"))
+        with pytest.raises(db.DatabaseError, match=r"not spidersite's \(invoices\)"):
+            db.migrate(engine)
+        with engine.begin() as conn:
+            conn.execute(text("DROP TABLE invoices"))
+        db.migrate(engine)
+        assert db.stored_revision(engine) == db.SCHEMA_REVISION
+        assert "spatial_ref_sys" in inspect(engine).get_table_names()
+        with engine.begin() as conn:  # it was the extension's: it goes with it
+            conn.execute(text("DROP EXTENSION hstore"))
+        assert "spatial_ref_sys" not in inspect(engine).get_table_names()
+        assert schema_diff(engine) == []
+    finally:
+        engine.dispose()
+
+
 def test_opening_a_new_or_current_database_does_not_load_alembic(tmp_path: Path) -> None:
     """A new database is created in one step and an up-to-date one only read: neither
     loads Alembic (half a second of every crawl's start-up)."""

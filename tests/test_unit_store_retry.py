@@ -316,3 +316,57 @@ def test_a_closing_crawl_retries_its_indexers_marks_for_a_bounded_time(
     assert process.info["unmarked"] == 2, process.info
     assert 1 <= process.info["retries"] < indexer.MARK_RETRY_TIMES, process.info
     assert "not currently accepting connections" in process.info["unmarked_error"]
+
+
+def test_the_indexers_read_of_promoted_duplicates_survives_an_unreachable_database(
+    tmp_path: Path,
+    pg_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A page whose original went gone becomes an original (promoted), and the indexer
+    reads it from the database to index it.  The database down then, the read is
+    retried as the marks are, and past that left out, not raised: the indexer commits
+    the rest of the batch and stops cleanly (no failed indexer, no traceback), and
+    reports what it could not read in one line's worth (``unread``, ``unread_error``).
+    The promoted page stays stored and not marked indexed: the next crawl's indexer
+    indexes it (its catch-up), as it does a page that could not be marked."""
+    from datetime import UTC, datetime
+
+    from search import indexer
+    from search.index import Index
+    from search.rows import GoneRow
+    from search.workerprocess import index_batch
+    from tests.test_unit_pipeline import _admin, _reachable
+
+    monkeypatch.setattr(indexer, "CLOSE_MARK_WAIT", 2.0)  # in this process: close()'s
+    engine = db.connect(pg_url)
+    store = DocumentStore(engine)
+    same = {"checksum": "one content"}
+    [original] = store.write_batch([row("a", "quagga copy", [], **same)]).documents
+    [clone] = store.write_batch([row("b", "quagga copy", [], **same)]).documents
+    assert clone.clone_of == original.id
+    now = datetime.now(UTC)
+    result = store.write_batch([row("c", "okapi page", [])], gone=[GoneRow(original.id, 404, now)])
+    assert result.promoted == [clone.id]
+    batch = indexer.Batch(*index_batch(result, None), result.promoted)
+    process = indexer.IndexerProcess(str(tmp_path / "index"), pg_url, batch_size=1000)
+    process.start()
+    admin, name = _admin(pg_url)
+    try:
+        _reachable(admin, name, False)
+        process.send(batch)
+        process.close()
+    finally:
+        _reachable(admin, name, True)
+        admin.dispose()
+    assert process.error is None, process.error
+    assert "Traceback" not in capfd.readouterr().err  # the indexer's own (another process)
+    assert process.info["unread"] == 1, process.info
+    assert "not currently accepting connections" in process.info["unread_error"]
+    assert "\n" not in process.info["unread_error"]
+    # The batch's own page is searchable; the promoted one is the next crawl's to index.
+    assert Index(str(tmp_path / "index")).docids() == {result.documents[0].id}
+    left = indexer.IndexerProcess.left_unindexed(engine).tolist()
+    assert sorted(left) == sorted([clone.id, result.documents[0].id])
+    engine.dispose()

@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 #: stopped because pages it fetched could not be stored (``store_failed``) is one: the same
 #: command resumes it.
 FATAL_REASONS = frozenset({"database_unusable", "index_unusable", STORE_FAILED})
+#: Stats that mean the crawl could not do its work, whatever Scrapy's finish reason: a
+#: batch not stored, the worker dead, the crawl's end not recorded in ``crawls`` (the
+#: database failed as it closed: its row says it never finished, and the same command
+#: resumes it).  Exit status 1.
+FATAL_STATS = ("store/error", "store/worker_error", "store/unrecorded")
 #: The exit status of a crawl that stored its pages but could not make them all searchable
 #: (the indexer failed: ``index/error``); ``python -m search reindex --new`` indexes them.
 EXIT_UNSEARCHABLE = 3
@@ -36,14 +41,10 @@ EXIT_UNSEARCHABLE = 3
 
 def exit_status(stats: Mapping[str, Any]) -> int:
     """The exit status of a crawl that ran, from its final stats: 1 when it could not do
-    its work (:data:`FATAL_REASONS`, or a batch or the worker failed, whatever Scrapy's
-    reason), :data:`EXIT_UNSEARCHABLE` when its pages are stored and not all searchable,
-    else 0."""
-    if (
-        stats.get("finish_reason") in FATAL_REASONS
-        or stats.get("store/error")
-        or stats.get("store/worker_error")
-    ):
+    its work (:data:`FATAL_REASONS`, or :data:`FATAL_STATS`: a batch or the worker failed,
+    or its end could not be recorded, whatever Scrapy's reason), :data:`EXIT_UNSEARCHABLE`
+    when its pages are stored and not all searchable, else 0."""
+    if stats.get("finish_reason") in FATAL_REASONS or any(stats.get(k) for k in FATAL_STATS):
         return 1
     if stats.get("index/error"):
         return EXIT_UNSEARCHABLE

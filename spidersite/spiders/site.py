@@ -51,7 +51,7 @@ from spidersite.nntp import article_url
 from spidersite.revisits import check_revisit, unchanged
 from spidersite.serverstate import server_state
 from spidersite.sitemaps import SitemapReader
-from spidersite.startup import first_requests, previous_crawl_unfinished
+from spidersite.startup import crawl_to_resume, first_requests, resumed_crawl
 
 logger = logging.getLogger(__name__)
 
@@ -95,8 +95,9 @@ class SiteSpider(Spider):
         self.recrawl = parse_recrawl(recrawl)
         #: Name of a crawl shared by several processes (``-a crawl_key``); see frontier_key.
         self.crawl_key = crawl_key or None
-        #: True when the last crawl with the same arguments was killed: pick it up.
-        self.resuming = False
+        #: The id of the last crawl with the same arguments when it was killed (or
+        #: stopped): pick it up (:func:`spidersite.startup.resumed_crawl`).
+        self.resumes: int | None = None
         self.seed_urls: list[str] = []
         #: The factory of every request of the crawl.
         self.requests = RequestFactory(self)
@@ -117,11 +118,8 @@ class SiteSpider(Spider):
             spider.sites,
             require_seeds=spider.recrawl is None,
         )
-        spider.resuming = (
-            spider.recrawl is None
-            and spider.config.site_resume
-            and previous_crawl_unfinished(crawler, spider.name, spider.crawl_args())
-        )
+        if spider.recrawl is None and spider.config.site_resume:
+            spider.resumes = crawl_to_resume(crawler, spider.name, spider.crawl_args())
         if spider.config.sitemap_enabled:
             spider.sitemaps = SitemapReader(spider)
         crawler.signals.connect(spider.headers_received, signal=signals.headers_received)
@@ -142,6 +140,11 @@ class SiteSpider(Spider):
         :data:`search.crawldb.CRAWL_IDENTITY` names, as given."""
         given = {name: getattr(self, _ARG_ATTRIBUTES.get(name, name)) for name in CRAWL_IDENTITY}
         return crawl_identity(given)
+
+    def resumed_crawl(self) -> int | None:
+        """The id of the crawl this process resumes (its pipeline closes that one's row
+        as it starts its own): :func:`spidersite.startup.resumed_crawl`."""
+        return resumed_crawl(self)
 
     @property
     def frontier_key(self) -> str:
