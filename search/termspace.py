@@ -92,11 +92,12 @@ class SegmentTerms:
         """The bytes of what it made from its arrays (the terms' bytes as one ``bytes``,
         its starts as ``int64`` when they were not, the prefixes): its arrays themselves
         are mapped from the array file."""
-        total = len(self._data) if self._data is not None else 0
-        if self._prefixes is not None:
-            total += int(self._prefixes.nbytes)
-        if self._memory is not None and not np.may_share_memory(self._memory.obj, self.starts):
-            total += self._memory.nbytes
+        data, prefixes, memory = self._data, self._prefixes, self._memory
+        total = len(data) if data is not None else 0
+        if prefixes is not None:
+            total += int(prefixes.nbytes)
+        if memory is not None and not np.may_share_memory(memory.obj, self.starts):
+            total += memory.nbytes
         return total
 
     def release(self) -> None:
@@ -106,9 +107,12 @@ class SegmentTerms:
         self._steps = 0
 
     def data(self) -> bytes:
-        if self._data is None:
-            self._data = self.text.tobytes()
-        return self._data
+        # Read once into a local: release() may clear the attribute meanwhile (a query
+        # still ranking on a generation the cache dropped).
+        data = self._data
+        if data is None:
+            data = self._data = self.text.tobytes()
+        return data
 
     def raw(self, i: int) -> bytes:
         """Term *i*'s bytes."""
@@ -155,10 +159,11 @@ class SegmentTerms:
 
     def _offsets(self) -> memoryview:
         """:attr:`starts` read item by item as Python ints (a numpy item is slower)."""
-        if self._memory is None:
+        memory = self._memory
+        if memory is None:
             starts = np.ascontiguousarray(self.starts, dtype=np.int64)
-            self._memory = starts.data.cast("B").cast("q")
-        return self._memory
+            memory = self._memory = starts.data.cast("B").cast("q")
+        return memory
 
     def find(self, term: bytes) -> int:
         """The number of the term of bytes *term*, or -1."""
@@ -170,16 +175,18 @@ class SegmentTerms:
     def prefixes(self) -> np.ndarray:
         """Every term's first :data:`PREFIX` bytes (``S16``: padded with NUL bytes, which
         no term holds), in the terms' order, so sorted."""
-        if self._prefixes is None:
+        prefixes = self._prefixes
+        if prefixes is None:
             with self._lock:
-                if self._prefixes is None:
-                    self._prefixes = fixed_width_rows(
+                prefixes = self._prefixes
+                if prefixes is None:
+                    prefixes = self._prefixes = fixed_width_rows(
                         self.text,
                         self.starts[: len(self)],
                         np.minimum(np.diff(self.starts), PREFIX),
                         PREFIX,
                     )
-        return self._prefixes
+        return prefixes
 
     def find_many(self, terms: Sequence[bytes]) -> np.ndarray:
         """The numbers of the terms of bytes *terms* (-1: absent): by binary search
