@@ -76,6 +76,13 @@ SHUTDOWN = "shutdown"
 #: recorded) gives that one's row, with the time it started and ``resumed_by`` (its own
 #: id) in the row's stats: the row no longer stands for a crawl that may be running.
 RESUMED = "resumed"
+#: The finish reason a starting crawl gives the unfinished row of a crawl found dead (its
+#: lock free: :mod:`search.crawllocks`), other than the one it resumes: finished when it
+#: was found, ``abandoned_found_by`` (the finding crawl's id) in its stats.  Killed, it is
+#: resumed as an unfinished row is.
+ABANDONED = "abandoned"
+#: The finish reasons of crawls the same command resumes: besides a row never finished.
+RESUMABLE = (STORE_FAILED, SHUTDOWN, ABANDONED)
 
 
 @functools.cache
@@ -134,11 +141,12 @@ class CrawlDB:
 
     def crawl_to_resume(self, spider: str, args: dict[str, Any], recent: int = 50) -> int | None:
         """The id of the last crawl of *spider* with these *args* (among the *recent* last
-        crawls) when it never finished (it was killed, or its end could not be recorded),
-        stopped because a batch could not be stored (``store_failed``: the pages of that
-        batch were fetched, and only a resume fetches them again), or was stopped on
-        purpose (``shutdown``: Ctrl-C, SIGTERM); else None.  None while the database has
-        no tables.  The crawl that resumes an unfinished one closes its row
+        crawls) when it never finished (it was killed, or its end could not be recorded:
+        its row is unfinished, or was closed by a later crawl that found it dead,
+        :data:`ABANDONED`), stopped because a batch could not be stored (``store_failed``:
+        the pages of that batch were fetched, and only a resume fetches them again), or
+        was stopped on purpose (``shutdown``: Ctrl-C, SIGTERM); else None.  None while the
+        database has no tables.  The crawl that resumes a dead one closes its row
         (:meth:`search.store.DocumentStore.start_crawl`, finish reason :data:`RESUMED`).
 
         Crawls are compared by the arguments that identify them (:data:`CRAWL_IDENTITY`):
@@ -161,7 +169,7 @@ class CrawlDB:
             if stored.get("placeholder"):  # search.web.jobs: the admin's, while it starts
                 continue
             if crawl_identity(stored) == args:
-                resume = row.finished_at is None or row.finish_reason in (STORE_FAILED, SHUTDOWN)
+                resume = row.finished_at is None or row.finish_reason in RESUMABLE
                 return int(row.id) if resume else None
         return None
 

@@ -16,19 +16,22 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, bindparam, delete, insert, select, text, update
+from sqlalchemy import Engine, and_, bindparam, delete, insert, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.sql.elements import ColumnElement
 
 from search import faults, postingcodec
 from search.analysis import PackedWords
 from search.budgets import WORD_CACHE_BYTES
-from search.crawldb import INDEXABLE, RESUMED
+from search.crawldb import ABANDONED, INDEXABLE, RESUMED
+from search.crawllocks import CrawlLocks
 from search.db import DEADLOCK_ATTEMPTS, chunks, deadlocked
 from search.duplicates import DuplicateMarker, fingerprint_columns
 from search.models import Crawl, CrawlError, Document, Link, Posting, Server, Word
 from search.rows import BatchResult, DocumentRow, ErrorRow, GoneRow, RevisitRow, StoredDocument
+from search.worker import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -194,6 +197,10 @@ class DocumentStore:
         self.word_cache_bytes = word_cache_bytes
         self._word_bytes = 0
         self.crawl_id: int | None = None
+        #: The crawls' locks (:mod:`search.crawllocks`), from the first crawl started.
+        self.crawl_locks: CrawlLocks | None = None
+        #: The rows of dead crawls this crawl closed as it started (:meth:`close_dead_crawls`).
+        self.abandoned: list[int] = []
         self.duplicates = DuplicateMarker()
         #: Whether PostgreSQL's autovacuum keeps the tables' statistics (None: not asked
         #: yet); where it does not, :meth:`_keep_tables` does.
@@ -210,28 +217,96 @@ class DocumentStore:
         started_at: datetime,
         resumes: int | None = None,
     ) -> int:
-        """Start a row in ``crawls``; returns its id.  A crawl that *resumes* another
-        (:meth:`search.crawldb.CrawlDB.crawl_to_resume`) closes that one's row in the same
-        transaction when it is still unfinished (it was killed, or its end could not be
-        recorded): finish reason :data:`search.crawldb.RESUMED`, finished when this one
-        starts, ``resumed_by`` this one's id in its stats.  Its own end, should it be
-        recorded after all, replaces that (:func:`finish_crawl`)."""
+        """Start a row in ``crawls``, and hold its lock until its end is recorded
+        (:mod:`search.crawllocks`: taken before the row can be seen); returns its id.
+        Then close the rows of dead crawls (:meth:`close_dead_crawls`)."""
+        if self.crawl_locks is None:
+            self.crawl_locks = CrawlLocks.of(self.engine)
         with self.engine.begin() as conn:
-            self.crawl_id = conn.execute(
+            crawl_id = conn.execute(
                 insert(Crawl).returning(Crawl.id),
                 {"spider": spider, "args": args, "started_at": started_at, "stats": {}},
             ).scalar_one()
-            if resumes is not None:
-                conn.execute(
+            self.crawl_locks.hold(crawl_id)
+        self.crawl_id = crawl_id
+        self.abandoned = self.close_dead_crawls(started_at, resumes)
+        return crawl_id
+
+    def close_dead_crawls(self, found_at: datetime, resumes: int | None = None) -> list[int]:
+        """Close the row of every dead crawl but this one's: unfinished, and its lock
+        free (:meth:`search.crawllocks.CrawlLocks.dead`: its process ended without
+        recording its end).  The crawl this one *resumes*
+        (:meth:`search.crawldb.CrawlDB.crawl_to_resume`) gets finish reason
+        :data:`search.crawldb.RESUMED` and ``resumed_by`` (this crawl's id) in its stats,
+        also when an earlier crawl closed it as abandoned; every other one
+        :data:`search.crawldb.ABANDONED` and ``abandoned_found_by``; both finished at
+        *found_at*.  A row whose lock is held (a crawl running, on this database from
+        another machine, or a sibling process of a scaled-out crawl) is left alone, and so
+        is the admin's placeholder of a crawl starting (:mod:`search.web.jobs`).  A dead
+        crawl's own end, should it be recorded after all, replaces this
+        (:func:`finish_crawl`).  Returns the ids of the rows closed as abandoned; a
+        database failure is logged in one line, and closes none."""
+        try:
+            return self._close_dead_crawls(found_at, resumes)
+        except DBAPIError as exc:  # the crawl runs on; the next one closes them
+            logger.warning("The rows of dead crawls could not be closed: %s", one_line(exc))
+            return []
+
+    def _close_dead_crawls(self, found_at: datetime, resumes: int | None) -> list[int]:
+        assert self.crawl_id is not None and self.crawl_locks is not None
+        unfinished: ColumnElement[bool] = Crawl.finished_at.is_(None)
+        if resumes is not None:
+            unfinished = or_(
+                unfinished, and_(Crawl.id == resumes, Crawl.finish_reason == ABANDONED)
+            )
+        abandoned: list[int] = []
+        with self.engine.begin() as conn:
+            rows = conn.execute(
+                select(Crawl.id, Crawl.args)
+                .where(unfinished, Crawl.id != self.crawl_id)
+                .order_by(Crawl.id)
+            ).all()
+            for crawl_id, args in rows:
+                if (args or {}).get("placeholder"):
+                    continue
+                with self.crawl_locks.dead(conn, crawl_id) as dead:
+                    if not dead:
+                        continue
+                    if crawl_id == resumes:
+                        reason, stats = RESUMED, {"resumed_by": self.crawl_id}
+                        still = or_(Crawl.finished_at.is_(None), Crawl.finish_reason == ABANDONED)
+                    else:
+                        reason, stats = ABANDONED, {"abandoned_found_by": self.crawl_id}
+                        still = Crawl.finished_at.is_(None)
+                    closed = conn.execute(
+                        update(Crawl)
+                        .where(Crawl.id == crawl_id, still)
+                        .values(finish_reason=reason, finished_at=found_at, stats=stats)
+                    ).rowcount
+                if closed and reason == ABANDONED:
+                    abandoned.append(crawl_id)
+        return abandoned
+
+    def keep_crawl_lock(self) -> None:
+        """Take this crawl's lock again if it was lost with its connection (PostgreSQL
+        restarted, the connection cut), and reopen its row if another crawl closed it as
+        abandoned meanwhile (:meth:`search.crawllocks.CrawlLocks.keep`).  Never raises."""
+        if self.crawl_locks is None or self.crawl_id is None or not self.crawl_locks.keep():
+            return
+        try:
+            with self.engine.begin() as conn:
+                reopened = conn.execute(
                     update(Crawl)
-                    .where(Crawl.id == resumes, Crawl.finished_at.is_(None))
-                    .values(
-                        finish_reason=RESUMED,
-                        finished_at=started_at,
-                        stats={"resumed_by": self.crawl_id},
-                    )
-                )
-        return self.crawl_id
+                    .where(Crawl.id == self.crawl_id, Crawl.finish_reason == ABANDONED)
+                    .values(finish_reason=None, finished_at=None, stats={})
+                ).rowcount
+        except DBAPIError:
+            return
+        if reopened:
+            logger.warning(
+                "Crawl %d was taken for a dead one while its lock was lost; its row is open again",
+                self.crawl_id,
+            )
 
     def set_log_file(self, path: str) -> None:
         if self.crawl_id is None:
@@ -240,8 +315,11 @@ class DocumentStore:
             conn.execute(update(Crawl).where(Crawl.id == self.crawl_id).values(log_file=path))
 
     def finish_crawl(self, reason: str, stats: dict[str, Any], finished_at: datetime) -> None:
+        """Record the end of this crawl, then let go of its lock."""
         if self.crawl_id is not None:
             finish_crawl(self.engine, self.crawl_id, reason, stats, finished_at)
+        if self.crawl_locks is not None:
+            self.crawl_locks.release(finished=True)
 
     def upsert_servers(self, servers: Iterable[tuple[str, dict[str, Any]]], now: datetime) -> None:
         rows = [

@@ -136,7 +136,7 @@ def _ready() -> int:
     return os.getpid()
 
 
-def _open(config: WorkerConfig, *args: Any) -> tuple[int, str, str]:
+def _open(config: WorkerConfig, *args: Any) -> tuple[int, str, str, list[int]]:
     """In the worker process: open the worker (:func:`search.workerprocess.open_worker`).
     The worker's modules (the store, the index, the extractor) are imported there, never
     in the crawler, which needs only this module."""
@@ -257,9 +257,10 @@ class CrawlWorker:
         servers: Iterable[tuple[str, dict[str, Any]]],
         logs_dir: str,
         resumes: int | None = None,
-    ) -> tuple[int, str, str]:
+    ) -> tuple[int, str, str, list[int]]:
         """Start the worker (its database, its indexer) and the ``crawls`` row (closing
-        the row of the crawl it *resumes*: :meth:`search.workerprocess.Worker.open_crawl`)."""
+        the rows of dead crawls, the one it *resumes* among them:
+        :meth:`search.workerprocess.Worker.open_crawl`)."""
         with spawning():  # the first call starts the process, without start()
             future = self.executor.submit(
                 _open, self.config, spider, args, list(servers), logs_dir, resumes

@@ -72,10 +72,12 @@ class Worker:
         servers: list[tuple[str, dict[str, Any]]],
         logs_dir: str,
         resumes: int | None = None,
-    ) -> tuple[int, str, str]:
-        """Start the ``crawls`` row (closing the row of the crawl it *resumes*, if still
-        unfinished: :meth:`search.store.DocumentStore.start_crawl`); returns its id, the
-        crawl's log file and the database URL to show (without its password)."""
+    ) -> tuple[int, str, str, list[int]]:
+        """Start the ``crawls`` row, its lock held by this process until the crawl's end
+        is recorded, and close the rows of dead crawls, the one it *resumes* among them
+        (:meth:`search.store.DocumentStore.start_crawl`); returns its id, the crawl's log
+        file, the database URL to show (without its password) and the ids of the rows
+        closed as abandoned."""
         now = datetime.now(UTC)
         crawl_id = self.store.start_crawl(spider, args, now, resumes)
         path = Path(logs_dir) / f"crawl-{crawl_id}.log"
@@ -83,7 +85,7 @@ class Worker:
         if servers:
             self.store.upsert_servers(servers, now)
         shown = self.store.engine.url.render_as_string(hide_password=True)
-        return crawl_id, str(path), shown
+        return crawl_id, str(path), shown, self.store.abandoned
 
     def write(self, batch: WorkBatch, seq: int | None = None) -> Report:
         """Store *batch* and hand its pages to the indexer.  With *seq*, its pages are
@@ -134,6 +136,7 @@ class Worker:
             if doc.near_duplicate_of is not None:
                 report.inc["store/near_duplicates"] += 1
         report.values["store/flushed_at_last"] = time.time()
+        self.store.keep_crawl_lock()  # lost with its connection: taken again
         self._index(result, report)
         # The batch is stored and handed on: its rows and their analysis (~15 MB of small
         # objects for 100 pages) go now, not when the executor lets go of the call, and
@@ -328,7 +331,7 @@ def index_batch(result: BatchResult, max_terms: int | None) -> tuple[DocColumns,
 _worker: Worker | None = None
 
 
-def open_worker(config: WorkerConfig, *args: Any) -> tuple[int, str, str]:
+def open_worker(config: WorkerConfig, *args: Any) -> tuple[int, str, str, list[int]]:
     """Open the worker of this process and its crawl (:meth:`Worker.open_crawl`)."""
     global _worker
     _worker = Worker(config)

@@ -89,6 +89,8 @@ class StorePipeline:
     ``store/flushed_at_last`` (unix time of the last commit), ``store/unrecorded`` (the
     crawl's end could not be recorded in ``crawls``: exit status 1), ``resume/crawl`` (the
     crawl this one resumes, whose unfinished row the worker closes as it starts this one's),
+    ``store/abandoned_crawls`` (rows of other dead crawls it closed then:
+    :mod:`search.crawllocks`),
     and the indexer's ``index/*``; counted here: ``store/queue_full`` (times a full batch
     waited for room: the worker was behind), ``store/timed_flushes`` (batches handed on
     by ``STORE_FLUSH_SECONDS`` before they filled up), ``store/worker_error``.
@@ -157,7 +159,7 @@ class StorePipeline:
         logs.mkdir(parents=True, exist_ok=True)
         assert self.worker is not None
         try:
-            self.crawl_id, log_path, shown = await self.worker.open(
+            self.crawl_id, log_path, shown, abandoned = await self.worker.open(
                 spider.name,
                 crawl_args() if crawl_args is not None else {},
                 servers,
@@ -180,6 +182,14 @@ class StorePipeline:
         logger.info("Storing into %s", shown)
         if resumes is not None:
             self.stats.set_value("resume/crawl", resumes)
+        if abandoned:
+            self.stats.set_value("store/abandoned_crawls", len(abandoned))
+            logger.info(
+                "Closed the rows of %d dead crawls (killed before they recorded their end; "
+                "finish reason abandoned): %s",
+                len(abandoned),
+                ", ".join(f"#{n}" for n in abandoned),
+            )
         # Start-up is over (the spider, the servers, every component): what it made is
         # kept for the crawl; the garbage collector's full collections skip it from now on.
         freeze_startup()

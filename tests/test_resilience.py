@@ -19,7 +19,9 @@ from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
+from sqlalchemy.orm import Session
 
+from search.models import Crawl
 from tests.conftest import (
     ROOT,
     CrawlResult,
@@ -124,6 +126,61 @@ def test_killed_crawl_resumes_and_index_agrees(site: Site, tmp_path: Path) -> No
     assert json.loads(check.stdout)["in_index"] == N_PAGES
     found = run_search("number17", "--json", data_dir=data)
     assert [h["url"] for h in json.loads(found.stdout)["hits"]] == [f"{site.url}p17.html"]
+
+
+def test_a_killed_recrawl_is_closed_by_the_next_crawl(
+    site: Site, db_url: str, tmp_path: Path
+) -> None:
+    """A killed re-crawl is not resumed (the same command starts again): its row was
+    unfinished for ever, shown running by the admin, and no later crawl could skip its
+    link analysis.  The next crawl finds it dead (its lock free) and closes it
+    (``abandoned``); the one after, which changed no page, skips its link analysis."""
+    from search.web.jobs import crawl_state
+    from search.web.runners import FINISHED
+
+    for i in range(12):
+        children = [f"/p{c}.html" for c in (2 * i + 1, 2 * i + 2) if c < 12]
+        site.page(f"/p{i}.html", f"Page {i}", f"page {i}", children, headers={"ETag": f'"{i}"'})
+    data = tmp_path / "data"
+    args = ("-a", f"seeds={site.url}p0.html")
+    settings = {"LOG_LEVEL": "INFO", "CONCURRENT_REQUESTS": 1}
+    first = run_crawl(data, *args, settings=settings, database_url=db_url, timeout=180)
+    assert first.returncode == 0, first.stderr[-2000:]
+
+    recrawl = (*args, "-a", "recrawl=all")
+    killed = start_crawl(
+        data,
+        *recrawl,
+        settings=settings,
+        database_url=db_url,
+        env={"SPIDERSITE_KILL_AT": "download:3"},
+    )
+    _, err = killed.communicate(timeout=180)
+    assert killed.returncode == -signal.SIGKILL, err[-2000:]
+    killed_id = first.scalar("SELECT max(id) FROM crawls")
+    assert first.scalar("SELECT finished_at FROM crawls WHERE id = :i", i=killed_id) is None
+
+    again = run_crawl(data, *recrawl, settings=settings, database_url=db_url, timeout=180)
+    assert again.returncode == 0, again.stderr[-2000:]
+    finder = again.scalar("SELECT max(id) FROM crawls")
+    assert again.stats["store/abandoned_crawls"] == 1
+    assert "linkrank/skipped" not in again.stats  # the killed crawl may have changed links
+    engine = again.engine()
+    try:
+        with Session(engine) as s:
+            row = s.get(Crawl, killed_id)
+            assert row is not None
+            assert row.finish_reason == "abandoned"
+            assert row.stats == {"abandoned_found_by": finder}
+            assert crawl_state(row, runner=None) == FINISHED  # type: ignore[arg-type]
+    finally:
+        engine.dispose()
+
+    unchanged = run_crawl(data, *recrawl, settings=settings, database_url=db_url, timeout=180)
+    assert unchanged.returncode == 0, unchanged.stderr[-2000:]
+    assert unchanged.stats["recrawl/not_modified"] == 12
+    assert unchanged.stats["linkrank/skipped"] == 1
+    assert "store/abandoned_crawls" not in unchanged.stats
 
 
 def test_check_repairs_the_index(site: Site, crawl) -> None:

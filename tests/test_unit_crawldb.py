@@ -3,7 +3,11 @@ store's retries while the database is unreachable."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import pickle
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -20,7 +24,7 @@ from search.crawldb import CrawlDB
 from search.models import Document
 from search.rows import DocumentRow, GoneRow
 from search.store import DocumentStore
-from tests.conftest import posting_rows
+from tests.conftest import ROOT, posting_rows
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -132,6 +136,135 @@ def test_a_crawl_that_resumes_closes_the_unfinished_row_it_resumes(
     store.start_crawl("site", {"seeds": "x"}, later, resumes=stopped)
     assert row(stopped).finish_reason == "shutdown"
     assert row(stopped).stats == {"store/documents": 1}
+
+
+#: A crawl's worker, as far as its row goes: it starts a crawl on the database of argv[1]
+#: (closing the rows of dead crawls, :meth:`DocumentStore.start_crawl`), prints its id,
+#: and runs (holding the crawl's lock) until its input ends or it is killed.
+CRAWL_HOLDER = """
+import sys
+from datetime import UTC, datetime
+from search import db
+from search.store import DocumentStore
+store = DocumentStore(db.connect(sys.argv[1]))
+print(store.start_crawl("site", {"seeds": sys.argv[2]}, datetime.now(UTC)), flush=True)
+sys.stdin.read()
+"""
+
+
+@contextlib.contextmanager
+def crawl_process(url: str, seeds: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
+    """A process that runs crawl *seeds* on the database at *url* (:data:`CRAWL_HOLDER`):
+    its id and the process, ended (closing its input: a crawl left unfinished) after."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CRAWL_HOLDER, url, seeds],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        yield int(proc.stdout.readline()), proc
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
+
+
+def crawl_rows(engine: Any) -> dict[int, Any]:
+    """Each crawl's row by id: finished_at (aware), finish_reason, stats."""
+    from search.models import Crawl
+
+    with engine.connect() as conn:
+        rows = conn.execute(select(Crawl.id, Crawl.finished_at, Crawl.finish_reason, Crawl.stats))
+        return {
+            r.id: (
+                r.finished_at and r.finished_at.replace(tzinfo=UTC),
+                r.finish_reason,
+                r.stats,
+            )
+            for r in rows
+        }
+
+
+def test_a_starting_crawl_closes_the_rows_of_dead_crawls_only(db_url: str, engine: Any) -> None:
+    """A crawl killed before it recorded its end (not resumed: a re-crawl, or
+    SITE_RESUME off, or another process of a scaled-out crawl) leaves its row unfinished;
+    the next crawl that starts on the database closes it: finish reason ``abandoned``,
+    finished when it was found, the finder in its stats.  A crawl running in another
+    process (its lock held) is left alone, and so is the admin's placeholder of a crawl
+    starting; the crawl that resumes one gets ``resumed``, also when another crawl had
+    found it abandoned first.  A crawl closed so is resumed as an unfinished one is."""
+    from sqlalchemy.orm import Session
+
+    from search.models import Crawl
+
+    crawldb = CrawlDB(engine)
+    with crawl_process(db_url, "live") as (live, _), crawl_process(db_url, "dead") as (dead, proc):
+        proc.kill()  # kill -9: no end recorded, and the lock goes with the process
+        proc.wait(timeout=60)
+        with Session(engine) as s, s.begin():  # the admin's row of a crawl starting
+            s.add(Crawl(spider="site", args={"placeholder": True}, started_at=NOW, stats={}))
+        placeholder = max(crawl_rows(engine))
+        assert crawldb.crawl_to_resume("site", {"seeds": "dead"}) == dead
+
+        store = DocumentStore(engine)
+        later = NOW + timedelta(minutes=1)
+        finder = store.start_crawl("site", {"seeds": "other"}, later)
+        rows = crawl_rows(engine)
+        assert rows[dead] == (later, "abandoned", {"abandoned_found_by": finder})
+        assert rows[live] == (None, None, {})  # running: its lock is held
+        assert rows[placeholder][:2] == (None, None)
+        assert rows[finder][:2] == (None, None)
+        assert store.abandoned == [dead]
+        # Killed, it is resumed all the same: then its row says so.
+        assert crawldb.crawl_to_resume("site", {"seeds": "dead"}) == dead
+        resumer = DocumentStore(engine).start_crawl("site", {"seeds": "dead"}, later, dead)
+        assert crawl_rows(engine)[dead][1:] == ("resumed", {"resumed_by": resumer})
+        assert crawl_rows(engine)[live] == (None, None, {})
+    # The live crawl's process has ended without recording its end (killed), and so has
+    # the resumer (its store dropped); the finder records its end.
+    store.finish_crawl("finished", {}, later)
+    last = DocumentStore(engine)
+    third = last.start_crawl("site", {"seeds": "other"}, later + timedelta(minutes=1))
+    rows = crawl_rows(engine)
+    assert rows[live][1:] == ("abandoned", {"abandoned_found_by": third})
+    assert rows[resumer][1:] == ("abandoned", {"abandoned_found_by": third})  # dropped
+    assert rows[finder][1] == "finished"
+    assert last.abandoned == [live, resumer]
+
+
+def test_a_crawl_whose_lock_was_lost_takes_it_again(pg_url: str) -> None:
+    """PostgreSQL lets go of a crawl's lock when its connection is lost (a restart, a
+    connection cut): another crawl starting then takes the running crawl for a dead one.
+    The crawl takes its lock again at its next batch and reopens its row."""
+    from search.crawllocks import CRAWL_LOCK_SPACE
+
+    engine = db.connect(pg_url)
+    try:
+        store = DocumentStore(engine)
+        running = store.start_crawl("site", {"seeds": "x"}, NOW)
+        store.keep_crawl_lock()  # held: nothing to do
+        with engine.connect() as conn:
+            cut = conn.scalar(
+                text_sql(
+                    "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = "
+                    "'advisory' AND classid = :space AND objid = :id AND objsubid = 2"
+                ),
+                {"space": CRAWL_LOCK_SPACE, "id": running},
+            )
+        assert cut
+        later = NOW + timedelta(minutes=1)
+        DocumentStore(engine).start_crawl("site", {"seeds": "y"}, later)
+        assert crawl_rows(engine)[running][1] == "abandoned"
+        store.keep_crawl_lock()
+        assert crawl_rows(engine)[running] == (None, None, {})
+        other = DocumentStore(engine)
+        other.start_crawl("site", {"seeds": "z"}, later)
+        assert crawl_rows(engine)[running] == (None, None, {})
+    finally:
+        engine.dispose()
 
 
 def test_an_admin_crawl_is_resumed_by_the_arguments_that_identify_it(

@@ -1,0 +1,225 @@
+"""Which crawls are running: each crawl holds a lock keyed by its id for as long as it runs.
+
+A crawl's row in ``crawls`` is unfinished (``finished_at`` NULL) while it runs, and stays so
+when its process is killed before it records its end.  Only the running crawl can tell
+the two apart, so each crawl's worker (the process that writes its rows:
+:mod:`search.workerprocess`) holds its crawl's lock from before its row can be seen (the
+lock is taken inside the transaction that inserts the row) until its end is recorded;
+the operating system or the database server releases it when that process dies,
+however it dies.  Another crawl that can take the lock of an unfinished row knows that
+row's crawl is dead: :meth:`search.store.DocumentStore.start_crawl` closes such rows
+(finish reason :data:`search.crawldb.ABANDONED`).
+
+- **PostgreSQL**: a session-level advisory lock, ``pg_advisory_lock(CRAWL_LOCK_SPACE,
+  id)``, on a connection of its own, out of the engine's pool.  The server releases it when
+  that connection ends (the process died, or the connection was lost: then
+  :meth:`CrawlLocks.keep` takes it again, and reopens the row if another crawl closed it
+  meanwhile).  The processes of a scaled-out crawl each have their own row and their own
+  lock: none closes a sibling's row while it runs.
+- **SQLite**: an ``fcntl`` lock (:class:`search.locks.WriterLock`) on
+  ``<database file>.crawls/<id>.lock``, removed when the crawl's end is recorded (or its
+  row closed by another crawl).  The database file's own writer lock
+  (:func:`search.locks.database_lock`) is not enough: it is taken by ``scrapy crawl``'s
+  process, not by the worker that writes, and not by a crawl run in-process
+  (``CrawlerProcess``).  A SQLite database in memory has no lock: no row of it is closed.
+
+A row without a lock (written before crawls took one) is a dead crawl's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import SQLAlchemyError
+
+from search import db
+from search.locks import Locked, WriterLock
+from search.worker import one_line
+
+logger = logging.getLogger(__name__)
+
+#: The first key of the crawls' PostgreSQL advisory locks (the second is the crawl's id):
+#: two-key locks never collide with one-key ones (:data:`search.db.MIGRATION_LOCK`).
+CRAWL_LOCK_SPACE = 0x5D1D_C4A1
+
+
+class CrawlLocks:
+    """The crawls' locks of one database: a crawl's own (:meth:`hold`), and the test of
+    another's (:meth:`dead`).  This base class has none: every crawl looks alive."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        #: The crawl whose lock this holds.
+        self.crawl_id: int | None = None
+
+    @staticmethod
+    def of(engine: Engine) -> CrawlLocks:
+        """The locks of *engine*'s database."""
+        if engine.dialect.name == "postgresql":
+            return AdvisoryLocks(engine)
+        path = db.sqlite_path(engine.url.render_as_string(hide_password=False))
+        if path is not None:
+            return FileLocks(engine, path)
+        return CrawlLocks(engine)
+
+    def hold(self, crawl_id: int) -> None:
+        """Take the lock of crawl *crawl_id* (this process's), letting go of any other it
+        held.  Never raises: a crawl runs without it (another crawl may then close its
+        row), saying so once."""
+        self.release()
+        self.crawl_id = crawl_id
+
+    def keep(self) -> bool:
+        """Make sure the lock is still held (a lost connection lost it); True when it had
+        to be taken again."""
+        return False
+
+    def release(self, finished: bool = False) -> None:
+        """Let go of the lock (*finished*: the crawl's end is recorded)."""
+        self.crawl_id = None
+
+    @contextlib.contextmanager
+    def dead(self, conn: Connection, crawl_id: int) -> Iterator[bool]:
+        """Whether crawl *crawl_id* is dead (its lock could be taken, through *conn*); the
+        lock is kept until the block ends, so that the row is closed while no one else
+        decides about it."""
+        yield False
+
+
+class AdvisoryLocks(CrawlLocks):
+    """PostgreSQL's session-level advisory locks."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self._conn: Any = None  # a DBAPI connection, out of the pool
+        self._fairy: Any = None  # its pool's wrapper, detached
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+
+    def hold(self, crawl_id: int) -> None:
+        super().hold(crawl_id)
+        self._take()
+
+    def _take(self) -> bool:
+        """Open the lock's connection and take the lock; False (said once) when it
+        cannot be done now."""
+        assert self.crawl_id is not None
+        try:
+            fairy = self.engine.raw_connection()
+            conn = fairy.driver_connection
+            fairy.detach()  # closed with the lock, never handed back to the pool
+            assert conn is not None
+            conn.rollback()  # the pool's ping may have begun a transaction
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute("SELECT pg_advisory_lock(%s, %s)", (CRAWL_LOCK_SPACE, self.crawl_id))
+        except (SQLAlchemyError, self.engine.dialect.loaded_dbapi.Error) as exc:
+            logger.warning(
+                "Crawl %d cannot take its lock in the database (%s): another crawl may take "
+                "it for a dead one",
+                self.crawl_id,
+                one_line(exc),
+            )
+            return False
+        self._conn, self._fairy = conn, fairy
+        # Let go of it too when this object goes without a release (a store dropped).
+        self._finalizer = weakref.finalize(self, _close_quietly, conn)
+        return True
+
+    def keep(self) -> bool:
+        if self.crawl_id is None:
+            return False
+        if self._conn is not None:
+            try:
+                with self._conn.cursor() as cur:
+                    cur.execute("SELECT 1")
+                return False
+            except self.engine.dialect.loaded_dbapi.Error:
+                self._close()
+        return self._take()
+
+    def release(self, finished: bool = False) -> None:
+        self._close()
+        super().release(finished)
+
+    def _close(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()  # the server lets go of the lock
+            self._finalizer = None
+        self._conn = self._fairy = None
+
+    @contextlib.contextmanager
+    def dead(self, conn: Connection, crawl_id: int) -> Iterator[bool]:
+        key = {"space": CRAWL_LOCK_SPACE, "id": crawl_id}
+        taken = bool(conn.scalar(text("SELECT pg_try_advisory_lock(:space, :id)"), key))
+        try:
+            yield taken
+        finally:
+            if taken:
+                conn.execute(text("SELECT pg_advisory_unlock(:space, :id)"), key)
+
+
+class FileLocks(CrawlLocks):
+    """``fcntl`` locks on files beside a SQLite database."""
+
+    def __init__(self, engine: Engine, path: Path) -> None:
+        super().__init__(engine)
+        #: The folder of the lock files.
+        self.folder = Path(f"{path}.crawls")
+        self._lock: WriterLock | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+
+    def _lock_of(self, crawl_id: int) -> WriterLock:
+        return WriterLock(self.folder / f"{crawl_id}.lock", f"crawl {crawl_id}")
+
+    def hold(self, crawl_id: int) -> None:
+        super().hold(crawl_id)
+        lock = self._lock_of(crawl_id)
+        try:
+            self._lock = lock.acquire()
+        except (Locked, OSError) as exc:
+            logger.warning(
+                "Crawl %d cannot take its lock %s (%s): another crawl may take it for a dead one",
+                crawl_id,
+                lock.path,
+                exc,
+            )
+            return
+        # Let go of it too when this object goes without a release (a store dropped).
+        self._finalizer = weakref.finalize(self, lock.release)
+
+    def release(self, finished: bool = False) -> None:
+        if self._lock is not None:
+            if finished:  # held: no one else decides about it now
+                with contextlib.suppress(OSError):
+                    self._lock.path.unlink()
+            self._lock = None
+        if self._finalizer is not None:
+            self._finalizer()
+            self._finalizer = None
+        super().release(finished)
+
+    @contextlib.contextmanager
+    def dead(self, conn: Connection, crawl_id: int) -> Iterator[bool]:
+        lock = self._lock_of(crawl_id)
+        try:
+            lock.acquire()
+        except (Locked, OSError):
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            with contextlib.suppress(OSError):
+                lock.path.unlink()
+            lock.release()
+
+
+def _close_quietly(conn: Any) -> None:
+    with contextlib.suppress(Exception):
+        conn.close()
