@@ -17,7 +17,8 @@ row's crawl is dead: :meth:`search.store.DocumentStore.start_crawl` closes such 
   meanwhile).  The processes of a scaled-out crawl each have their own row and their own
   lock: none closes a sibling's row while it runs.
 - **SQLite**: an ``fcntl`` lock (:class:`search.locks.WriterLock`) on
-  ``<database file>.crawls/<id>.lock``, removed when the crawl's end is recorded (or its
+  ``crawl-locks/<database file's name>.<id>.lock`` in the database file's folder (apart
+  from the database's own files), removed when the crawl's end is recorded (or its
   row closed by another crawl).  The database file's own writer lock
   (:func:`search.locks.database_lock`) is not enough: it is taken by ``scrapy crawl``'s
   process, not by the worker that writes, and not by a crawl run in-process
@@ -170,12 +171,14 @@ class FileLocks(CrawlLocks):
     def __init__(self, engine: Engine, path: Path) -> None:
         super().__init__(engine)
         #: The folder of the lock files.
-        self.folder = Path(f"{path}.crawls")
+        self.folder = path.parent / "crawl-locks"
+        #: The database file's name, the start of each lock file's.
+        self.name = path.name
         self._lock: WriterLock | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
 
     def _lock_of(self, crawl_id: int) -> WriterLock:
-        return WriterLock(self.folder / f"{crawl_id}.lock", f"crawl {crawl_id}")
+        return WriterLock(self.folder / f"{self.name}.{crawl_id}.lock", f"crawl {crawl_id}")
 
     def hold(self, crawl_id: int) -> None:
         super().hold(crawl_id)
