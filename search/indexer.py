@@ -51,6 +51,7 @@ from search.index import LIMITMB, MAX_MERGE_DOCS, Index
 from search.process import freeze_startup, release_memory, spawning, spool_folder
 from search.reindex import iter_doc_columns, reindex, remove_unindexable
 from search.store import DocumentStore, refused, unreachable
+from search.worker import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -278,8 +279,12 @@ def _worker(
                 {"commits": commits, "searchable_at": last_commit_at, **marks.report()},
             )
         )
-    except BaseException as exc:  # report, then let the parent decide
-        outbox.put(("error", total, f"{type(exc).__name__}: {exc}"))
+    except BaseException as exc:  # report, in one line, then let the parent decide
+        outbox.put(("error", total, one_line(exc)))
+        if isinstance(exc, Exception) and (unreachable(exc) or refused(exc)):
+            # The database failed past the retries (its first reads: the catch-up, the
+            # removal): an outage, said by the parent in one line, not a traceback.
+            return
         raise
     finally:
         engine.dispose()

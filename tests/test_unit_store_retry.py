@@ -370,3 +370,34 @@ def test_the_indexers_read_of_promoted_duplicates_survives_an_unreachable_databa
     left = indexer.IndexerProcess.left_unindexed(engine).tolist()
     assert sorted(left) == sorted([clone.id, result.documents[0].id])
     engine.dispose()
+
+
+def test_the_indexers_start_up_reads_failing_past_their_retries_say_so_in_one_line(
+    tmp_path: Path, pg_url: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The database unreachable as the crawl starts, past the retries of the indexer's
+    first reads (the catch-up, the removal of what a killed crawl left in the index): the
+    indexer fails (``index/error``: the crawl's pages stay stored, and ``reindex --new``
+    makes them searchable), said in one line with the driver's first line, as its marks'
+    and reads' failures are; no traceback."""
+    from search import indexer
+    from tests.test_unit_pipeline import _admin, _reachable
+
+    db.connect(pg_url).dispose()  # the schema
+    # A page left unindexed by an earlier crawl: the catch-up reads it.
+    index_dir = str(tmp_path / "index")
+    process = indexer.IndexerProcess(index_dir, pg_url, batch_size=1000, catch_up=[1])
+    process.database_failing(True)  # known to fail: each read is tried once
+    admin, name = _admin(pg_url)
+    try:
+        _reachable(admin, name, False)
+        process.start()
+        process.close()
+    finally:
+        _reachable(admin, name, True)
+        admin.dispose()
+    assert process.error is not None
+    assert process.error.startswith("OperationalError: "), process.error
+    assert "not currently accepting connections" in process.error
+    assert "\n" not in process.error
+    assert "Traceback" not in capfd.readouterr().err  # the indexer's own (another process)
