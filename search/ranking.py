@@ -129,17 +129,17 @@ ROCCHIO_MAX_DF_SHARE = 0.05
 #: site, is most often a word of every page's URL or template: added, it made every page
 #: of the site a hit of the expanded query.
 BO1_MAX_DF_SHARE = 0.5
-#: Expansion applies to queries of at least this many distinct words: every query, as
-#: Anserini and Terrier expand, but not one whose first ranking's best page holds all its
-#: words (:func:`answered`; so never a one-word query).  That rule is what keeps a keyword
-#: query's page (the navigational queries measure the same at every threshold); a
-#: threshold of 4 only took expansion away from short questions whose best page misses a
-#: word (CISI's queries cut to three words: MAP 0.1025 against 0.1101, 30 queries better
-#: and 10 worse).  An expanded query costs more: at 100,000 pages a median of 2.0 ms
-#: against 0.7 with the threshold 4, the same p95; a process's first, 7–15 ms since its
-#: term look-ups stopped making every segment's prefixes (50–100 ms before);
-#: benchmarks/README.md.
-FEEDBACK_MIN_WORDS = 1
+#: Expansion applies to queries of at least this many distinct words (descriptions,
+#: questions: where the user's words alone miss the vocabulary of relevant pages), and not
+#: to one whose first ranking's best page holds all its words (:func:`answered`).  With that
+#: rule, keyword queries keep their page at any threshold and short questions gain from a
+#: lower one (CISI's queries cut to three words: MAP 0.1025 against 0.1101 from 1, 30
+#: queries better and 10 worse), but short queries are most queries and an expanded one is
+#: ranked twice: at 100,000 pages, `/api/search`'s warm p95 over synthetic queries of one
+#: to five words went from 17–23 ms to 20–24 (target 20) with every query expanded, though
+#: a process's first expanded query now costs 7–15 ms (50–100 before its term look-ups
+#: stopped making every segment's prefixes); benchmarks/README.md ...
+FEEDBACK_MIN_WORDS = 4
 #: ... on an index of at least this many documents (on a smaller one the feedback documents
 #: are not a sample of the relevant pages but a large share of the index).  Ten times the
 #: default feedback documents; Anserini and Terrier have no such floor, and the classic test
