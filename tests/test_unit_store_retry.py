@@ -295,23 +295,13 @@ def test_a_closing_crawl_retries_its_indexers_marks_for_a_bounded_time(
 
     from search import indexer
     from search.workerprocess import index_batch
-    from tests.test_unit_pipeline import _admin, _reachable
 
     monkeypatch.setattr(indexer, "CLOSE_MARK_WAIT", 2.0)  # in this process: close()'s
     engine = db.connect(pg_url)
     stored = DocumentStore(engine).write_batch([row(p, f"quagga page {p}", []) for p in "ab"])
     batch = indexer.Batch(*index_batch(stored, None))
     engine.dispose()
-    process = indexer.IndexerProcess(str(tmp_path / "index"), pg_url, batch_size=1000)
-    process.start()
-    admin, name = _admin(pg_url)
-    try:
-        _reachable(admin, name, False)
-        process.send(batch)
-        process.close()
-    finally:
-        _reachable(admin, name, True)
-        admin.dispose()
+    process = _indexed_while_down(tmp_path, pg_url, batch)
     assert process.error is None
     assert process.info["unmarked"] == 2, process.info
     assert 1 <= process.info["retries"] < indexer.MARK_RETRY_TIMES, process.info
@@ -337,7 +327,6 @@ def test_the_indexers_read_of_promoted_duplicates_survives_an_unreachable_databa
     from search.index import Index
     from search.rows import GoneRow
     from search.workerprocess import index_batch
-    from tests.test_unit_pipeline import _admin, _reachable
 
     monkeypatch.setattr(indexer, "CLOSE_MARK_WAIT", 2.0)  # in this process: close()'s
     engine = db.connect(pg_url)
@@ -350,16 +339,7 @@ def test_the_indexers_read_of_promoted_duplicates_survives_an_unreachable_databa
     result = store.write_batch([row("c", "okapi page", [])], gone=[GoneRow(original.id, 404, now)])
     assert result.promoted == [clone.id]
     batch = indexer.Batch(*index_batch(result, None), result.promoted)
-    process = indexer.IndexerProcess(str(tmp_path / "index"), pg_url, batch_size=1000)
-    process.start()
-    admin, name = _admin(pg_url)
-    try:
-        _reachable(admin, name, False)
-        process.send(batch)
-        process.close()
-    finally:
-        _reachable(admin, name, True)
-        admin.dispose()
+    process = _indexed_while_down(tmp_path, pg_url, batch)
     assert process.error is None, process.error
     assert "Traceback" not in capfd.readouterr().err  # the indexer's own (another process)
     assert process.info["unread"] == 1, process.info
@@ -401,3 +381,22 @@ def test_the_indexers_start_up_reads_failing_past_their_retries_say_so_in_one_li
     assert "not currently accepting connections" in process.error
     assert "\n" not in process.error
     assert "Traceback" not in capfd.readouterr().err  # the indexer's own (another process)
+
+
+def _indexed_while_down(tmp_path: Path, pg_url: str, batch: Any) -> Any:
+    """An indexer process on *pg_url* given *batch* and closed while the database refuses
+    connections (back up afterwards): the process, for its ``error`` and ``info``."""
+    from search import indexer
+    from tests.test_unit_pipeline import _admin, _reachable
+
+    process = indexer.IndexerProcess(str(tmp_path / "index"), pg_url, batch_size=1000)
+    process.start()
+    admin, name = _admin(pg_url)
+    try:
+        _reachable(admin, name, False)
+        process.send(batch)
+        process.close()
+    finally:
+        _reachable(admin, name, True)
+        admin.dispose()
+    return process
