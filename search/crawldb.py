@@ -135,10 +135,6 @@ class CrawlDB:
 
     # -- the crawler ---------------------------------------------------------------------
 
-    def crawl_unfinished(self, spider: str, args: dict[str, Any], recent: int = 50) -> bool:
-        """Whether there is a crawl to resume (:meth:`crawl_to_resume`)."""
-        return self.crawl_to_resume(spider, args, recent) is not None
-
     def crawl_to_resume(self, spider: str, args: dict[str, Any], recent: int = 50) -> int | None:
         """The id of the last crawl of *spider* with these *args* (among the *recent* last
         crawls) when it never finished (it was killed, or its end could not be recorded:

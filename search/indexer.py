@@ -110,6 +110,17 @@ MARK_RETRY_TIMES = 10
 CLOSE_MARK_WAIT = 20.0
 
 
+def _outage(exc: BaseException) -> str | None:
+    """Why the database failed the indexer's work, in one line, when *exc* is an outage
+    (the database unreachable past the retries, or taking no write: :func:`unreachable`,
+    :func:`refused`); None for any other failure."""
+    why = refused(exc)
+    if not why and not unreachable(exc):
+        return None
+    reason = " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
+    return f"{why}: {reason}" if why else reason
+
+
 @dataclass(slots=True)
 class Marks:
     """The indexer's marks of what it committed; those the database did not take (it was
@@ -139,12 +150,11 @@ class Marks:
         try:
             self.store.mark_indexed(ids)
         except Exception as exc:
-            why = refused(exc)
-            if not why and not unreachable(exc):
+            outage = _outage(exc)
+            if outage is None:
                 raise
             self.unmarked = ids
-            reason = " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
-            self.error = f"{why}: {reason}" if why else reason
+            self.error = outage
             self.store.retry_times = 0  # the next ones are tried once, until one passes
             logger.debug("%d documents not marked indexed: %s", len(ids), self.error)
             return
@@ -162,14 +172,13 @@ class Marks:
         try:
             return self.store.retrying(lambda: list(iter_doc_columns(engine, ids=doc_ids)))
         except Exception as exc:
-            why = refused(exc)
-            if not why and not unreachable(exc):
+            outage = _outage(exc)
+            if outage is None:
                 raise
             self.unread += len(doc_ids)
-            reason = " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
-            self.unread_error = f"{why}: {reason}" if why else reason
+            self.unread_error = outage
             self.store.retry_times = 0  # as after a mark that failed
-            logger.debug("%d documents not read to be indexed: %s", len(doc_ids), reason)
+            logger.debug("%d documents not read to be indexed: %s", len(doc_ids), outage)
             return []
 
     def count_retry(self, exc: Exception) -> None:
@@ -281,7 +290,7 @@ def _worker(
         )
     except BaseException as exc:  # report, in one line, then let the parent decide
         outbox.put(("error", total, one_line(exc)))
-        if isinstance(exc, Exception) and (unreachable(exc) or refused(exc)):
+        if _outage(exc) is not None:
             # The database failed past the retries (its first reads: the catch-up, the
             # removal): an outage, said by the parent in one line, not a traceback.
             return

@@ -465,11 +465,12 @@ class StorePipeline:
         same command (:meth:`search.crawldb.CrawlDB.crawl_to_resume`), unless it is a
         re-crawl or ``SITE_RESUME`` is off.  Stat ``store/unrecorded`` (why): ``scrapy
         crawl`` then exits with status 1 (:func:`spidersite.commands.crawl.exit_status`)."""
-        self.stats.set_value("store/unrecorded", one_line(exc))
+        why = one_line(exc)
+        self.stats.set_value("store/unrecorded", why)
         logger.error(
             "The crawl's end could not be recorded in the database (%s); it stays "
             "unfinished there%s",
-            one_line(exc),
+            why,
             ", and running the same command again resumes it" if self._resumes() else "",
         )
 

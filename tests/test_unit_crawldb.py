@@ -76,19 +76,19 @@ def ids_by_url(engine: Any) -> dict[str, int]:
         return {row.url: row.id for row in conn.execute(Document.__table__.select())}
 
 
-def test_crawl_unfinished(engine: Any, store: DocumentStore) -> None:
+def test_crawl_to_resume(engine: Any, store: DocumentStore) -> None:
     crawldb = CrawlDB(engine)
-    assert not crawldb.crawl_unfinished("site", {"seeds": "x"})
+    assert crawldb.crawl_to_resume("site", {"seeds": "x"}) is None
     store.start_crawl("site", {"seeds": "x"}, NOW)
-    assert crawldb.crawl_unfinished("site", {"seeds": "x"})
-    assert not crawldb.crawl_unfinished("site", {"seeds": "y"})
-    assert not crawldb.crawl_unfinished("other", {"seeds": "x"})
+    assert crawldb.crawl_to_resume("site", {"seeds": "x"}) is not None
+    assert crawldb.crawl_to_resume("site", {"seeds": "y"}) is None
+    assert crawldb.crawl_to_resume("other", {"seeds": "x"}) is None
     store.finish_crawl("finished", {}, NOW)
-    assert not crawldb.crawl_unfinished("site", {"seeds": "x"})
+    assert crawldb.crawl_to_resume("site", {"seeds": "x"}) is None
     # Stopped because a batch could not be stored: resumed, so that its pages are fetched.
     store.start_crawl("site", {"seeds": "x"}, NOW)
     store.finish_crawl("store_failed", {}, NOW)
-    assert crawldb.crawl_unfinished("site", {"seeds": "x"})
+    assert crawldb.crawl_to_resume("site", {"seeds": "x"}) is not None
 
 
 def test_a_crawl_that_resumes_closes_the_unfinished_row_it_resumes(
@@ -282,12 +282,12 @@ def test_an_admin_crawl_is_resumed_by_the_arguments_that_identify_it(
     admin = {**spider, "topic_threshold": "1.0", "servers": ["http://a/"], "pid": 42}
     store.start_crawl("site", admin, NOW)
     store.finish_crawl("shutdown", {}, NOW)
-    assert crawldb.crawl_unfinished("site", spider)
-    assert not crawldb.crawl_unfinished("site", {"sites": spider["sites"]})  # no topic
+    assert crawldb.crawl_to_resume("site", spider) is not None
+    assert crawldb.crawl_to_resume("site", {"sites": spider["sites"]}) is None  # no topic
     store.finish_crawl("finished", {}, NOW)
     with Session(engine) as s, s.begin():  # the admin's row of the next crawl, starting
         s.add(Crawl(spider="site", args={**admin, "placeholder": True}, started_at=NOW))
-    assert not crawldb.crawl_unfinished("site", spider)
+    assert crawldb.crawl_to_resume("site", spider) is None
 
 
 def test_links_analyzed_knows_when_no_page_changed_since_the_last_analysis(
@@ -371,10 +371,10 @@ def test_links_analyzed_not_when_the_links_by_target_it_wrote_are_gone(engine: A
     assert crawldb.links_analyzed(None)
 
 
-def test_crawl_unfinished_without_tables(tmp_path: Any) -> None:
+def test_crawl_to_resume_without_tables(tmp_path: Any) -> None:
     engine = db.create(f"sqlite:///{tmp_path / 'empty.db'}")
     try:
-        assert not CrawlDB(engine).crawl_unfinished("site", {})
+        assert CrawlDB(engine).crawl_to_resume("site", {}) is None
     finally:
         engine.dispose()
 
