@@ -77,9 +77,10 @@ SHUTDOWN = "shutdown"
 #: id) in the row's stats: the row no longer stands for a crawl that may be running.
 RESUMED = "resumed"
 #: The finish reason a starting crawl gives the unfinished row of a crawl found dead (its
-#: lock free: :mod:`search.crawllocks`), other than the one it resumes: finished when it
-#: was found, ``abandoned_found_by`` (the finding crawl's id) in its stats.  Killed, it is
-#: resumed as an unfinished row is.
+#: lock free: :func:`search.crawllocks.close_dead_crawls`), other than the one it resumes,
+#: and the admin the row of a dead crawl without a job (:mod:`search.web.jobs`): finished
+#: when it was found, ``abandoned_found_by`` (the finding crawl's id, or ``"admin"``) in
+#: its stats.  Killed, it is resumed as an unfinished row is.
 ABANDONED = "abandoned"
 #: The finish reasons of crawls the same command resumes: besides a row never finished.
 RESUMABLE = (STORE_FAILED, SHUTDOWN, ABANDONED)

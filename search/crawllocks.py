@@ -7,8 +7,10 @@ the two apart, so each crawl's worker (the process that writes its rows:
 lock is taken inside the transaction that inserts the row) until its end is recorded;
 the operating system or the database server releases it when that process dies,
 however it dies.  Another crawl that can take the lock of an unfinished row knows that
-row's crawl is dead: :meth:`search.store.DocumentStore.start_crawl` closes such rows
-(finish reason :data:`search.crawldb.ABANDONED`).
+row's crawl is dead: :func:`close_dead_crawls` closes such rows (finish reason
+:data:`search.crawldb.ABANDONED`), called by each crawl as it starts
+(:meth:`search.store.DocumentStore.start_crawl`) and by the admin's Crawls page for the
+crawls run from the command line (:func:`search.web.jobs.reconcile`).
 
 - **PostgreSQL**: a session-level advisory lock, ``pg_advisory_lock(CRAWL_LOCK_SPACE,
   id)``, on a connection of its own, out of the engine's pool.  The server releases it when
@@ -33,14 +35,18 @@ import contextlib
 import logging
 import weakref
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, text
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import Connection, Engine, and_, or_, select, text, update
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.sql.elements import ColumnElement
 
 from search import db
+from search.crawldb import ABANDONED, RESUMED
 from search.locks import Locked, WriterLock
+from search.models import Crawl
 from search.worker import one_line
 
 logger = logging.getLogger(__name__)
@@ -226,3 +232,66 @@ class FileLocks(CrawlLocks):
 def _close_quietly(conn: Any) -> None:
     with contextlib.suppress(Exception):
         conn.close()
+
+
+def close_dead_crawls(
+    locks: CrawlLocks,
+    found_at: datetime,
+    found_by: int | str,
+    among: ColumnElement[bool],
+    resumes: int | None = None,
+) -> list[int]:
+    """Close the row of every dead crawl *among* the rows it selects: unfinished, and its
+    lock free (:meth:`CrawlLocks.dead` of *locks*: its process ended without recording its
+    end).  The crawl *resumes* names (:meth:`search.crawldb.CrawlDB.crawl_to_resume`) gets
+    finish reason :data:`search.crawldb.RESUMED` and ``resumed_by`` (*found_by*) as its
+    stats, also when it was closed as abandoned before; every other one
+    :data:`search.crawldb.ABANDONED` and ``abandoned_found_by`` (*found_by*: the id of the
+    crawl that found it, or ``"admin"``); both finished at *found_at*.  A row whose lock is
+    held (a crawl running, on this database from another machine, or a sibling process of
+    a scaled-out crawl) is left alone, and so is the admin's placeholder of a crawl
+    starting (:mod:`search.web.jobs`).  A dead crawl's own end, should it be recorded
+    after all, replaces this (:func:`search.store.finish_crawl`).  Returns the ids of the
+    rows closed as abandoned; a database failure is logged in one line, and closes none."""
+    try:
+        return _close_dead_crawls(locks, found_at, found_by, among, resumes)
+    except DBAPIError as exc:  # the next one to look closes them
+        logger.warning("The rows of dead crawls could not be closed: %s", one_line(exc))
+        return []
+
+
+def _close_dead_crawls(
+    locks: CrawlLocks,
+    found_at: datetime,
+    found_by: int | str,
+    among: ColumnElement[bool],
+    resumes: int | None,
+) -> list[int]:
+    unfinished: ColumnElement[bool] = Crawl.finished_at.is_(None)
+    if resumes is not None:
+        unfinished = or_(unfinished, and_(Crawl.id == resumes, Crawl.finish_reason == ABANDONED))
+    abandoned: list[int] = []
+    with locks.engine.begin() as conn:
+        rows = conn.execute(
+            select(Crawl.id, Crawl.args).where(unfinished, among).order_by(Crawl.id)
+        ).all()
+        for crawl_id, args in rows:
+            if (args or {}).get("placeholder"):
+                continue
+            with locks.dead(conn, crawl_id) as dead:
+                if not dead:
+                    continue
+                if crawl_id == resumes:
+                    reason, stats = RESUMED, {"resumed_by": found_by}
+                    still = or_(Crawl.finished_at.is_(None), Crawl.finish_reason == ABANDONED)
+                else:
+                    reason, stats = ABANDONED, {"abandoned_found_by": found_by}
+                    still = Crawl.finished_at.is_(None)
+                closed = conn.execute(
+                    update(Crawl)
+                    .where(Crawl.id == crawl_id, still)
+                    .values(finish_reason=reason, finished_at=found_at, stats=stats)
+                ).rowcount
+            if closed and reason == ABANDONED:
+                abandoned.append(crawl_id)
+    return abandoned

@@ -16,22 +16,20 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, and_, bindparam, delete, insert, or_, select, text, update
+from sqlalchemy import Engine, bindparam, delete, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
-from sqlalchemy.sql.elements import ColumnElement
 
 from search import faults, postingcodec
 from search.analysis import PackedWords
 from search.budgets import WORD_CACHE_BYTES
-from search.crawldb import ABANDONED, INDEXABLE, RESUMED
-from search.crawllocks import CrawlLocks
+from search.crawldb import ABANDONED, INDEXABLE
+from search.crawllocks import CrawlLocks, close_dead_crawls
 from search.db import DEADLOCK_ATTEMPTS, chunks, deadlocked
 from search.duplicates import DuplicateMarker, fingerprint_columns
 from search.models import Crawl, CrawlError, Document, Link, Posting, Server, Word
 from search.rows import BatchResult, DocumentRow, ErrorRow, GoneRow, RevisitRow, StoredDocument
-from search.worker import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -233,59 +231,14 @@ class DocumentStore:
         return crawl_id
 
     def close_dead_crawls(self, found_at: datetime, resumes: int | None = None) -> list[int]:
-        """Close the row of every dead crawl but this one's: unfinished, and its lock
-        free (:meth:`search.crawllocks.CrawlLocks.dead`: its process ended without
-        recording its end).  The crawl this one *resumes*
-        (:meth:`search.crawldb.CrawlDB.crawl_to_resume`) gets finish reason
-        :data:`search.crawldb.RESUMED` and ``resumed_by`` (this crawl's id) in its stats,
-        also when an earlier crawl closed it as abandoned; every other one
-        :data:`search.crawldb.ABANDONED` and ``abandoned_found_by``; both finished at
-        *found_at*.  A row whose lock is held (a crawl running, on this database from
-        another machine, or a sibling process of a scaled-out crawl) is left alone, and so
-        is the admin's placeholder of a crawl starting (:mod:`search.web.jobs`).  A dead
-        crawl's own end, should it be recorded after all, replaces this
-        (:func:`finish_crawl`).  Returns the ids of the rows closed as abandoned; a
-        database failure is logged in one line, and closes none."""
-        try:
-            return self._close_dead_crawls(found_at, resumes)
-        except DBAPIError as exc:  # the crawl runs on; the next one closes them
-            logger.warning("The rows of dead crawls could not be closed: %s", one_line(exc))
-            return []
-
-    def _close_dead_crawls(self, found_at: datetime, resumes: int | None) -> list[int]:
+        """Close the row of every dead crawl but this one's, this crawl their finder
+        (:func:`search.crawllocks.close_dead_crawls`), the one it *resumes* with finish
+        reason :data:`search.crawldb.RESUMED`.  Returns the ids of the rows closed as
+        abandoned; a database failure is logged in one line, and closes none."""
         assert self.crawl_id is not None and self.crawl_locks is not None
-        unfinished: ColumnElement[bool] = Crawl.finished_at.is_(None)
-        if resumes is not None:
-            unfinished = or_(
-                unfinished, and_(Crawl.id == resumes, Crawl.finish_reason == ABANDONED)
-            )
-        abandoned: list[int] = []
-        with self.engine.begin() as conn:
-            rows = conn.execute(
-                select(Crawl.id, Crawl.args)
-                .where(unfinished, Crawl.id != self.crawl_id)
-                .order_by(Crawl.id)
-            ).all()
-            for crawl_id, args in rows:
-                if (args or {}).get("placeholder"):
-                    continue
-                with self.crawl_locks.dead(conn, crawl_id) as dead:
-                    if not dead:
-                        continue
-                    if crawl_id == resumes:
-                        reason, stats = RESUMED, {"resumed_by": self.crawl_id}
-                        still = or_(Crawl.finished_at.is_(None), Crawl.finish_reason == ABANDONED)
-                    else:
-                        reason, stats = ABANDONED, {"abandoned_found_by": self.crawl_id}
-                        still = Crawl.finished_at.is_(None)
-                    closed = conn.execute(
-                        update(Crawl)
-                        .where(Crawl.id == crawl_id, still)
-                        .values(finish_reason=reason, finished_at=found_at, stats=stats)
-                    ).rowcount
-                if closed and reason == ABANDONED:
-                    abandoned.append(crawl_id)
-        return abandoned
+        return close_dead_crawls(
+            self.crawl_locks, found_at, self.crawl_id, Crawl.id != self.crawl_id, resumes
+        )
 
     def keep_crawl_lock(self) -> None:
         """Take this crawl's lock again if it was lost with its connection (PostgreSQL

@@ -543,6 +543,95 @@ def test_crawl_log_overview_and_crawl_pages(admin: tuple[Any, str], app: Any) ->
     assert "Spider closed (finished) &lt;from the command line&gt;" in html
 
 
+def _crawl_lists(client: Any) -> tuple[str, str]:
+    """The Crawls page's lists: the running crawls' table, the finished ones'."""
+    html = client.get("/admin/crawls").get_data(as_text=True)
+    running = html.split('id="running"')[1].split("</table>")[0]
+    finished = html.split('id="finished"')[1].split("</table>")[0]
+    return running, finished
+
+
+def test_a_dead_crawl_run_from_the_command_line_is_shown_abandoned(
+    admin: tuple[Any, str], app: Any, db_url: str
+) -> None:
+    """A crawl run from the command line has no job the admin can ask about: killed
+    before it recorded its end, its row stayed unfinished, and the Crawls page listed it
+    as running until the next crawl started.  The admin closes it as a crawl starting
+    would (its crawl lock free: ``abandoned``, the admin its finder); a crawl running
+    (its lock held, by another connection or process) stays running."""
+    from search import db
+    from search.store import DocumentStore
+
+    client, _ = admin
+    crawls = db.connect(db_url)  # the crawls' own engine, apart from the admin's
+    live = DocumentStore(crawls)
+    dead = DocumentStore(crawls)
+    try:
+        now = datetime.now(UTC)
+        live_id = live.start_crawl("site", {"seeds": "live"}, now)
+        dead_id = dead.start_crawl("site", {"seeds": "dead"}, now)
+        assert dead.abandoned == []  # the live crawl's lock is held
+        assert dead.crawl_locks is not None
+        dead.crawl_locks.release()  # its process died: the lock goes, no end recorded
+
+        running, finished = _crawl_lists(client)
+        assert f"#{live_id}<" in running and f"#{live_id}<" not in finished
+        assert f"#{dead_id}<" in finished and f"#{dead_id}<" not in running
+        assert "abandoned" in finished
+        with Session(engine_of(app)) as s:
+            rows = {c.id: c for c in s.scalars(select(Crawl))}
+        assert rows[dead_id].finish_reason == "abandoned"
+        assert rows[dead_id].finished_at is not None
+        assert rows[dead_id].stats == {"abandoned_found_by": jobs.FOUND_BY_ADMIN}
+        assert rows[live_id].finished_at is None and rows[live_id].finish_reason is None
+        html = client.get(f"/admin/crawls/{live_id}").get_data(as_text=True)
+        assert runners.RUNNING in html and "abandoned" not in html
+        # The live crawl records its end: its own, not the admin's.
+        live.finish_crawl("finished", {"site/pages": 3}, datetime.now(UTC))
+        running, finished = _crawl_lists(client)
+        assert "No crawl running." in running and f"#{live_id}<" in finished
+        with Session(engine_of(app)) as s:
+            assert s.get(Crawl, live_id).stats == {"site/pages": 3}  # type: ignore[union-attr]
+    finally:
+        for store in (live, dead):
+            if store.crawl_locks is not None:
+                store.crawl_locks.release()
+        crawls.dispose()
+
+
+def test_the_admin_closes_only_dead_crawls_without_a_job(db_url: str) -> None:
+    """The admin closes the rows of dead crawls without a job only: a crawl it started
+    (its job set, a placeholder too) is its runner's to follow, and a SQLite database in
+    memory has no crawl lock, so none of its rows is closed."""
+    from search import db
+
+    now = datetime.now(UTC)
+    for url in (db_url, "sqlite://"):
+        engine = db.connect(url)
+        try:
+            with Session(engine, expire_on_commit=False) as s, s.begin():
+                cli = Crawl(spider="site", args={}, started_at=now, stats={})
+                job = Crawl(spider="site", args={}, started_at=now, stats={}, job_id="a")
+                placeholder = Crawl(
+                    spider="site",
+                    args={"placeholder": True},
+                    started_at=now,
+                    stats={},
+                    job_id="b",
+                )
+                s.add_all([cli, job, placeholder])
+            closed = jobs.close_dead_cli_crawls(engine, now)
+            with Session(engine) as s:
+                reasons = {c.id: c.finish_reason for c in s.scalars(select(Crawl))}
+        finally:
+            engine.dispose()
+        if url == "sqlite://":
+            assert closed == [] and set(reasons.values()) == {None}
+        else:
+            assert closed == [cli.id]
+            assert reasons == {cli.id: "abandoned", job.id: None, placeholder.id: None}
+
+
 def test_start_topic_needs_words_and_server(admin: tuple[Any, str]) -> None:
     client, csrf = admin
     resp = client.post(

@@ -9,6 +9,8 @@ the same ``scrapy crawl`` command does.  It records the crawl in ``crawls`` at o
 *placeholder* row with the job id); when the spider opens, it writes its own row with the
 same ``sites`` argument, and :func:`reconcile` moves the job id and log file onto that row
 (the first such row not claimed by another job, started since) and drops the placeholder.
+A crawl run from the command line has no job to ask about: :func:`reconcile` closes its
+row when its crawl is dead, as a crawl starting would (:func:`close_dead_cli_crawls`).
 
 This module does not import Scrapy: the crawler runs in another process.
 """
@@ -29,6 +31,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from search.crawllocks import CrawlLocks, close_dead_crawls
 from search.models import Crawl, Seed, Server
 from search.servers import FIELD_NAMES
 from search.sitesfile import ServerRegistry
@@ -36,6 +39,10 @@ from search.web.runners import FINISHED, PENDING, RUNNING, SPIDER, JobError, Run
 from search.web.settings import WebSettings
 
 logger = logging.getLogger(__name__)
+
+#: ``abandoned_found_by`` in the stats of a crawl's row the admin closed as dead (a crawl
+#: that finds one gives its own id).
+FOUND_BY_ADMIN = "admin"
 
 # -- the sites file -------------------------------------------------------------------
 
@@ -159,7 +166,8 @@ def start_crawl(
 
 
 def reconcile(engine: Engine, runner: Runner) -> None:
-    """Match admin crawls with the spider's rows, and close crawls whose job is gone."""
+    """Match admin crawls with the spider's rows, close crawls whose job is gone, then
+    the rows of dead crawls run from the command line (:func:`close_dead_cli_crawls`)."""
     now = datetime.now(UTC)
     with Session(engine) as s, s.begin():
         open_rows = s.scalars(
@@ -197,6 +205,30 @@ def reconcile(engine: Engine, runner: Runner) -> None:
                 else:
                     reason = "process ended without closing"
                 row.finish_reason = reason
+    close_dead_cli_crawls(engine, now)
+
+
+def close_dead_cli_crawls(engine: Engine, found_at: datetime) -> list[int]:
+    """Close the row of every dead crawl without a job (run from the command line, or a
+    spider's row no placeholder claimed yet), as a crawl starting would
+    (:func:`search.crawllocks.close_dead_crawls`): unfinished, and its crawl lock free.
+    Finish reason :data:`search.crawldb.ABANDONED`, finished at *found_at*,
+    ``abandoned_found_by`` :data:`FOUND_BY_ADMIN`.  A crawl running holds its lock, on
+    this machine or, on PostgreSQL, another: it is left alone, and so is every crawl of
+    a SQLite database in memory (no lock).  The crawls the admin started are its
+    runner's to follow (:func:`reconcile`).  Returns the ids of the rows closed; a
+    database failure is logged in one line, and closes none."""
+    closed = close_dead_crawls(
+        CrawlLocks.of(engine), found_at, FOUND_BY_ADMIN, Crawl.job_id.is_(None)
+    )
+    if closed:
+        logger.info(
+            "Closed the rows of %d dead crawls run outside the admin (killed before they "
+            "recorded their end; finish reason abandoned): %s",
+            len(closed),
+            ", ".join(f"#{n}" for n in closed),
+        )
+    return closed
 
 
 def _spider_rows(s: Session, placeholder: Crawl) -> list[Crawl]:
@@ -221,7 +253,7 @@ def crawl_state(crawl: Crawl, runner: Runner) -> str:
     if crawl.finished_at is not None:
         return FINISHED
     if crawl.job_id is None:
-        return RUNNING  # a crawl started outside the admin, still writing
+        return RUNNING  # started outside the admin; its lock held (else reconcile closed it)
     if (crawl.args or {}).get("placeholder"):
         return PENDING
     try:
