@@ -19,7 +19,7 @@ from typing import TextIO
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from search import __version__
+from search import __version__, db
 from search.commands._common import (
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -99,8 +99,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         sys.stderr.write(f"error: {printable(exc)}\n")
         return EXIT_FAILURE
     except SQLAlchemyError as exc:  # the database failed a command under way
-        reason = " ".join(str(getattr(exc, "orig", None) or exc).split())
-        sys.stderr.write(f"error: the database failed: {reason}\n")
+        sys.stderr.write(f"error: the database failed: {db.driver_message(exc)}\n")
         return EXIT_FAILURE
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")

@@ -75,6 +75,21 @@ def cannot_open(exc: DBAPIError) -> bool:
     return isinstance(exc, OperationalError) or type(exc) is SADatabaseError
 
 
+def driver_error(exc: BaseException) -> BaseException:
+    """The database driver's own exception that *exc* wraps (SQLAlchemy's ``orig``), or
+    *exc* itself."""
+    return getattr(exc, "orig", None) or exc
+
+
+def driver_message(exc: BaseException, limit: int | None = None) -> str:
+    """The message of the driver's exception of *exc* (:func:`driver_error`: without
+    SQLAlchemy's statement and its link) in one line, each run of whitespace one space (a
+    driver's message may run over several lines); its first *limit* characters.  For a
+    line a person reads (an error, a warning); a log's or a failure row's "type: first
+    line" is :func:`search.worker.one_line`."""
+    return " ".join(str(driver_error(exc)).split())[:limit]
+
+
 def deadlocked(exc: DBAPIError) -> bool:
     """Whether the database rolled the statement's transaction back to break a deadlock
     (PostgreSQL's SQLSTATE 40P01): the transaction may be run again as it was."""
@@ -150,7 +165,7 @@ def probe(url: str, timeout: int = 10) -> None:
             with engine.connect():
                 pass
         except Exception as exc:
-            reason = " ".join(str(getattr(exc, "orig", None) or exc).split())
+            reason = driver_message(exc)
             raise DatabaseError(
                 f"cannot connect to the database {describe(parsed)}: {reason}"
             ) from None

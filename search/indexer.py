@@ -117,7 +117,7 @@ def _outage(exc: BaseException) -> str | None:
     why = refused(exc)
     if not why and not unreachable(exc):
         return None
-    reason = " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
+    reason = db.driver_message(exc, 300)
     return f"{why}: {reason}" if why else reason
 
 

@@ -26,7 +26,7 @@ from search.analysis import PackedWords
 from search.budgets import WORD_CACHE_BYTES
 from search.crawldb import ABANDONED, INDEXABLE
 from search.crawllocks import CrawlLocks, close_dead_crawls
-from search.db import DEADLOCK_ATTEMPTS, chunks, deadlocked
+from search.db import DEADLOCK_ATTEMPTS, chunks, deadlocked, driver_error
 from search.duplicates import DuplicateMarker, fingerprint_columns
 from search.models import Crawl, CrawlError, Document, Link, Posting, Server, Word
 from search.rows import BatchResult, DocumentRow, ErrorRow, GoneRow, RevisitRow, StoredDocument
@@ -143,7 +143,7 @@ def refused(exc: BaseException) -> str | None:
     it is read-only (a file or a file system made read-only, a PostgreSQL standby).  No
     retry can pass, nor storing a batch's pages one by one: the batch fails at once.  None
     for anything else."""
-    orig = getattr(exc, "orig", None) or exc
+    orig = driver_error(exc)
     state = getattr(orig, "sqlstate", None)
     if state in _SQLSTATES:
         return _SQLSTATES[str(state)]

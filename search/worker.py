@@ -100,7 +100,8 @@ class Report:
 
 def one_line(exc: BaseException) -> str:
     """*exc* in one line, for a log, a report or a failure's row: its type and the first
-    line of its message (a database driver's runs over several), at most 300 characters."""
+    line of its message (a database driver's runs over several), at most 300 characters.
+    The driver's message alone, all of it on one line, is :func:`search.db.driver_message`."""
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
 
 
