@@ -20,14 +20,18 @@ A mark is retried while the database is unreachable, but tried once while the da
 known to fail (the worker gave up a batch: :meth:`IndexerProcess.database_failing`): a
 crawl that closes on a database that is down does not wait minutes for its marks.  A
 database that goes down after the last batch was stored fails no batch: the crawl's close
-then bounds the marks' retries (:data:`CLOSE_MARK_WAIT`).  What the indexer committed and
-could not mark is searchable and not marked; it is tried again with the next mark, and
-reported when the indexer stops (:class:`Marks`); the next crawl's indexer indexes it
-again and marks it, as ``python -m search check`` does.
+then bounds the marks' retries (:data:`CLOSE_MARK_WAIT`), counted while the indexer is at
+work on the database, which it tells the parent (a ``"database"`` message): not while it
+commits, so that a long last commit does not leave a database that restarts meanwhile no
+retry.  What the indexer committed and could not mark is searchable and not marked; it
+is tried again with the next mark, and reported when the indexer stops (:class:`Marks`);
+the next crawl's indexer indexes it again and marks it, as ``python -m search check``
+does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -36,7 +40,7 @@ import queue
 import shutil
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,14 +103,18 @@ LOCK_WAIT = 120.0
 MARK_RETRY_TIMES = 10
 
 #: Seconds a crawl that closes waits for its indexer's marks while the database is
-#: unreachable, counted from when it asks the indexer to stop (:meth:`IndexerProcess.close`,
-#: the indexer's last commit included); from then on the database is known to fail, as
-#: when the worker gives up a batch: a mark is tried once, and a retry under way stops
-#: waiting.  A database that goes down after the last batch was stored fails no batch, and
-#: the marks' own retries (:data:`MARK_RETRY_TIMES`) would hold the crawl's end for ~2.5
-#: minutes.  20 s waits out a PostgreSQL restart (seconds; a mark's first five retries
-#: take 15.5 s), and what it does not wait for costs little: the pages of a mark that
-#: failed are searchable, and the next crawl's indexer indexes them again and marks them.
+#: unreachable (:meth:`IndexerProcess.close`), counted, once it has asked the indexer to
+#: stop, only while the indexer is at work on the database: from the start of each mark
+#: (and of each read of promoted duplicates), and for the reads of its start-up (which
+#: index too) from their first retry; not while it commits, nor while it adds the batches
+#: its inbox still holds, which on a large crawl can take longer than the wait.  Past it
+#: the database is known to fail, as when the worker gives up a batch: a mark is tried
+#: once, and a retry under way stops waiting.  A database that goes down after the last
+#: batch was stored fails no batch, and the marks' own retries (:data:`MARK_RETRY_TIMES`)
+#: would hold the crawl's end for ~2.5 minutes.  20 s waits out a PostgreSQL restart
+#: (seconds; a mark's first five retries take 15.5 s), and what it does not wait for
+#: costs little: the pages of a mark that failed are searchable, and the next crawl's
+#: indexer indexes them again and marks them.
 CLOSE_MARK_WAIT = 20.0
 
 
@@ -215,7 +223,6 @@ def _worker(
     logging.basicConfig(level=logging.INFO)
     engine = db.create(database_url)
     marks = Marks(DocumentStore(engine, retry_times=MARK_RETRY_TIMES, give_up=failing))
-    marks.store.on_retry = marks.count_retry
     store = marks.store
     index = Index(index_dir)
     parent = multiprocessing.parent_process()
@@ -223,6 +230,40 @@ def _worker(
     commits = 0
     last_commit_at = 0.0
     finished = False
+
+    # The parent is told while the indexer waits on the database (a message
+    # ("database", total, True), then False), and counts a closing crawl's wait for it
+    # then only (CLOSE_MARK_WAIT): not while the indexer commits.  A mark or a read waits
+    # from its start; the start-up's reads, which index too, from their first retry.
+    on_database = False
+
+    def database_begins() -> None:
+        nonlocal on_database
+        if not on_database:
+            on_database = True
+            outbox.put(("database", total, True))
+
+    @contextlib.contextmanager
+    def at_database(from_start: bool = True) -> Iterator[None]:
+        nonlocal on_database
+        if from_start:
+            database_begins()
+        try:
+            yield
+        finally:
+            if on_database:
+                on_database = False
+                outbox.put(("database", total, False))
+
+    def retried(exc: Exception) -> None:
+        marks.count_retry(exc)
+        database_begins()
+
+    def read(doc_ids: list[int]) -> list[DocColumns]:
+        with at_database():
+            return marks.read(doc_ids)
+
+    store.on_retry = retried
 
     def first_message() -> Any:
         while True:
@@ -235,25 +276,27 @@ def _worker(
     try:
         # Retried as the marks are, while the database is unreachable (a PostgreSQL
         # restarted as the crawl starts): each may be done again whole.
-        caught_up = store.retrying(
-            lambda: reindex(
-                engine,
-                index,
-                full=False,
-                limitmb=limitmb,
-                ids=catch_up,
-                wait=LOCK_WAIT,
-                max_merge_docs=max_merge_docs,
+        with at_database(from_start=False):
+            caught_up = store.retrying(
+                lambda: reindex(
+                    engine,
+                    index,
+                    full=False,
+                    limitmb=limitmb,
+                    ids=catch_up,
+                    wait=LOCK_WAIT,
+                    max_merge_docs=max_merge_docs,
+                )
             )
-        )
         if caught_up:
             logger.info("Indexed %d documents left unindexed by an earlier crawl", caught_up)
             release_memory()
-        removed = store.retrying(
-            lambda: remove_unindexable(
-                engine, index, limitmb=limitmb, wait=LOCK_WAIT, max_merge_docs=max_merge_docs
+        with at_database(from_start=False):
+            removed = store.retrying(
+                lambda: remove_unindexable(
+                    engine, index, limitmb=limitmb, wait=LOCK_WAIT, max_merge_docs=max_merge_docs
+                )
             )
-        )
         if removed:
             logger.info("Removed %d documents an earlier crawl left in the index", removed)
         freeze_startup()
@@ -264,7 +307,7 @@ def _worker(
             with index.writer(
                 limitmb=limitmb, wait=LOCK_WAIT, max_merge_docs=max_merge_docs
             ) as writer:
-                pending = _apply(writer, msg, marks.read)
+                pending = _apply(writer, msg, read)
                 while len(pending) < batch_size:
                     try:
                         msg = inbox.get(timeout=2.0)
@@ -273,10 +316,11 @@ def _worker(
                     if msg is None:
                         finished = True
                         break
-                    pending.extend(_apply(writer, msg, marks.read))
+                    pending.extend(_apply(writer, msg, read))
             faults.point("index_committed")
             release_memory()
-            marks.mark(pending)
+            with at_database():
+                marks.mark(pending)
             total += len(pending)
             commits += 1
             last_commit_at = time.time()
@@ -297,6 +341,34 @@ def _worker(
         raise
     finally:
         engine.dispose()
+
+
+class _MarkWait:
+    """A closing crawl's wait for its indexer's work on the database: :data:`CLOSE_MARK_WAIT`
+    seconds in all, counted while the indexer is at it (:meth:`run`, :meth:`pause`), then
+    the database is taken as known to fail (the event *failing* is set).
+
+    A timer, not the loop of :meth:`IndexerProcess.close`: a retry under way is cut as the
+    wait ends, whatever the loop waits for."""
+
+    def __init__(self, failing: Any) -> None:
+        self.failing = failing
+        self.left = CLOSE_MARK_WAIT
+        self._timer: threading.Timer | None = None
+        self._since = 0.0
+
+    def run(self) -> None:
+        if self._timer is None:
+            self._since = time.monotonic()
+            self._timer = threading.Timer(max(0.0, self.left), self.failing.set)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def pause(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            self.left -= time.monotonic() - self._since
 
 
 class IndexerProcess:
@@ -350,6 +422,10 @@ class IndexerProcess:
         self.info: dict[str, Any] = {}
         #: The process sent its last message ("done"): it only exits now.
         self.finished = False
+        #: The process is at work on the database (its "database" messages).
+        self._on_database = False
+        #: Once closing: the wait for the indexer's work on the database.
+        self._mark_wait: _MarkWait | None = None
 
     @staticmethod
     def left_unindexed(engine: Engine) -> np.ndarray:
@@ -409,7 +485,9 @@ class IndexerProcess:
     def _handle(self, msg: tuple[Any, ...]) -> None:
         kind, total, extra = msg
         self.indexed = total
-        if kind == "progress":
+        if kind == "database":
+            self._on_database = extra
+        elif kind == "progress":
             self.searchable_at = extra
         elif kind == "done":
             self.info = extra
@@ -417,25 +495,44 @@ class IndexerProcess:
             self.searchable_at = extra.get("searchable_at") or self.searchable_at
         elif kind == "error":
             self.error = extra
+        if kind in ("done", "error"):
+            self._on_database = False
+        if self._mark_wait is not None:
+            if self._on_database:
+                self._mark_wait.run()
+            else:
+                self._mark_wait.pause()
 
     def close(
         self, timeout: float | None = None, progress: Callable[[int], None] | None = None
     ) -> None:
-        """Ask the process to commit and stop; wait for it.  After
-        :data:`CLOSE_MARK_WAIT` seconds the database is taken as known to fail
-        (:meth:`database_failing`): a mark under way or to come is no longer retried."""
-        # A timer, not the loop below: the inbox may be full, and the None wait for a
-        # mark's retries.  (Harmless if left running: the indexer has stopped.)
-        giving_up = threading.Timer(CLOSE_MARK_WAIT, self.failing.set)
-        giving_up.daemon = True
-        giving_up.start()
-        if self.process.is_alive():
-            self.inbox.put(None)
+        """Ask the process to commit and stop; wait for it (*timeout* seconds at most, then
+        it is terminated; None: until it stops or dies).  The stop message waits for room
+        in the inbox (full: the indexer is behind) only while the process lives.
+
+        Once the process has been at work on the database (marking, reading) for
+        :data:`CLOSE_MARK_WAIT` seconds in all since, the database is taken as known to
+        fail (:meth:`database_failing`): a mark under way or to come is no longer
+        retried.  Its commits, and its adding the batches the inbox still holds, do not
+        count."""
+        self._drain()
+        self._mark_wait = _MarkWait(self.failing)
+        if self._on_database:  # a mark (or a read) under way
+            self._mark_wait.run()
         deadline = None if timeout is None else time.monotonic() + timeout
-        # Until its last message ("done" or "error"): then it only exits.
+        # The stop message, put as room is made for it in the inbox (full: the indexer is
+        # behind), while the process lives; then its messages until its last ("done" or
+        # "error"): then it only exits.
+        stopping = False
         while not self.finished and not self.error and self.process.is_alive():
+            if not stopping:
+                try:
+                    self.inbox.put(None, timeout=0.1)
+                    stopping = True
+                except queue.Full:
+                    pass
             try:
-                self._handle(self.outbox.get(timeout=1.0))
+                self._handle(self.outbox.get(timeout=1.0 if stopping else 0.1))
                 if progress:
                     progress(self.indexed)
             except queue.Empty:
@@ -447,7 +544,8 @@ class IndexerProcess:
         if self.process.is_alive():
             self.process.terminate()
             self.process.join()
-        giving_up.cancel()
+        wait, self._mark_wait = self._mark_wait, None
+        wait.pause()
         self._drain()
         shutil.rmtree(self.spool, ignore_errors=True)
         if self.process.exitcode not in (0, None) and not self.error:

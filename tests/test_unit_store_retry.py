@@ -7,6 +7,7 @@ import pickle
 import queue
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +163,13 @@ def test_the_indexers_start_survives_an_unreachable_database(
     inbox.put(None)  # nothing to index: the crawl ends at once
     indexer._worker(inbox, outbox, str(tmp_path / "index"), url, 10, 64, None, [])
     assert len(calls) == 2
-    assert outbox.get_nowait()[0] == "done"
+    messages = []
+    while not outbox.empty():
+        messages.append(outbox.get_nowait())
+    # The parent told that the indexer waited on the database (from the first retry: the
+    # start-up's work indexes too), then that it no longer does; then the end.
+    assert [m[:3:2] for m in messages[:2]] == [("database", True), ("database", False)]
+    assert [m[0] for m in messages[2:]] == ["done"]
 
 
 def _indexer_batches(tmp_path: Path, url: str, *pages: list[str]) -> list[tuple[str, list[int]]]:
@@ -306,6 +313,112 @@ def test_a_closing_crawl_retries_its_indexers_marks_for_a_bounded_time(
     assert process.info["unmarked"] == 2, process.info
     assert 1 <= process.info["retries"] < indexer.MARK_RETRY_TIMES, process.info
     assert "not currently accepting connections" in process.info["unmarked_error"]
+
+
+def test_a_closing_crawls_long_last_commit_does_not_use_up_its_wait_for_the_marks(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wait of a closing crawl for its indexer's marks (CLOSE_MARK_WAIT) is counted
+    while the indexer is at work on the database, not while it commits: a last commit
+    that lasts longer than the wait (held here, as a large crawl's last commit and the
+    batches its inbox still holds can), then a database that goes down as the indexer
+    marks and comes back within the wait: the marks are retried, and land."""
+    from search import faults, indexer
+    from search.workerprocess import index_batch
+    from tests.test_unit_pipeline import _admin, _reachable
+
+    monkeypatch.setattr(indexer, "CLOSE_MARK_WAIT", 4.0)  # in this process: close()'s
+    gate = tmp_path / "committed"  # the indexer's commit lasts until it exists
+    monkeypatch.setenv(faults.HOLD_ENV, "index_committed")
+    monkeypatch.setenv(faults.HOLD_UNTIL_ENV, str(gate))
+    engine = db.connect(pg_url)
+    stored = DocumentStore(engine).write_batch([row(p, f"quagga page {p}", []) for p in "ab"])
+    batch = indexer.Batch(*index_batch(stored, None))
+    engine.dispose()
+    process = indexer.IndexerProcess(str(tmp_path / "index"), pg_url, batch_size=1000)
+    process.start()
+    admin, name = _admin(pg_url)
+
+    def long_commit_then_a_short_outage() -> None:
+        time.sleep(indexer.CLOSE_MARK_WAIT + 1.0)  # longer than the wait, from close()
+        gate.touch()
+        deadline = time.monotonic() + 60
+        while gate.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(1.0)  # the indexer marks meanwhile: the database refuses it
+        _reachable(admin, name, True)
+
+    helper = threading.Thread(target=long_commit_then_a_short_outage, daemon=True)
+    try:
+        _reachable(admin, name, False)
+        process.send(batch)
+        helper.start()
+        process.close(timeout=120)
+        helper.join(60)
+    finally:
+        gate.touch()
+        _reachable(admin, name, True)
+        admin.dispose()
+    assert process.error is None, process.error
+    assert process.info["unmarked"] == 0, process.info
+    assert process.info["retries"] >= 1, process.info  # the database was down as it marked
+    assert _marked(pg_url) == [f"{BASE}a", f"{BASE}b"]
+
+
+class _Inbox:
+    """An inbox that stays full."""
+
+    def __init__(self) -> None:
+        self.puts = 0
+
+    def put(self, item: Any, timeout: float | None = None) -> None:
+        self.puts += 1
+        if timeout is None:
+            raise AssertionError("a put that would wait for ever on a full inbox")
+        time.sleep(timeout)
+        raise queue.Full
+
+
+class _Process:
+    """An indexer process that reads no message: it dies after *lives* looks, or is stuck
+    until terminated."""
+
+    def __init__(self, lives: int | None) -> None:
+        self.lives = lives
+        self.exitcode: int | None = None
+        self.terminated = False
+
+    def is_alive(self) -> bool:
+        if self.lives is not None:
+            self.lives -= 1
+            if self.lives < 0:
+                self.exitcode = -9
+        return self.exitcode is None
+
+    def terminate(self) -> None:
+        self.terminated = True
+        self.exitcode = -15
+
+    def join(self, timeout: float | None = None) -> None:
+        pass
+
+
+@pytest.mark.parametrize("dies", [True, False])
+def test_closing_an_indexer_whose_inbox_is_full_does_not_wait_for_ever(dies: bool) -> None:
+    """The indexer's inbox full, the stop message waits for room only while the indexer
+    lives, and as long as close's timeout: an indexer that died, or is stuck, does not
+    hold the crawl's close for ever."""
+    from search import indexer
+
+    process = indexer.IndexerProcess("unused", "sqlite://")
+    process.inbox = _Inbox()
+    process.process = stuck = _Process(lives=3 if dies else None)
+    started = time.monotonic()
+    process.close(timeout=None if dies else 1.0)
+    assert time.monotonic() - started < 10
+    assert process.inbox.puts >= 1
+    assert stuck.terminated is not dies
+    assert process.error == ("exit code -9" if dies else "exit code -15")
 
 
 def test_the_indexers_read_of_promoted_duplicates_survives_an_unreachable_database(
