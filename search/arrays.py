@@ -509,10 +509,13 @@ class ArrayIndex:
         model: ``|d|`` is the sum of the document's weighted tfs, every term counted).
 
         Terms found in more than *frequent* documents of one segment are left out (then
-        they are in more than that overall), but for the query's own (ids *asked*): what
-        is left still holds terms above *frequent* overall, which the caller checks once
-        they have ids.  No id is given here: a term is its number in its segment, and the
-        same term of several segments is merged by its bytes."""
+        they are in more than that overall), and so are those already given an id whose
+        document frequency over the index is above it, but for the query's own (ids
+        *asked*): what is left may still hold terms above *frequent* overall, which the
+        caller checks once they have ids.  No id is given here: a term is its number in
+        its segment, and the same term of several segments is merged by its bytes.  (The
+        frequent terms weigh most in a relevance model: left for the caller, they made it
+        give ids to six times the terms it kept, round after round.)"""
         by_segment: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = {}
         for docnum, weight in zip(docnums, weights, strict=True):
             found = self._forward(docnum)
@@ -532,6 +535,10 @@ class ArrayIndex:
             value = np.bincount(inverse, weights=np.concatenate(values_held))
             starts = self.leaves[i].arrays.starts
             kept = starts[distinct + 1] - starts[distinct] <= frequent
+            # The ids given so far (-1: none yet) and their frequencies over the index.
+            gids = self.terms.to_global(i)[distinct]
+            known = np.flatnonzero(gids >= 0)
+            kept[known] &= self.terms.df[gids[known]] <= frequent
             own = self.terms.local(i)[asked]
             for number in own[own >= 0].tolist():  # a few: faster than numpy's isin
                 kept |= distinct == number
@@ -576,11 +583,7 @@ class ArrayIndex:
         while at < len(order) and found < n:
             part = order[at : at + step]
             at, step = at + step, step * 2
-            segment, number = model.segment[part], model.number[part]
-            gids = np.empty(len(part), dtype=np.int64)
-            for i in dict.fromkeys(segment.tolist()):
-                rows = np.flatnonzero(segment == i)
-                gids[rows] = self.terms.ids_of(i, number[rows])
+            gids = self.terms.ids_of_terms(model.segment[part], model.number[part])
             kept = keep(gids)
             gids_kept.append(gids[kept])
             weights_kept.append(model.weight[part][kept])

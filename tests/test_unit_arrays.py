@@ -7,8 +7,9 @@ matchers), the reference implementation of the formula.
 
 from __future__ import annotations
 
+import copy
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ from search.indexquery import BM25, build_query
 from search.query import parse_query
 from search.reference import ReferenceSession
 from search.searchsession import SearchSession
+from search.termspace import TermSpace
 
 WORDS = [f"w{i}" for i in range(400)]
 
@@ -222,6 +224,54 @@ def test_feedback_model_is_that_of_the_whole_vectors(index: Index, n: int) -> No
             assert [arrays.texts[g] for g in gids.tolist()] == [t for _, t in want], trial
             assert got == pytest.approx([-w for w, _ in want]), trial
     assert len(segments_seen) > 1 and dropped > 100 and one_segment == 4
+
+
+def test_a_relevance_models_frequent_terms_with_ids_are_left_out_at_once(index: Index) -> None:
+    """The frequent terms weigh most in a relevance model: those that have ids (a query
+    looked them up, or an earlier model's heaviest) are left out of the model, so that its
+    heaviest kept terms are found in one round of look-ups, not in rounds that give ids to
+    ever more terms in place of the frequent ones.  What is chosen is the same."""
+    fast, _ = _sessions(index)
+
+    def fresh() -> ArrayIndex:
+        arrays = copy.copy(fast.arrays)  # a term space of its own: no id given yet
+        arrays.terms = arrays.ids = TermSpace(
+            [leaf.arrays.words for leaf in arrays.leaves],
+            [leaf.arrays.starts for leaf in arrays.leaves],
+        )
+        return arrays
+
+    arrays, unfiltered_arrays = fresh(), fresh()
+    docnums = list(range(0, arrays.n, arrays.n // 40))[:40]
+    frequent = arrays.n / 50
+    df = arrays.terms.frequencies(WORDS).tolist()
+    common = [w for w, d in zip(WORDS, df, strict=True) if d > frequent]
+    assert len(common) > 20
+    unfiltered = unfiltered_arrays.feedback_model(
+        docnums, [1.0] * len(docnums), frequent, np.empty(0, np.int64)
+    )
+    for space in (arrays, unfiltered_arrays):
+        for word in common:
+            space.ids[word]  # given its id, as a query's look-up does
+    model = arrays.feedback_model(docnums, [1.0] * len(docnums), frequent, np.empty(0, np.int64))
+    assert len(model.weight) < len(unfiltered.weight)
+    rounds = []
+
+    def keep(space: ArrayIndex) -> Callable[[np.ndarray], np.ndarray]:
+        def kept(g: np.ndarray) -> np.ndarray:
+            rounds.append(space)
+            return space.df[g] <= frequent
+
+        return kept
+
+    gids, weights = arrays.heaviest(model, 10, keep(arrays))
+    assert rounds == [arrays] and len(gids) == 10
+    again, again_weights = unfiltered_arrays.heaviest(unfiltered, 10, keep(unfiltered_arrays))
+    assert len(rounds) > 2  # the model that still held them took rounds
+    assert [unfiltered_arrays.texts[g] for g in again.tolist()] == [
+        arrays.texts[g] for g in gids.tolist()
+    ]
+    assert again_weights == pytest.approx(weights)
 
 
 def test_feedback_model_keeps_the_query_words(index: Index) -> None:

@@ -134,6 +134,36 @@ def test_ids_are_given_on_look_up_only() -> None:
     assert space.local(1)[space[only_first]] == -1
 
 
+def test_terms_of_several_segments_get_their_ids_at_once() -> None:
+    """``ids_of_terms`` (a relevance model's heaviest terms, each of one of the segments
+    that hold it) gives the ids one look-up per segment gives: the same id for a term of
+    two segments, ids kept by terms that had one, the document frequency over both."""
+    first, second = sorted(TERMS[::2]), sorted([*TERMS[1::3], "extra"])
+    starts = [np.cumsum([0] + [i + 1 for i in range(len(t))]) for t in (first, second)]
+
+    def space() -> TermSpace:
+        return TermSpace([_segment(first), _segment(second)], starts)
+
+    both = sorted(set(first) & set(second))
+    one, many = space(), space()
+    known = many[both[0]]  # an id given before
+    pairs = [(0, first.index(t)) for t in first] + [
+        (1, second.index(t)) for t in second if t not in first
+    ]
+    segments = np.array([s for s, _ in pairs], dtype=np.int64)
+    numbers = np.array([n for _, n in pairs], dtype=np.int64)
+    gids = many.ids_of_terms(segments, numbers)
+    assert [many.texts[g] for g in gids.tolist()] == [[first, second][s][n] for s, n in pairs]
+    assert gids[first.index(both[0])] == known
+    assert len(set(gids.tolist())) == len(pairs) == len(many)
+    for term, gid in zip([[first, second][s][n] for s, n in pairs], gids.tolist(), strict=True):
+        alone = one[term]  # (before .df: its length is the ids given)
+        assert many.df[gid] == one.df[alone]
+        assert many.local(1)[gid] == (second.index(term) if term in second else -1)
+    assert many.ids_of_terms(segments[:0], numbers[:0]).tolist() == []
+    assert many.ids_of_terms(segments, numbers).tolist() == gids.tolist()
+
+
 def test_many_look_ups_use_the_prefixes() -> None:
     rng = random.Random(3)
     words = sorted(
