@@ -8,7 +8,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
+
+from search import db
 
 #: The admin URL the benchmarks default to: the local server's ``postgres`` database.
 DEFAULT_ADMIN_URL = "postgresql+psycopg://127.0.0.1:5432/postgres"
@@ -16,7 +18,7 @@ DEFAULT_ADMIN_URL = "postgresql+psycopg://127.0.0.1:5432/postgres"
 
 def fresh_database(admin_url: str, name: str) -> str:
     """Create the empty database *name* next to *admin_url*'s; its URL."""
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    admin = db.create(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
         conn.execute(text(f'CREATE DATABASE "{name}"'))
@@ -26,7 +28,7 @@ def fresh_database(admin_url: str, name: str) -> str:
 
 def drop_database(admin_url: str, name: str) -> None:
     """Drop the database *name* beside *admin_url*'s, its connections closed first."""
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    admin = db.create(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
@@ -35,7 +37,7 @@ def drop_database(admin_url: str, name: str) -> None:
 def last_crawl(url: str) -> tuple[Any, Any, Any, int]:
     """The last ``crawls`` row of the database at *url* (started_at, finished_at, stats)
     and its document count, for ``crawl.crawl_figures``."""
-    engine = create_engine(url)
+    engine = db.create(url)
     try:
         with engine.connect() as conn:
             row = conn.execute(
@@ -51,7 +53,7 @@ def last_crawl(url: str) -> tuple[Any, Any, Any, int]:
 
 def database_bytes(url: str) -> int:
     """``pg_database_size`` of the database at *url*: its tables, indexes and TOAST."""
-    engine = create_engine(url)
+    engine = db.create(url)
     try:
         with engine.connect() as conn:
             return int(

@@ -53,7 +53,7 @@ import _measure
 import crawl
 from _postgres import DEFAULT_ADMIN_URL, drop_database, fresh_database
 from _scalesite import generate_site, page_path
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 
 from search import db
 
@@ -126,7 +126,7 @@ def run_nodes(
     procs: list[subprocess.Popen[bytes]] = []
     limits: list[CpuLimit] = []
     figures: dict[str, Any] = {"nodes": nodes, "pages": args.pages, "node_cpus": args.node_cpus}
-    engine = create_engine(db_url)
+    engine = db.create(db_url)
     start = time.monotonic()
     busy0, total0 = cpu_times()
     try:

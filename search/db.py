@@ -109,6 +109,59 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 #: The databases the schema is written for (upserts use their dialects' ON CONFLICT).
 BACKENDS = ("sqlite", "postgresql")
 
+#: The libpq connection parameters every PostgreSQL connection gets where the database
+#: URL's query does not give its own (``postgresql+psycopg://host/db?connect_timeout=3``):
+#: without them a server host that vanishes holds the product for hours.
+#:
+#: - ``connect_timeout``: seconds a connection may take to be made (TCP, TLS, the
+#:   login).  A server answers in milliseconds, a loaded one in well under a second; 10 s
+#:   leave room for a slow network or a busy server.  Without it a host that stops
+#:   answering, or a listener that never speaks, holds a connect for psycopg's own
+#:   bound (130 s for each address of the host, psycopg 3.3).  psycopg applies it to
+#:   each address it tries, 2 s at least (``PGCONNECT_TIMEOUT``, when set, is used
+#:   instead of this default).
+#: - ``keepalives`` (on), ``keepalives_idle``, ``keepalives_interval``,
+#:   ``keepalives_count``: a connection silent for 30 s (idle in the pool, or waiting
+#:   for the answer to a long statement) sends a TCP keepalive probe every 10 s; 3
+#:   unanswered ones close it: a dead server host is known in about a minute, instead
+#:   of the operating system's 2 hours and more (``tcp_keepalive_time``).  A server
+#:   that is alive answers them whatever it is doing, so a long statement is not cut.
+#: - ``tcp_user_timeout`` (libpq 12 or later, milliseconds): data sent but not
+#:   acknowledged for 60 s closes the connection, where keepalives send nothing (a
+#:   statement or a batch on its way when the host vanished: the operating system
+#:   would retransmit it for about 15 minutes, ``tcp_retries2``).  It also bounds the
+#:   keepalives' wait on Linux, to about the same minute.
+#:
+#: On a unix socket libpq leaves out the keepalives and ``tcp_user_timeout``.
+PG_CONNECT_DEFAULTS: dict[str, int] = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 60_000,
+}
+
+#: The environment variables of libpq that give one of :data:`PG_CONNECT_DEFAULTS`
+#: (libpq's own defaults: they are used instead of ours).
+_PG_ENVIRONMENT = {"connect_timeout": "PGCONNECT_TIMEOUT"}
+
+
+def pg_connect_args(url: URL, **defaults: Any) -> dict[str, Any]:
+    """The connection arguments that give a connection to the PostgreSQL database at
+    *url* the parameters of :data:`PG_CONNECT_DEFAULTS` (*defaults* replacing some of
+    them) that neither its URL's query nor libpq's environment gives: SQLAlchemy passes
+    the URL's query to the driver too, and a connection argument would override it.
+    Nothing for a driver that is not libpq's (psycopg's)."""
+    if url.get_backend_name() != "postgresql" or not url.get_driver_name().startswith("psycopg"):
+        return {}
+    args = {**PG_CONNECT_DEFAULTS, **defaults}
+    for key in list(args):
+        variable = _PG_ENVIRONMENT.get(key)
+        if key in url.query or (variable is not None and os.environ.get(variable)):
+            del args[key]
+    return args
+
 
 def check_url(url: str) -> URL:
     """The parsed URL of a database this project can use, else :class:`DatabaseError`
@@ -147,10 +200,12 @@ def sqlite_path(url: str) -> Path | None:
     return Path(parsed.database)
 
 
-def probe(url: str, timeout: int = 10) -> None:
+def probe(url: str, timeout: int | None = None) -> None:
     """Check, writing nothing, that the database at *url* can be opened: a SQLite file's
     folder can be created (or the file written), a PostgreSQL server answers and has the
-    database.  Raises :class:`DatabaseError`, one line naming the URL (password hidden)."""
+    database (within *timeout* seconds, default :data:`PG_CONNECT_DEFAULTS`'s, unless the
+    URL gives ``connect_timeout``).  Raises :class:`DatabaseError`, one line naming the
+    URL (password hidden)."""
     parsed = check_url(url)
     path = sqlite_path(url)
     if path is not None:
@@ -158,7 +213,8 @@ def probe(url: str, timeout: int = 10) -> None:
         return
     if parsed.get_backend_name() != "sqlite":
         try:
-            engine = create_engine(parsed, connect_args={"connect_timeout": timeout})
+            given = {} if timeout is None else {"connect_timeout": timeout}
+            engine = create_engine(parsed, connect_args=pg_connect_args(parsed, **given))
         except Exception as exc:  # a missing driver
             raise DatabaseError(f"cannot use the database {describe(parsed)}: {exc}") from None
         try:
@@ -239,8 +295,10 @@ def _read_only_connect(path: Path) -> Any:
 def create(url: str | None = None, **kwargs: Any) -> Engine:
     """An engine for *url* (default: :func:`search.config.database_url`).
 
-    The SQLite file's folder is created if needed. Raises :class:`DatabaseError` with a
-    one-line message for malformed URLs and unknown drivers.
+    The SQLite file's folder is created if needed; a PostgreSQL connection gets the
+    timeouts and TCP keepalives of :data:`PG_CONNECT_DEFAULTS` that its URL does not give.
+    Raises :class:`DatabaseError` with a one-line message for malformed URLs and unknown
+    drivers.
     """
     url = url or config.database_url()
     try:
@@ -257,6 +315,7 @@ def create(url: str | None = None, **kwargs: Any) -> Engine:
         kwargs.setdefault("connect_args", {"check_same_thread": False, "timeout": 60})
     else:
         kwargs.setdefault("pool_pre_ping", True)
+        kwargs["connect_args"] = {**pg_connect_args(parsed), **kwargs.get("connect_args", {})}
     # A statement's error names the statement, not its parameters: a batch's are every
     # stored page's text and postings (megabytes in one log line).
     kwargs.setdefault("hide_parameters", True)

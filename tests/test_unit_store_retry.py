@@ -83,6 +83,15 @@ def _error(cls: Any, orig: BaseException) -> Any:
         # What can pass: the connection or the server comes back, a lock is let go.
         (Exception("server closed the connection unexpectedly"), True),
         (Exception("connection refused"), True),
+        # A server host that stopped answering: the connect timed out, or the TCP
+        # keepalives or tcp_user_timeout closed the connection (search.db).
+        (psycopg.errors.ConnectionTimeout("connection timeout expired"), True),
+        (
+            psycopg.OperationalError(
+                "consuming input failed: could not receive data from server: Connection timed out"
+            ),
+            True,
+        ),
         (sqlite3.OperationalError("database is locked"), True),
         # What cannot: the disk is full, the database is read-only.
         (sqlite3.OperationalError("database or disk is full"), False),
