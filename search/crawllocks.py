@@ -164,11 +164,15 @@ class AdvisoryLocks(CrawlLocks):
     def dead(self, conn: Connection, crawl_id: int) -> Iterator[bool]:
         key = {"space": CRAWL_LOCK_SPACE, "id": crawl_id}
         taken = bool(conn.scalar(text("SELECT pg_try_advisory_lock(:space, :id)"), key))
+        if not taken:
+            yield False
+            return
         try:
-            yield taken
-        finally:
-            if taken:
-                conn.execute(text("SELECT pg_advisory_unlock(:space, :id)"), key)
+            yield True
+        except BaseException:
+            _unlock(conn, key, failing=True)
+            raise
+        _unlock(conn, key)
 
 
 class FileLocks(CrawlLocks):
@@ -227,6 +231,22 @@ class FileLocks(CrawlLocks):
             with contextlib.suppress(OSError):
                 lock.path.unlink()
             lock.release()
+
+
+def _unlock(conn: Connection, key: dict[str, int], failing: bool = False) -> None:
+    """Let go of the session-level lock *key* that :meth:`AdvisoryLocks.dead` took through
+    *conn* (a pooled connection).  When that cannot be done (what was done under the lock
+    failed and aborted the transaction, or the connection was lost), the connection is
+    invalidated: closed, its session ends and the server lets go of the lock, which would
+    otherwise stay held, the dead crawl taken for a running one, for as long as the
+    connection stays in the pool.  The failure is raised, unless *failing* (the block
+    failed: its own error is raised)."""
+    try:
+        conn.execute(text("SELECT pg_advisory_unlock(:space, :id)"), key)
+    except SQLAlchemyError:  # a DBAPIError, or a connection SQLAlchemy already invalidated
+        conn.invalidate()
+        if not failing:
+            raise
 
 
 def _close_quietly(conn: Any) -> None:

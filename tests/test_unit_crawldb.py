@@ -267,6 +267,60 @@ def test_a_crawl_whose_lock_was_lost_takes_it_again(pg_url: str) -> None:
         engine.dispose()
 
 
+def test_a_dead_crawl_whose_row_could_not_be_closed_is_not_left_locked(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The lock a crawl takes to close a dead crawl's row is let go when closing the row
+    fails (the transaction aborted, so that the lock cannot be let go through it): the
+    connection is closed, not handed back to the pool with the lock, which would make the
+    dead crawl look alive to every other process for as long as it stays there."""
+    from sqlalchemy.orm import Session
+
+    from search.crawllocks import CRAWL_LOCK_SPACE, CrawlLocks, close_dead_crawls
+    from search.models import Crawl
+
+    engine = db.connect(pg_url)
+    other = db.create(pg_url)
+    try:
+        with Session(engine) as s, s.begin():  # a crawl killed before it recorded its end
+            s.add(Crawl(spider="site", args={}, started_at=NOW, stats={}))
+        (dead,) = crawl_rows(engine)
+        with engine.begin() as conn:
+            conn.execute(
+                text_sql(
+                    "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+                    "$$ BEGIN RAISE EXCEPTION 'the update is refused'; END $$"
+                )
+            )
+            conn.execute(
+                text_sql(
+                    "CREATE TRIGGER refuse BEFORE UPDATE ON crawls "
+                    "FOR EACH ROW EXECUTE FUNCTION refuse()"
+                )
+            )
+        locks = CrawlLocks.of(engine)
+        assert close_dead_crawls(locks, NOW, "admin", Crawl.id == dead) == []
+        assert "the update is refused" in caplog.text  # the cause, not the failed unlock
+        assert crawl_rows(engine)[dead][:2] == (None, None)
+        key = {"space": CRAWL_LOCK_SPACE, "id": dead}
+        free = False
+        deadline = time.monotonic() + 10  # the server ends the closed connection's session
+        while not free and time.monotonic() < deadline:
+            with other.connect() as conn:
+                free = conn.scalar(text_sql("SELECT pg_try_advisory_lock(:space, :id)"), key)
+                if free:
+                    conn.execute(text_sql("SELECT pg_advisory_unlock(:space, :id)"), key)
+            time.sleep(0.05)
+        assert free, "the dead crawl's lock is still held"
+        with engine.begin() as conn:
+            conn.execute(text_sql("DROP TRIGGER refuse ON crawls"))
+        closer = CrawlLocks.of(other)  # another process: a connection of its own
+        assert close_dead_crawls(closer, NOW, "admin", Crawl.id == dead) == [dead]
+    finally:
+        other.dispose()
+        engine.dispose()
+
+
 def test_an_admin_crawl_is_resumed_by_the_arguments_that_identify_it(
     engine: Any, store: DocumentStore
 ) -> None:
