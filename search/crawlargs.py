@@ -12,8 +12,10 @@ import math
 
 from search.servers import ConfigError
 
-#: Values of ``-a recrawl``: the stored pages due for a visit, or every stored page.
-RECRAWL_MODES = ("due", "all")
+#: Values of ``-a recrawl``: the stored pages due for a visit, every stored page, or every
+#: stored page fetched whole and analyzed again even when it did not change (after a
+#: version that analyzes pages differently).
+RECRAWL_MODES = ("due", "all", "reanalyze")
 
 #: Default score a page needs against the topic to be kept (A = 4·B + C > threshold).
 DEFAULT_TOPIC_THRESHOLD = 2.0

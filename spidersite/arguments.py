@@ -1,7 +1,8 @@
 """The ``site`` spider's arguments: parsed and checked before the crawl starts.
 
     scrapy crawl site -a seeds=URL[,URL...] -a seeds_file=PATH -a sites=FILE
-                      -a topic=WORDS -a topic_threshold=N -a recrawl=due|all -a crawl_key=NAME
+                      -a topic=WORDS -a topic_threshold=N -a recrawl=due|all|reanalyze
+                      -a crawl_key=NAME
 
 :func:`check_arguments` is what our ``crawl`` command calls: it checks the settings
 (:class:`~spidersite.crawlsettings.CrawlSettings`), the arguments, the shared frontier's

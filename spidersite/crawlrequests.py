@@ -5,7 +5,9 @@ URLs of a resumed crawl, re-visits of stored documents) and of a sitemap.  A pag
 parsed by the spider's ``parse``; a file (a URL that looks like a file's,
 :func:`spidersite.extract.is_file_url`) a HEAD parsed by ``parse_file``; a re-visit carries
 the stored document in ``meta["stored"]`` and is conditional (the conditional middleware
-reads it) and answered 304, 404 or 410 too.  Priority is ``-hops`` (breadth-first).
+reads it) and answered 304, 404 or 410 too; on ``recrawl=reanalyze`` it is marked
+``stored["reanalyze"]``: fetched whole, and analyzed again even unchanged
+(:mod:`spidersite.revisits`).  Priority is ``-hops`` (breadth-first).
 
 Callbacks and errbacks are the spider's own methods, so the requests survive the
 serialisation of ``JOBDIR`` and of the shared frontier (:mod:`spidersite.scaleout`).
@@ -70,7 +72,8 @@ class RequestFactory:
         )
 
     def revisit(self, row: Any) -> Request:
-        """The conditional request of a stored document (a :meth:`CrawlDB.revisits` row)."""
+        """The conditional request of a stored document (a :meth:`CrawlDB.revisits` row);
+        on ``recrawl=reanalyze``, a request for the whole document, to analyze again."""
         stored = {
             "id": row.id,
             "etag": row.etag,
@@ -78,6 +81,8 @@ class RequestFactory:
             "checksum": row.checksum,
             "change_interval": row.change_interval,
         }
+        if self.spider.recrawl == "reanalyze":
+            stored["reanalyze"] = True
         return self.page(row.url, row.hops, file=row.kind == "file", stored=stored)
 
     def sitemap(self, url: str, hops: int, source: str, referer: str | None = None) -> Request:

@@ -12,6 +12,11 @@ A re-visit is a conditional request for a stored document (``meta["stored"]``, b
   requests), a ``RevisitItem`` again (``recrawl/unchanged``), else changed
   (``recrawl/changed``).  A page that was not stored is new (``recrawl/new``).
 
+On ``recrawl=reanalyze`` (``stored["reanalyze"]``: the re-visit was sent without its
+conditional headers) a page with the checksum it had is analyzed and stored again all the
+same, as a changed page is, in place (``recrawl/reanalyzed``); its next visit is planned
+as an unchanged page's, so that analyzing it again leaves its change rate as it was.
+
 A re-visit robots.txt now forbids is never sent: the spider's errback turns it into a
 ``GoneItem`` that keeps the stored status (``recrawl/forbidden``).
 
@@ -76,7 +81,8 @@ def unchanged(
 ) -> RevisitItem | None:
     """For a page parsed on a re-crawl (*stored*: its stored document, None for a new
     page): the RevisitItem of a page whose content did not change, else None, with the
-    changed page's next interval set on *item*."""
+    changed page's next interval set on *item* (and, on ``recrawl=reanalyze``, an
+    unchanged page's: it is analyzed again, see the module's documentation)."""
     stats = spider.crawler.stats
     if not stored:
         if spider.recrawl:
@@ -84,6 +90,10 @@ def unchanged(
         return None
     changed = item.checksum != stored.get("checksum")
     interval = _interval(spider, response.url, stored, changed)
+    if not changed and stored.get("reanalyze"):
+        stats.inc_value("recrawl/reanalyzed")
+        item.interval = interval
+        return None
     if not changed:  # for servers that ignore conditional requests
         stats.inc_value("recrawl/unchanged")
         return RevisitItem(item.url, stored["id"], response.status, interval)

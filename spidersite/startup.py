@@ -16,7 +16,8 @@
 - the seeds, fetched as pages even when they look like files;
 - the sitemaps' requests;
 - on a re-crawl, conditional requests for the stored documents to re-visit (all of them,
-  or only those due with ``recrawl=due``; stat ``recrawl/scheduled``).
+  or only those due with ``recrawl=due``; with ``recrawl=reanalyze`` all of them, fetched
+  whole to be analyzed again; stat ``recrawl/scheduled``).
 """
 
 from __future__ import annotations

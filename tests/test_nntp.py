@@ -213,6 +213,15 @@ def test_a_group_is_crawled_into_articles_and_a_recrawl_takes_only_the_new_ones(
     assert revisit.returncode == 0, revisit.stderr
     assert revisit.stats["nntp/not_modified"] == 1
     assert revisit.stats.get("nntp/groups", 0) == 0
+    # Analyzed again: the articles, fetched again; the group is still asked only for what
+    # is newer than its last article number (the listing is not indexed), and keeps it.
+    reanalyze = crawl("-a", "recrawl=reanalyze")
+    assert reanalyze.returncode == 0, reanalyze.stderr
+    stats = reanalyze.stats
+    assert stats["nntp/not_modified"] == 1 and stats.get("nntp/groups", 0) == 0
+    assert stats["nntp/articles"] == 4 and stats["recrawl/reanalyzed"] == 4
+    assert reanalyze.scalar("SELECT etag FROM documents WHERE url = :u", u=group) == '"4"'
+    assert f"{base}fourth.4@example.org" in reanalyze.search("quokka").stdout
 
 
 def test_basic_auth_logs_in_and_max_articles_takes_the_newest(

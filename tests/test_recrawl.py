@@ -1,5 +1,5 @@
 """Re-crawls: conditional GET, unchanged / changed / gone / moved pages, the adaptive
-schedule, `recrawl=due`, and the crawl log."""
+schedule, `recrawl=due`, `recrawl=reanalyze`, and the crawl log."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.conftest import CrawlResult, Site
+from tests.conftest import CrawlResult, Site, run_search
 
 LM = "Wed, 01 Jan 2025 00:00:00 GMT"
 
@@ -71,10 +71,11 @@ def test_unchanged_site_answers_304_and_only_times_move(site: Site, crawl, db_ur
 def test_stored_pages_are_analyzed_again_once_their_checksums_are_cleared(
     site: Site, crawl, db_url: str
 ) -> None:
-    """What README's "Words and their forms" tells a user to do after an upgrade that
-    changes the analysis: a re-crawl re-analyzes only the pages that changed (here none:
-    every answer is 304 or the same checksum); with the stored checksums cleared and
-    conditional GET off, it re-analyzes every page, in place."""
+    """A ``recrawl=all`` re-analyzes only the pages that changed (here none: every answer
+    is the same checksum, conditional GET off), so an upgrade that changes the analysis
+    needs ``recrawl=reanalyze`` (below); a page whose stored checksum was cleared (what
+    README told users to do before that mode) counts as changed, and is analyzed again in
+    place."""
     build(site)
     site.page("/a.html", "Alpha", "aardvark burrow in der Straße", ["/"], headers={"ETag": '"a"'})
     first = crawl("-a", f"seeds={site.url}", database_url=db_url)
@@ -91,6 +92,75 @@ def test_stored_pages_are_analyzed_again_once_their_checksums_are_cleared(
     assert {r.url: r.id for r in third.rows("SELECT url, id FROM documents")} == ids
     assert all(r.checksum for r in third.rows("SELECT checksum FROM documents"))
     assert urls_hits(third, "STRASSE") == [site.url + "a.html"]
+
+
+def test_recrawl_reanalyze_analyzes_every_page_again_in_place(
+    site: Site, crawl, db_url: str
+) -> None:
+    """``recrawl=reanalyze``, what README's "Words and their forms" tells a user to run
+    after an upgrade that changes the analysis: every stored page is fetched whole (no
+    conditional request, though the server answers 304 to them) and analyzed again even
+    when its content did not change, in place (same document ids, postings and index entry
+    replaced); its next visit is planned from whether it really changed.  The rest is
+    ``recrawl=all``'s: a changed page, a gone one, a new link followed."""
+    build(site)
+    site.page("/a.html", "Alpha", "aardvark burrow in der Straße", ["/"], headers={"ETag": '"a"'})
+    first = crawl("-a", f"seeds={site.url}", database_url=db_url)
+    assert first.returncode == 0, first.stderr
+    ids = {r.url: r.id for r in first.rows("SELECT url, id FROM documents")}
+    current = {(p.url, p.stem, p.surface, p.weight) for p in first.postings()}
+    # The stems an older analysis gave (every stem stored otherwise), and an index of them.
+    sql(first, "UPDATE words SET stem = 'old' || stem")
+    proc = run_search("reindex", "--quiet", data_dir=first.data_dir, database_url=db_url)
+    assert proc.returncode == 0, proc.stderr
+    assert urls_hits(first, "badger") == [] and urls_hits(first, "STRASSE") == []
+    # b changes (and links to a new page d), c is gone; / and a are the same.
+    site.page("/b.html", "Beta", "badger hedgehog", ["/", "/d.html"], headers={"ETag": '"b2"'})
+    site.page("/d.html", "Delta", "dolphin pod", ["/"])
+    site.add("/c.html", "gone", status=404, content_type="text/plain")
+    site.hits.clear()
+    again = crawl("-a", "recrawl=reanalyze", database_url=db_url)
+    assert again.returncode == 0, again.stderr
+    stats = again.stats
+    assert stats["recrawl/scheduled"] == 4
+    assert stats["recrawl/reanalyzed"] == 2  # / and a: the same content, analyzed again
+    assert stats["recrawl/changed"] == 1 and stats["recrawl/gone"] == 1
+    assert stats["recrawl/new"] == 1 and stats["analyze/pages"] == 4  # /, a, b, d
+    for name in ("recrawl/unchanged", "recrawl/not_modified", "conditional/requests"):
+        assert name not in stats, name
+    pages = [h for h in site.hits if h.path not in ("/robots.txt", "/sitemap.xml")]
+    assert sorted(h.path for h in pages) == ["/", "/a.html", "/b.html", "/c.html", "/d.html"]
+    assert not [h for h in pages if {"If-None-Match", "If-Modified-Since"} & set(h.headers)]
+    docs = {
+        r.url: r
+        for r in again.rows(
+            "SELECT url, id, change_interval, indexed, gone_at IS NOT NULL AS gone FROM documents"
+        )
+    }
+    assert {url: docs[url].id for url in ids} == ids  # analyzed again in place
+    assert docs[site.url + "c.html"].gone and not docs[site.url + "c.html"].indexed
+    week = 7 * 86400
+    assert docs[site.url].change_interval == int(week * 1.5)  # unchanged: the interval grows
+    assert docs[site.url + "a.html"].change_interval == int(week * 1.5)
+    assert docs[site.url + "b.html"].change_interval == week // 2  # changed: halved
+    # The stored stems are the current analysis again, and the index holds them.
+    postings = {(p.url, p.stem, p.surface, p.weight) for p in again.postings()}
+    for url in (site.url, site.url + "a.html"):
+        assert {p for p in postings if p[0] == url} == {p for p in current if p[0] == url}
+    live = {site.url, site.url + "a.html", site.url + "b.html", site.url + "d.html"}
+    assert not [p for p in postings if p[0] in live and p[1].startswith("old")]
+    assert all(docs[url].indexed for url in live)
+    assert urls_hits(again, "walrus") == [site.url]
+    assert urls_hits(again, "STRASSE") == [site.url + "a.html"]
+    assert urls_hits(again, "hedgehog") == [site.url + "b.html"]
+    assert urls_hits(again, "dolphin") == [site.url + "d.html"]
+    assert urls_hits(again, "cormorant") == []
+    # The next re-crawl is conditional again: the stored ETags were kept.
+    site.hits.clear()
+    third = crawl("-a", "recrawl=all", database_url=db_url)
+    assert third.returncode == 0, third.stderr
+    assert third.stats["recrawl/not_modified"] == 3  # /, a, b (d has no ETag)
+    assert third.stats["recrawl/unchanged"] == 1 and "analyze/pages" not in third.stats
 
 
 def test_changed_gone_and_moved_pages(site: Site, crawl, tmp_path: Path) -> None:
@@ -216,7 +286,7 @@ def test_recrawl_due_visits_only_due_pages_and_new_links(site: Site, crawl) -> N
 def test_recrawl_argument_is_checked(crawl) -> None:
     result = crawl("-a", "recrawl=sometimes")
     assert result.returncode == 2
-    assert "recrawl: 'sometimes' is not one of: due, all" in result.stderr
+    assert "recrawl: 'sometimes' is not one of: due, all, reanalyze" in result.stderr
 
 
 def test_crawl_log_file_and_errors_command(site: Site, crawl) -> None:
@@ -242,7 +312,7 @@ def test_crawl_log_file_and_errors_command(site: Site, crawl) -> None:
     assert "missing.html" in by_server.stdout and "HTTP 500" in by_server.stdout
 
 
-@pytest.mark.parametrize("mode", ["all"])
+@pytest.mark.parametrize("mode", ["all", "reanalyze"])
 def test_recrawl_without_documents_is_harmless(crawl, mode: str) -> None:
     result = crawl("-a", f"recrawl={mode}")
     assert result.returncode == 0, result.stderr

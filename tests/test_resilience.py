@@ -183,6 +183,45 @@ def test_a_killed_recrawl_is_closed_by_the_next_crawl(
     assert "store/abandoned_crawls" not in unchanged.stats
 
 
+def test_a_killed_reanalyze_runs_again_over_every_page(
+    site: Site, db_url: str, tmp_path: Path
+) -> None:
+    """A killed ``recrawl=reanalyze`` is not resumed, as no re-crawl is: the same command
+    starts again, and re-visits (whole) and analyzes again every stored page, those the
+    killed one had reached and those it had not; the killed crawl's row is closed."""
+    for i in range(12):
+        children = [f"/p{c}.html" for c in (2 * i + 1, 2 * i + 2) if c < 12]
+        site.page(f"/p{i}.html", f"Page {i}", f"page {i}", children, headers={"ETag": f'"{i}"'})
+    data = tmp_path / "data"
+    settings = {"LOG_LEVEL": "INFO", "CONCURRENT_REQUESTS": 1}
+    first = run_crawl(
+        data, "-a", f"seeds={site.url}p0.html", settings=settings, database_url=db_url
+    )
+    assert first.returncode == 0, first.stderr[-2000:]
+    reanalyze = ("-a", "recrawl=reanalyze")
+    killed = start_crawl(
+        data,
+        *reanalyze,
+        settings=settings,
+        database_url=db_url,
+        env={"SPIDERSITE_KILL_AT": "download:3"},
+    )
+    _, err = killed.communicate(timeout=180)
+    assert killed.returncode == -signal.SIGKILL, err[-2000:]
+    killed_id = first.scalar("SELECT max(id) FROM crawls")
+    site.hits.clear()
+    again = run_crawl(data, *reanalyze, settings=settings, database_url=db_url, timeout=180)
+    assert again.returncode == 0, again.stderr[-2000:]
+    stats = again.stats
+    assert stats["store/abandoned_crawls"] == 1 and "resume/requests" not in stats
+    assert stats["recrawl/scheduled"] == 12 and stats["recrawl/reanalyzed"] == 12
+    assert stats["analyze/pages"] == 12 and "conditional/requests" not in stats
+    pages = sorted(p for p in site.paths() if p.startswith("/p"))
+    assert pages == sorted(f"/p{i}.html" for i in range(12))
+    reason = again.scalar("SELECT finish_reason FROM crawls WHERE id = :i", i=killed_id)
+    assert reason == "abandoned"
+
+
 def test_check_repairs_the_index(site: Site, crawl) -> None:
     for i in range(5):
         site.page(f"/d{i}.html", f"Doc {i}", f"ocelot{i}", [f"/d{i + 1}.html"])

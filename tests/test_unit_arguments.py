@@ -21,7 +21,11 @@ from tests.conftest import ROOT
 def test_parse_recrawl() -> None:
     assert parse_recrawl(None) is None and parse_recrawl("") is None
     assert parse_recrawl(" DUE ") == "due"
-    with pytest.raises(ConfigError, match="recrawl: 'sometimes' is not one of: due, all"):
+    assert parse_recrawl("all") == "all"
+    assert parse_recrawl(" Reanalyze") == "reanalyze"
+    with pytest.raises(
+        ConfigError, match=r"^recrawl: 'sometimes' is not one of: due, all, reanalyze$"
+    ):
         parse_recrawl("sometimes")
 
 
@@ -42,6 +46,7 @@ def test_check_arguments() -> None:
     settings = Settings({"SERVER_DEFAULTS": {}})
     check_arguments(settings, {"seeds": "http://a.example/", "_job": "1"})
     check_arguments(settings, {"recrawl": "due"})  # a re-crawl needs no seed
+    check_arguments(settings, {"recrawl": "reanalyze"})
     with pytest.raises(ConfigError, match=r"unknown spider argument.*: seed \(the site"):
         check_arguments(settings, {"seed": "http://a.example/"})
     with pytest.raises(ConfigError, match="no seed URL"):

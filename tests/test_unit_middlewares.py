@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from twisted.internet.error import ConnectionRefusedError
 from search.sitesfile import ServerRegistry
 from spidersite import errors, signals
 from spidersite.middlewares.concurrency import ServerConcurrencyMiddleware
+from spidersite.middlewares.conditional import ConditionalGetMiddleware
 from spidersite.middlewares.crawldelay import CrawlDelayMiddleware
 from spidersite.middlewares.hops import MaxHopsMiddleware
 from spidersite.middlewares.neterrors import NetErrorMiddleware
@@ -43,6 +45,33 @@ def crawler_with(servers: dict[str, dict[str, Any]] | None = None, **settings: A
 
 def stat(crawler: Any, name: str) -> Any:
     return crawler.stats.get_value(name)
+
+
+# -- conditional GET ----------------------------------------------------------------------
+
+
+def test_conditional_headers_except_on_recrawl_reanalyze_but_for_news_groups() -> None:
+    """A re-visit is conditional; one of ``recrawl=reanalyze`` asks for the whole page (to
+    analyze it again), except a news group's: its ETag is where its listing of newer
+    articles starts, not a version of content."""
+    crawler = crawler_with()
+    mw = ConditionalGetMiddleware.from_crawler(crawler)
+    stored = {"id": 1, "etag": '"v1"', "last_modified": datetime(2025, 1, 1, tzinfo=UTC)}
+
+    def sent(url: str, **marks: Any) -> dict[bytes, bytes]:
+        request = Request(url, meta={"stored": {**stored, **marks}})
+        mw.process_request(request)
+        return {k: v[0] for k, v in request.headers.items() if k.startswith(b"If-")}
+
+    conditional = {
+        b"If-None-Match": b'"v1"',
+        b"If-Modified-Since": b"Wed, 01 Jan 2025 00:00:00 GMT",
+    }
+    assert sent(A + "page") == conditional
+    assert sent(A + "page", reanalyze=True) == {}
+    group = "nntp://news.example/local.test"
+    assert sent(group, reanalyze=True) == conditional
+    assert stat(crawler, "conditional/requests") == 2
 
 
 # -- servers ------------------------------------------------------------------------------

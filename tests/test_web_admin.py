@@ -977,6 +977,46 @@ def test_seed_form_refuses_non_network_urls(admin: tuple[Any, str], app: Any, se
         assert s.scalars(select(Seed)).all() == []
 
 
+def test_the_crawl_form_offers_every_recrawl_mode(admin: tuple[Any, str], app: Any) -> None:
+    """Every re-crawl mode the spider takes (``recrawl=reanalyze`` too) is a choice of the
+    admin's crawl form, and starts the spider with it; a mode it does not take is refused."""
+    from search.crawlargs import RECRAWL_MODES
+
+    client, csrf = admin
+    data_dir = app.config["SPIDERSITE"].data_dir
+    client.post("/admin/servers/new", data={**server_form(), "csrf_token": csrf})
+    started: list[dict[str, str]] = []
+
+    class Recorder:
+        name = "local"
+
+        def start(self, job_id: str, spider_args: Any) -> runners.Started:
+            started.append(dict(spider_args))
+            return runners.Started(job_id, str(data_dir / "logs" / f"crawl-{job_id}.log"), "x", 0)
+
+        def state(self, crawl: Crawl) -> str:
+            return runners.RUNNING
+
+    app.extensions["spidersite.runner"] = Recorder()
+    page = client.get("/admin/crawls").get_data(as_text=True)
+    assert "re-analyze all pages" in page
+    for mode in RECRAWL_MODES:
+        assert f'name="mode" value="recrawl-{mode}"' in page, mode
+        resp = client.post(
+            "/admin/crawls/start", data={"mode": f"recrawl-{mode}", "csrf_token": csrf}
+        )
+        assert resp.status_code == 302
+    assert [args.get("recrawl") for args in started] == list(RECRAWL_MODES)
+    assert "reanalyze" in RECRAWL_MODES
+    resp = client.post(
+        "/admin/crawls/start",
+        data={"mode": "recrawl-sometimes", "csrf_token": csrf},
+        follow_redirects=True,
+    )
+    assert "unknown crawl mode &#39;recrawl-sometimes&#39;" in resp.get_data(as_text=True)
+    assert len(started) == len(RECRAWL_MODES)
+
+
 def test_admin_writes_only_inside_the_data_folder(admin: tuple[Any, str], app: Any) -> None:
     client, csrf = admin
     data_dir = app.config["SPIDERSITE"].data_dir

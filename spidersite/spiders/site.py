@@ -91,7 +91,8 @@ class SiteSpider(Spider):
         #: Topic of a focused crawl (read by the topic middleware), and its threshold.
         self.topic = topic or None
         self.topic_threshold = parse_threshold(topic_threshold)
-        #: "due" or "all": re-visit stored documents (conditional GET), else None.
+        #: "due", "all" or "reanalyze": re-visit stored documents (conditional GET; with
+        #: "reanalyze", fetched whole and analyzed again), else None.
         self.recrawl = parse_recrawl(recrawl)
         #: Name of a crawl shared by several processes (``-a crawl_key``); see frontier_key.
         self.crawl_key = crawl_key or None
