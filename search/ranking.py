@@ -153,8 +153,8 @@ MAX_PROXIMITY_DEPTH = 10_000
 
 @dataclass(frozen=True, slots=True)
 class Params:
-    """The ranking's parameters (README "Ranking"; ``--k1``, ``--b`` … of ``query`` and
-    ``eval``; ``eval --sweep`` varies them).
+    """The ranking's parameters (README "Ranking"; ``--k1``, ``--b`` … of ``query``,
+    ``eval`` and ``serve``; ``eval --sweep`` varies them).
 
     The defaults are published ones, not fitted to a collection: BM25's k1 1.2 and b 0.75
     (Robertson's, and Whoosh's; b 0.75 for every section of per-field BM25F), RM3 as

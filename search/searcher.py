@@ -328,11 +328,16 @@ class SearcherPool:
     queries from several threads (the web application): each use takes a free one (a new
     one when none is free, so there are at most as many as queries at once) and gives it
     back, open.  A Whoosh reader is used by one thread at a time; the array postings and
-    linkranks they rank on are read once per process and shared."""
+    linkranks they rank on are read once per process and shared.  Each ranks with
+    *params* (``serve``'s ranking options)."""
 
-    def __init__(self, engine: Engine | None, index: Index) -> None:
+    def __init__(
+        self, engine: Engine | None, index: Index, params: ranking.Params = ranking.DEFAULT
+    ) -> None:
         self.engine = engine
         self.index = index
+        #: The ranking's parameters of every searcher of the pool.
+        self.params = params
         self._free: list[Searcher] = []
         self._lock = threading.Lock()
 
@@ -341,7 +346,7 @@ class SearcherPool:
         with self._lock:
             searcher = self._free.pop() if self._free else None
         if searcher is None:
-            searcher = Searcher(self.engine, self.index)
+            searcher = Searcher(self.engine, self.index, self.params)
         try:
             yield searcher
         except QueryError:

@@ -213,6 +213,50 @@ def test_api_search_keeps_the_index_open_between_requests(
     assert answers[2]["hits"] == answers[0]["hits"]
 
 
+def _scores(client: Any, query: str) -> dict[str, float]:
+    """Each hit's score, by the end of its URL, as /api/search answers *query*."""
+    data = client.get(f"/api/search?q={query}").get_json()
+    return {h["url"].rsplit("/", 1)[1]: h["score"] for h in data["hits"]}
+
+
+def test_the_web_ranks_with_the_ranking_of_its_settings(crawled: CrawlResult) -> None:
+    """``serve``'s ranking options reach every search of the application (the search
+    page, /api/search, the searchers the warm-up opens), not only ``query``'s."""
+    import dataclasses
+
+    from search.commands.serve import warm_up
+    from search.index import Index
+    from search.query import parse_query
+    from search.ranking import DEFAULT, Params
+    from search.searcher import Searcher
+    from search.web import create_app
+
+    default = make_app(crawled.data_dir, crawled.database_url)
+    assert default.config["SPIDERSITE"].ranking == DEFAULT
+    params = Params(linkrank=0, k1=0.9)
+    settings = dataclasses.replace(default.config["SPIDERSITE"], ranking=params)
+    app = create_app(settings)
+    warm_up(app).join()
+    with app.extensions["spidersite.searchers"].searcher() as searcher:
+        assert searcher.params is params  # the one the warm-up opened
+    c = app.test_client()
+    served, by_default = _scores(c, "zebras"), _scores(default.test_client(), "zebras")
+    assert served.keys() == by_default.keys() and len(served) >= 4
+    assert all(served[u] != by_default[u] for u in served), (served, by_default)
+    alone = Searcher(app.extensions["spidersite.engine"], Index(settings.index_dir), params)
+    expected = {h.url.rsplit("/", 1)[1]: h.score for h in alone.search(parse_query("zebras")).hits}
+    assert served == pytest.approx(expected)
+    best = max(expected.values())
+    assert f'class="score">score {best:.3f}' in text(c.get("/?q=zebras"))
+    # The expansion's options too: every query expanded, on an index of any size (by
+    # default one word on six pages is not), finds pages through the words it adds.
+    expanding = Params(expansion="bo1", fb_min_words=1, fb_min_docs=0, fb_skip_held=0)
+    app = create_app(dataclasses.replace(settings, ranking=expanding))
+    expanded = app.test_client().get("/api/search?q=grass").get_json()
+    assert default.test_client().get("/api/search?q=grass").get_json()["total"] == 1
+    assert expanded["total"] == 5 and expanded["hits"][0]["url"].endswith("/zebra.html")
+
+
 WARM_SEGMENTER = """
 import time
 import jieba
@@ -261,10 +305,111 @@ def test_serve_listens_once_the_segmenter_is_loaded(crawled: CrawlResult) -> Non
     assert "listening with the dictionary loaded: True" in out, out
 
 
-def _run_script(crawled: CrawlResult, script: str) -> str:
-    """Standard output of Python *script*, run in a process of its own on the crawl."""
+SERVE_RANKING = """
+import json
+import sys
+import waitress.server
+
+class Server:
+    effective_port = 8123
+
+    def __init__(self, app):
+        self.app = app
+
+    def run(self):
+        with self.app.extensions["spidersite.searchers"].searcher() as searcher:
+            warmed = searcher.params  # the searcher the warm-up opened
+        data = self.app.test_client().get("/api/search?q=zebras").get_json()
+        print(json.dumps({
+            "settings": repr(self.app.config["SPIDERSITE"].ranking),
+            "warmed": repr(warmed),
+            "scores": {h["url"]: h["score"] for h in data["hits"]},
+        }))
+
+    def close(self):
+        pass
+
+waitress.server.create_server = lambda app, **kwargs: Server(app)
+from search.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_serve_ranks_with_its_ranking_options(crawled: CrawlResult) -> None:
+    """``serve --k1 0.9 --linkrank 0 --fb-min-words 1``: the options reach the settings,
+    the searchers (the warmed one too) and /api/search, and the non-default ones are
+    said in one line as it starts."""
+    from search import db
+    from search.index import Index
+    from search.query import parse_query
+    from search.ranking import Params
+    from search.searcher import Searcher
+
+    args = ["serve", "--port", "8123", "--fb-min-words", "1", "--k1", "0.9", "--linkrank", "0"]
+    out = _run_script(crawled, SERVE_RANKING, *args).splitlines()
+    params = Params(k1=0.9, fb_min_words=1, linkrank=0.0)
+    assert out[0] == (
+        "Ranking: --k1 0.9 --linkrank 0 --fb-min-words 1 (the other parameters at their defaults)"
+    )
+    assert out[1].startswith("Serving on http://127.0.0.1:8123/ with waitress, 8 threads")
+    served = json.loads(out[2])
+    assert served["settings"] == served["warmed"] == repr(params)
+    engine = db.connect(crawled.database_url)
+    alone = Searcher(engine, Index(crawled.data_dir / "index"), params)
+    hits = alone.search(parse_query("zebras")).hits
+    assert len(hits) >= 4
+    assert served["scores"] == pytest.approx({h.url: h.score for h in hits})
+    by_default = Searcher(engine, Index(crawled.data_dir / "index")).search(parse_query("zebras"))
+    assert all(served["scores"][h.url] != h.score for h in by_default.hits)
+    # At the defaults, no such line.
+    out = _run_script(crawled, SERVE_RANKING, "serve", "--port", "8123").splitlines()
+    assert out[0].startswith("Serving on") and json.loads(out[1])["settings"] == repr(Params())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--k1", "nan"], "k1 must be a finite number, not nan"),
+        (["--linkrank", "-1"], "linkrank must be >= 0"),
+        (["--fb-min-words", "0"], "fb_min_words must be >= 1 and fb_min_docs >= 0"),
+        (["--w-title", "2", "--bm25f", "merged"], "w_title scale BM25F's section weights"),
+    ],
+)
+def test_serve_refuses_a_ranking_option_out_of_range(
+    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As ``query`` refuses it: one line, exit status 2, before anything is opened."""
+    from search.cli import main
+
+    assert main(["serve", "--data-dir", str(tmp_path / "data"), *args]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {message}"), err
+    assert not (tmp_path / "data").exists()
+
+
+def test_the_ranking_line_reads_back_as_the_options() -> None:
+    """What ``serve`` says of its ranking are options that give the same parameters."""
+    import argparse
+
+    from search.commands.query import add_ranking_options, ranking_options, ranking_params
+    from search.ranking import DEFAULT, Params
+
+    parser = argparse.ArgumentParser()
+    add_ranking_options(parser, language=False)
+    assert ranking_options(DEFAULT) == []
+    for params in (
+        Params(k1=0.9, fb_min_words=1),
+        Params(expansion="none", b_title=-0.5, w_body=1.25, linkrank=0, proximity=1e-5),
+        Params(model="dph", fuse="bm25", bm25f="merged", fb_skip_held=0, decay_words=0),
+    ):
+        assert ranking_params(parser.parse_args(ranking_options(params))) == params
+
+
+def _run_script(crawled: CrawlResult, script: str, *args: str) -> str:
+    """Standard output of Python *script* (given *args*), run in a process of its own on
+    the crawl."""
     proc = subprocess.run(
-        [sys.executable, "-c", script],
+        [sys.executable, "-c", script, *args],
         cwd=ROOT,
         env=_env(crawled.data_dir, crawled.database_url),
         text=True,

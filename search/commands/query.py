@@ -46,9 +46,11 @@ def add_parser(sub: Any, common: Any) -> None:
     common(p)
 
 
-def add_ranking_options(p: argparse.ArgumentParser) -> None:
-    """Options of how queries are analyzed and ranked (shared with ``eval``); README
-    "Ranking" gives the formula, :class:`search.ranking.Params` the defaults."""
+def add_ranking_options(p: argparse.ArgumentParser, *, language: bool = True) -> None:
+    """Options of how queries are analyzed and ranked (shared with ``eval`` and
+    ``serve``); README "Ranking" gives the formula, :class:`search.ranking.Params` the
+    defaults.  *language*: with ``--language`` (not for ``serve``, whose queries say
+    their own language)."""
     from search.ranking import (
         BM25F_FORMS,
         DEFAULT,
@@ -202,11 +204,12 @@ def add_ranking_options(p: argparse.ArgumentParser) -> None:
         help="most words apart two query words count as a pair; 0: any distance "
         f"(default: {DEFAULT.proximity_window})",
     )
-    p.add_argument(
-        "--language",
-        metavar="LANG",
-        help="language of the query words for stemming (default: English)",
-    )
+    if language:
+        p.add_argument(
+            "--language",
+            metavar="LANG",
+            help="language of the query words for stemming (default: English)",
+        )
 
 
 def ranking_params(args: argparse.Namespace) -> Any:
@@ -239,6 +242,25 @@ def ranking_params(args: argparse.Namespace) -> Any:
         )
     except ValueError as exc:
         raise CLIError(str(exc), EXIT_USAGE) from None
+
+
+def ranking_options(params: Any) -> list[str]:
+    """The ranking options that give *params* (:class:`search.ranking.Params`), as
+    typed: only those of a parameter not at its default (none for the defaults)."""
+    from dataclasses import fields
+
+    from search.ranking import DEFAULT
+
+    options = []
+    for f in fields(params):
+        value = getattr(params, f.name)
+        if value != getattr(DEFAULT, f.name):
+            # A float as short as it reads back the same: 0, not 0.0.
+            text = f"{value:g}" if isinstance(value, float) else str(value)
+            if isinstance(value, float) and float(text) != value:
+                text = repr(value)
+            options += [f"--{f.name.replace('_', '-')}", text]
+    return options
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:

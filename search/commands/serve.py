@@ -1,5 +1,6 @@
 """``python -m search serve``: the web application (search page, document pages, admin),
-served by waitress, a production WSGI server (Werkzeug's own server is for development)."""
+served by waitress, a production WSGI server (Werkzeug's own server is for development).
+Its searches rank with the ranking options, ``query``'s and ``eval``'s."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import threading
 from typing import Any, TextIO
 
 from search.commands._common import EXIT_USAGE, CLIError
+from search.commands.query import add_ranking_options, ranking_options, ranking_params
 
 NAME = "serve"
 
@@ -21,7 +23,8 @@ def add_parser(sub: Any, common: Any) -> None:
         NAME,
         help="run the web application (search page and crawl admin)",
         description="Serve the search page, document pages and the crawl admin over HTTP. "
-        "The admin needs SPIDERSITE_ADMIN_PASSWORD or SPIDERSITE_ADMIN_PASSWORD_FILE.",
+        "The admin needs SPIDERSITE_ADMIN_PASSWORD or SPIDERSITE_ADMIN_PASSWORD_FILE. "
+        "The search page and /api/search rank with the ranking options (--k1 … as query's).",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
@@ -36,6 +39,7 @@ def add_parser(sub: Any, common: Any) -> None:
         action="store_true",
         help="read a password on stdin, print its hash for SPIDERSITE_ADMIN_PASSWORD_FILE, exit",
     )
+    add_ranking_options(p, language=False)
     common(p)
 
 
@@ -52,12 +56,15 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         raise CLIError(f"--port must be between 1 and 65535, not {args.port}", EXIT_USAGE)
     if not 0 < args.threads <= 1024:
         raise CLIError(f"--threads must be between 1 and 1024, not {args.threads}", EXIT_USAGE)
+    params = ranking_params(args)
     from search import analysis, db
     from search.process import freeze_startup
     from search.web import create_app
 
     try:
-        settings = WebSettings.from_env(args.data_dir, args.database_url, args.index_dir)
+        settings = WebSettings.from_env(
+            args.data_dir, args.database_url, args.index_dir, ranking=params
+        )
         engine = db.connect(settings.database_url)
     except (SettingsError, db.DatabaseError) as exc:
         raise CLIError(str(exc)) from None
@@ -90,6 +97,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         raise CLIError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
     admin = "admin enabled" if settings.admin_password_hash else "admin disabled (no password)"
     runner = f"Scrapyd at {settings.scrapyd_url}" if settings.scrapyd_url else "local scrapy"
+    # Searches that rank otherwise than `query` does by default: the operator sees how.
+    changed = ranking_options(settings.ranking)
+    if changed:
+        out.write(f"Ranking: {' '.join(changed)} (the other parameters at their defaults)\n")
     out.write(
         f"Serving on http://{args.host}:{server.effective_port}/ with waitress, "
         f"{args.threads} threads ({admin}; crawls: {runner})\n"

@@ -1,6 +1,6 @@
 """The web application: search page, document pages and the crawl admin (Flask + Jinja2).
 
-    python -m search serve [--host 127.0.0.1] [--port 8000]
+    python -m search serve [--host 127.0.0.1] [--port 8000] [--k1 0.9 --fb-min-words 1 ...]
 
 :func:`create_app` builds it from :class:`~search.web.settings.WebSettings`; it reads the
 same database and index as the command line.  This package never imports Scrapy: crawls
@@ -46,7 +46,7 @@ def create_app(settings: WebSettings, engine: Any = None) -> Flask:
     app.extensions["spidersite.engine"] = engine or db.connect(settings.database_url)
     app.extensions["spidersite.index"] = Index(settings.index_dir)
     app.extensions["spidersite.searchers"] = SearcherPool(
-        app.extensions["spidersite.engine"], app.extensions["spidersite.index"]
+        app.extensions["spidersite.engine"], app.extensions["spidersite.index"], settings.ranking
     )
 
     from search.web import admin, runners, views

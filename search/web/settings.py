@@ -11,6 +11,12 @@
 | ``SPIDERSITE_COOKIE_SECURE`` | ``1``: session cookie only over HTTPS |
 | ``SPIDERSITE_LOGIN_ATTEMPTS`` | login attempts per client address and minute (default 10) |
 | ``SPIDERSITE_STEM_CACHE_MB`` | megabytes of the searcher's cache of stems (default 32) |
+
+The ranking's parameters (:attr:`WebSettings.ranking`) are ``serve``'s options, the same
+as ``query``'s and ``eval``'s (``--k1``, ``--fb-min-words`` …), not environment variables;
+an application built for another WSGI server gives them to :meth:`WebSettings.from_env`::
+
+    create_app(WebSettings.from_env(ranking=Params(k1=0.9, fb_min_words=1)))
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from pathlib import Path
 from werkzeug.security import generate_password_hash
 
 from search import config
+from search.ranking import DEFAULT as DEFAULT_RANKING
+from search.ranking import Params
 
 #: Prefixes of the hashes ``werkzeug.security.generate_password_hash`` produces.
 HASH_PREFIXES = ("scrypt:", "pbkdf2:")
@@ -141,6 +149,9 @@ class WebSettings:
     #: Whether :attr:`secret_key` is this process's own, made at start (no key set, none
     #: stored, and the data folder cannot be written).
     secret_key_ephemeral: bool = False
+    #: The ranking's parameters of every search the application answers (``serve``'s
+    #: ranking options, README "Ranking").
+    ranking: Params = DEFAULT_RANKING
 
     def read_only_notes(self, database_read_only: bool) -> list[str]:
         """What cannot work on a data folder that cannot be written (none when it can),
@@ -176,7 +187,10 @@ class WebSettings:
         database_url: str | None = None,
         index_dir: str | None = None,
         env: Mapping[str, str] | None = None,
+        ranking: Params = DEFAULT_RANKING,
     ) -> WebSettings:
+        """The settings of the options given (storage; *ranking*, the ranking's
+        parameters) and of the environment *env* (``os.environ`` by default)."""
         env = os.environ if env is None else env
         data = config.data_dir(data_dir or env.get("SPIDERSITE_DATA_DIR")).resolve()
         url = database_url or env.get("DATABASE_URL") or config.database_url(None, data)
@@ -209,4 +223,5 @@ class WebSettings:
             cookie_secure=_flag(env, "SPIDERSITE_COOKIE_SECURE"),
             login_attempts=attempts,
             stem_cache_bytes=stem_cache_mb << 20,
+            ranking=ranking,
         )
