@@ -1,5 +1,6 @@
-"""Divergence from randomness on the array postings: DPH, and the collection statistics it
-and Bo1 read (each term's frequency in the collection, each page's length).
+"""Probabilistic models on the array postings beside BM25F: divergence from randomness
+(DPH) and the information-based LGD, and the collection statistics they and Bo1 read
+(each term's frequency in the collection, each page's length).
 
 DPH is Amati's parameter-free DFR model ("Frequentist and Bayesian approach to information
 retrieval", ECIR 2006; Terrier's default weighting model), a hypergeometric model of a
@@ -17,6 +18,22 @@ weighted count summed over the pages and ``N`` the number of pages.  No paramete
 no b.  A posting whose score comes out below :data:`DPH_FLOOR` (a term less frequent in
 the page than in the collection, in a long page) scores that floor, so that every page
 that holds a query word stays a hit, as with BM25.
+
+LGD is Clinchant and Gaussier's log-logistic information-based model ("Information-based
+models for ad hoc IR", SIGIR 2010; Terrier's ``LGD``, Lucene's ``IBSimilarity`` with
+``DistributionLL``): a term scores the information ``−log2 P(X ≥ tfn)`` of its
+normalised frequency under a log-logistic distribution, ``P(X ≥ x) = λ_t / (λ_t + x)``,
+after DFR's second normalisation (H2), of one parameter *c*:
+
+    score(d, q) = Σ_t qw(t) · log2((λ_t + tfn) / λ_t)
+    tfn         = tf · log2(1 + c · avglen / len)
+    λ_t         = n_t / N
+
+``tf``, ``len`` and ``avglen`` as for DPH, ``n_t`` the number of pages that hold the term
+(the index's document frequency, as BM25F's idf reads it).  The published *c* is 1; the
+default is :data:`search.ranking.LGD_C`, in the range CISI and its altered copies choose
+(benchmarks/README.md).  The score is above 0 wherever the term is in the page; floored
+at :data:`DPH_FLOOR` as DPH's.
 """
 
 from __future__ import annotations
@@ -28,7 +45,7 @@ import numpy as np
 
 from search.arrays import leaf_postings, sum_parts
 
-#: The least a posting scores under DPH (the formula may go below 0).
+#: The least a posting scores under DPH (the formula may go below 0), and under LGD.
 DPH_FLOOR = 1e-6
 
 
@@ -47,6 +64,20 @@ def dph(tf: Any, length: Any, avg_length: float, doc_count: int, collection_freq
         )
         score = np.where(f < 1, norm * gain, 0.0)
     return np.maximum(np.nan_to_num(score, nan=0.0, neginf=0.0), DPH_FLOOR)
+
+
+def lgd(tf: Any, length: Any, avg_length: float, doc_count: int, doc_freq: Any, c: float) -> Any:
+    """LGD's score of postings of weighted counts *tf* in pages of weighted lengths
+    *length* (numbers or numpy arrays; the query weight not included), for terms held by
+    *doc_freq* of the *doc_count* pages, with H2's parameter *c*; floored at
+    :data:`DPH_FLOOR`."""
+    tf = np.asarray(tf, dtype=np.float64)
+    length = np.maximum(np.asarray(length, dtype=np.float64), tf)
+    share = np.maximum(np.asarray(doc_freq, dtype=np.float64), 1.0) / max(doc_count, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tfn = tf * np.log2(1.0 + c * avg_length / length)
+        score = np.log2((share + tfn) / share)
+    return np.maximum(np.nan_to_num(score, nan=0.0, posinf=0.0, neginf=0.0), DPH_FLOOR)
 
 
 def collection_freq(arrays: Any, gids: np.ndarray) -> np.ndarray:
@@ -94,14 +125,18 @@ def accumulate(
     weights: dict[str, float],
     require_all: bool = False,
     start: np.ndarray | None = None,
+    model: str = "dph",
+    c: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """:meth:`search.arrays.ArrayIndex.accumulate` with DPH in place of BM25F: each
-    document's score for the weighted query (0: no match), added to a copy of *start* if
-    given, and with *require_all* how many of the query's terms each document holds."""
+    """:meth:`search.arrays.ArrayIndex.accumulate` with DPH (or with *model* ``lgd``, LGD
+    of parameter *c*) in place of BM25F: each document's score for the weighted query (0:
+    no match), added to a copy of *start* if given, and with *require_all* how many of the
+    query's terms each document holds."""
     known = [(g, qw) for s, qw in weights.items() if (g := arrays.terms.get(s)) is not None]
     gids = np.array([g for g, _ in known], dtype=np.int64)
     qws = np.array([qw for _, qw in known], dtype=np.float64)
-    cf = collection_freq(arrays, gids)
+    # Each term's statistic: F_t (DPH) or n_t (LGD).
+    stat = arrays.df[gids] if model == "lgd" else collection_freq(arrays, gids)
     lengths, avg = page_lengths(arrays)
     all_docs, all_parts = [], []
     for i, leaf, present, los, his in leaf_postings(arrays, gids):
@@ -109,9 +144,12 @@ def accumulate(
         docs = np.concatenate([a.docs[lo:hi] for lo, hi in zip(los, his, strict=True)])
         tf = np.concatenate([a.tfs[lo:hi] for lo, hi in zip(los, his, strict=True)])
         sizes = np.subtract(his, los)
-        part = np.repeat(qws[present], sizes) * dph(
-            tf, lengths[i][docs], avg, arrays.n, np.repeat(cf[present], sizes)
-        )
+        stats = np.repeat(stat[present], sizes)
+        if model == "lgd":
+            weight = lgd(tf, lengths[i][docs], avg, arrays.n, stats, c)
+        else:
+            weight = dph(tf, lengths[i][docs], avg, arrays.n, stats)
+        part = np.repeat(qws[present], sizes) * weight
         all_docs.append(docs + leaf.base if leaf.base else docs)
         all_parts.append(part)
     return sum_parts(arrays, all_docs, all_parts, start, require_all)

@@ -58,8 +58,9 @@ query independent evidence", SIGIR 2005):
 bounded by ``linkrank``, so a page every page links to cannot outrank the words of the
 query by more than that; a page without a linkrank gets nothing.
 
-The weighting model (``model``) is BM25F (``bm25``, above) or Amati's parameter-free DPH
-(``dph``, :mod:`search.dfr`).  With ``fuse`` naming the other one, the query is ranked
+The weighting model (``model``) is BM25F (``bm25``, above), Amati's parameter-free DPH
+(``dph``) or Clinchant and Gaussier's information-based LGD (``lgd``, of parameter
+``lgd_c``) (:mod:`search.dfr`).  With ``fuse`` naming another one, the query is ranked
 under both models, each with its own expansion (from its own first ranking) and the
 link-graph prior, and the two rankings are fused by reciprocal rank fusion (Cormack,
 Clarke & Büttcher, "Reciprocal rank fusion outperforms Condorcet and individual rank
@@ -93,10 +94,13 @@ POSITION_CAP = 4
 
 #: Expansion methods (:attr:`Params.expansion`).
 EXPANSIONS = ("rm3", "bo1", "rocchio", "none")
-#: Weighting models (:attr:`Params.model`): BM25F, or Amati's DPH (:mod:`search.dfr`).
-MODELS = ("bm25", "dph")
+#: Weighting models (:attr:`Params.model`): BM25F, Amati's DPH or Clinchant and Gaussier's
+#: LGD (:mod:`search.dfr`).
+MODELS = ("bm25", "dph", "lgd")
 #: Rankings fused with the model's (:attr:`Params.fuse`): none, or another model's.
 FUSIONS = ("none", *MODELS)
+#: LGD's *c* by default (:attr:`Params.lgd_c`; the published one is 1).
+LGD_C = 0.1
 #: Reciprocal rank fusion's k (Cormack, Clarke & Büttcher's 60) ...
 RRF_K = 60
 #: ... over each ranking's best this many documents.
@@ -200,11 +204,16 @@ class Params:
     w_desc: float = 1.0
     w_keywords: float = 1.0
     w_boilerplate: float = 1.0
-    #: The weighting model: ``bm25`` (BM25F, above) or ``dph`` (:mod:`search.dfr`).
+    #: The weighting model: ``bm25`` (BM25F, above), ``dph`` or ``lgd``
+    #: (:mod:`search.dfr`).
     model: str = "bm25"
     #: ``none``, or a model whose ranking (with its own expansion) is fused with
     #: *model*'s by reciprocal rank fusion.
     fuse: str = "none"
+    #: LGD's *c* (its normalisation H2: ``tfn = tf · log2(1 + c · avglen / len)``).  The
+    #: published 1 is below BM25F on CISI and each of its altered copies; 0.1 is in the
+    #: range CISI's cross-validation chooses (0.075, 0.15; benchmarks/README.md).
+    lgd_c: float = LGD_C
     #: Weight of the term-proximity bonus (BM25TP, :mod:`search.proximity`; 0: off).
     proximity: float = 0.0
     #: Candidates the proximity bonus re-ranks: the best this many of the ranking.
@@ -249,6 +258,8 @@ class Params:
                 f"{', '.join(scaled)} scale BM25F's section weights in its per-field form "
                 "(--bm25f per-field, --model bm25)"
             )
+        if self.lgd_c <= 0:
+            raise ValueError("lgd_c must be above 0")
         if self.model not in MODELS:
             raise ValueError(f"model must be one of {', '.join(MODELS)}")
         if self.fuse not in FUSIONS or self.fuse == self.model:

@@ -74,9 +74,12 @@ class Explanation:
     bm25f: str = "merged"
     #: The term-proximity bonus added to the score (0: off, or none).
     proximity: float = 0.0
-    #: The weighting model (:attr:`search.ranking.Params.model`): under ``dph``, each
-    #: term's part is DPH's (:mod:`search.dfr`), *length* the page's weighted length.
+    #: The weighting model (:attr:`search.ranking.Params.model`): under ``dph`` or
+    #: ``lgd``, each term's part is that model's (:mod:`search.dfr`), *length* the page's
+    #: weighted length.
     model: str = "bm25"
+    #: LGD's *c* (:attr:`search.ranking.Params.lgd_c`), shown under ``lgd``.
+    lgd_c: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,6 +90,12 @@ class Explanation:
                 f"score {self.score:.4f} = Σ qw · (1−f)²/(tf+1) · (tf·log2(tf·avglen/len·N/F) "
                 f"+ ½·log2(2π·tf·(1−f))),  f = tf/len;  len {self.length:.0f}, "
                 f"avglen {self.avg_length:.1f} (DPH)"
+            ]
+        elif self.model == "lgd":
+            out = [
+                f"score {self.score:.4f} = Σ qw · log2((λ + tfn) / λ),  "
+                f"tfn = tf·log2(1 + c·avglen/len),  λ = n_t/N;  len {self.length:.0f}, "
+                f"avglen {self.avg_length:.1f}, c {self.lgd_c:g} (LGD)"
             ]
         elif self.bm25f == "per-field":
             out = [

@@ -351,8 +351,10 @@ class SearchSession:
         if start is None and first is not None and first[0] is wquery and first[1] == key:
             return first[2]
         arrays = self.arrays
-        if model == "dph":
-            scores, matched = dfr.accumulate(arrays, weights, require_all, start)
+        if model in ("dph", "lgd"):
+            scores, matched = dfr.accumulate(
+                arrays, weights, require_all, start, model, self.params.lgd_c
+            )
         else:
             scores, matched = arrays.accumulate(weights, require_all, start, memo)
         if matched is not None:
@@ -466,6 +468,11 @@ class SearchSession:
                 _, avg = dfr.page_lengths(self.arrays)
                 page = dfr.page_length(self.arrays, docnum)
                 part = qw * float(dfr.dph(tf, page, avg, self.n, cf))
+            elif p.model == "lgd":
+                _, avg = dfr.page_lengths(self.arrays)
+                page = dfr.page_length(self.arrays, docnum)
+                df = int(self.arrays.df[gid])
+                part = qw * float(dfr.lgd(tf, page, avg, self.n, df, p.lgd_c))
             elif self.arrays.section_b is not None:
                 tf = self.arrays.field_tf(docnum, gid)[0] if gid is not None else 0.0
                 part = qw * ranking.bm25(idf_value, tf, 1.0, 1.0, 0.0, p.k1)
@@ -478,7 +485,7 @@ class SearchSession:
         prior = self.prior(docnum)
         near = self.proximity_bonus.get(docnum, 0.0)
         avglen = self.avglen
-        if p.model == "dph":
+        if p.model in ("dph", "lgd"):
             length, avglen = dfr.page_length(self.arrays, docnum), dfr.page_lengths(self.arrays)[1]
         return Explanation(
             sum(t.contribution for t in terms) + prior + near,
@@ -492,4 +499,5 @@ class SearchSession:
             p.bm25f,
             near,
             p.model,
+            p.lgd_c if p.model == "lgd" else 0.0,
         )

@@ -152,6 +152,13 @@ def test_parse_sweep_grid() -> None:
     ]
     _, grid = parse_sweep("model=bm25/dph,expansion=bo1", DEFAULT)
     assert [(p.model, p.expansion) for p in grid] == [("bm25", "bo1"), ("dph", "bo1")]
+    _, grid = parse_sweep("model=bm25/lgd,lgd_c=0.1/1", DEFAULT)
+    assert [(p.model, p.lgd_c) for p in grid] == [
+        ("bm25", 0.1),
+        ("bm25", 1.0),
+        ("lgd", 0.1),
+        ("lgd", 1.0),
+    ]
 
 
 def test_ranking_options_give_the_model_and_the_fusion() -> None:
@@ -163,6 +170,11 @@ def test_ranking_options_give_the_model_and_the_fusion() -> None:
     add_ranking_options(parser)
     params = ranking_params(parser.parse_args(["--model", "dph", "--fuse", "bm25"]))
     assert (params.model, params.fuse) == ("dph", "bm25")
+    params = ranking_params(parser.parse_args(["--model", "lgd", "--lgd-c", "0.5"]))
+    assert (params.model, params.lgd_c) == ("lgd", 0.5)
+    assert ranking_params(parser.parse_args([])).lgd_c == 0.1
+    with pytest.raises(CLIError):
+        ranking_params(parser.parse_args(["--lgd-c", "0"]))
     assert ranking_params(parser.parse_args(["--expansion", "bo1"])).expansion == "bo1"
     with pytest.raises(CLIError):
         ranking_params(parser.parse_args(["--fuse", "bm25"]))  # the model itself

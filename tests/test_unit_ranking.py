@@ -83,6 +83,9 @@ def test_section_b_of_each_section_or_b() -> None:
         {"model": "lm"},
         {"fuse": "tfidf"},
         {"model": "dph", "fuse": "dph"},
+        {"model": "lgd", "fuse": "lgd"},
+        {"lgd_c": 0},
+        {"lgd_c": -1},
     ],
 )
 def test_params_out_of_range(values: dict) -> None:

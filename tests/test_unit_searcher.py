@@ -219,7 +219,7 @@ def expanded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, In
 
 
 @pytest.mark.parametrize("expansion", ["bo1", "rm3"])
-@pytest.mark.parametrize("fuse", ["none", "dph"])
+@pytest.mark.parametrize("fuse", ["none", "dph", "lgd"])
 def test_the_total_of_an_expanded_query_counts_the_pages_it_ranks(
     expanded: tuple[Any, Index], fuse: str, expansion: str
 ) -> None:

@@ -80,7 +80,7 @@ def add_parser(sub: Any, common: Any) -> None:
         metavar="SPEC",
         help="rank once per combination of parameter values and print the grid: "
         "name=start:stop:step or name=v1/v2/..., comma-separated "
-        "(names: k1, b, bm25f, model, fuse, b_body, b_title, b_url, b_desc, b_keywords, "
+        "(names: k1, b, bm25f, model, fuse, lgd_c, b_body, b_title, b_url, b_desc, b_keywords, "
         "b_boilerplate, w_body, w_title, w_url, w_desc, w_keywords, w_boilerplate, decay, "
         "decay_words, fb_docs, fb_terms, fb_weight, fb_min_words, fb_min_docs, "
         "fb_skip_held, expansion, linkrank, proximity, proximity_depth, proximity_window)",

@@ -69,8 +69,17 @@ def add_ranking_options(p: argparse.ArgumentParser, *, language: bool = True) ->
         "--model",
         choices=MODELS,
         default=DEFAULT.model,
-        help="weighting model: bm25 (BM25F) or dph (Amati's parameter-free divergence from "
-        f"randomness) (default: {DEFAULT.model})",
+        help="weighting model: bm25 (BM25F), dph (Amati's parameter-free divergence from "
+        "randomness) or lgd (Clinchant and Gaussier's log-logistic information model) "
+        f"(default: {DEFAULT.model})",
+    )
+    p.add_argument(
+        "--lgd-c",
+        type=float,
+        default=DEFAULT.lgd_c,
+        metavar="C",
+        help="LGD's c, of its length normalisation tf · log2(1 + c · avglen / len) "
+        f"(default: {DEFAULT.lgd_c}; the published 1)",
     )
     p.add_argument(
         "--fuse",
@@ -224,6 +233,7 @@ def ranking_params(args: argparse.Namespace) -> Any:
             bm25f=args.bm25f,
             model=args.model,
             fuse=args.fuse,
+            lgd_c=args.lgd_c,
             **{name: getattr(args, name) for name in SECTION_B.values()},
             **{name: getattr(args, name) for name in SECTION_W.values()},
             decay=args.decay,
