@@ -30,9 +30,9 @@ after DFR's second normalisation (H2), of one parameter *c*:
     λ_t         = n_t / N
 
 ``tf``, ``len`` and ``avglen`` as for DPH, ``n_t`` the number of pages that hold the term
-(the index's document frequency, as BM25F's idf reads it).  The published *c* is 1; the
-default is :data:`search.ranking.LGD_C`, in the range CISI and its altered copies choose
-(benchmarks/README.md).  The score is above 0 wherever the term is in the page; floored
+(the index's document frequency, as BM25F's idf reads it).  The default *c*
+(:data:`search.ranking.LGD_C`) is the published 1; CISI and its altered copies choose
+0.03 to 0.2 (benchmarks/README.md).  The score is above 0 wherever the term is in the page; floored
 at :data:`DPH_FLOOR` as DPH's.
 """
 

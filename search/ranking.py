@@ -99,8 +99,8 @@ EXPANSIONS = ("rm3", "bo1", "rocchio", "none")
 MODELS = ("bm25", "dph", "lgd")
 #: Rankings fused with the model's (:attr:`Params.fuse`): none, or another model's.
 FUSIONS = ("none", *MODELS)
-#: LGD's *c* by default (:attr:`Params.lgd_c`; the published one is 1).
-LGD_C = 0.1
+#: LGD's *c* by default (:attr:`Params.lgd_c`): the published one.
+LGD_C = 1.0
 #: Reciprocal rank fusion's k (Cormack, Clarke & Büttcher's 60) ...
 RRF_K = 60
 #: ... over each ranking's best this many documents.
@@ -211,8 +211,9 @@ class Params:
     #: *model*'s by reciprocal rank fusion.
     fuse: str = "none"
     #: LGD's *c* (its normalisation H2: ``tfn = tf · log2(1 + c · avglen / len)``).  The
-    #: published 1 is below BM25F on CISI and each of its altered copies; 0.1 is in the
-    #: range CISI's cross-validation chooses (0.075, 0.15; benchmarks/README.md).
+    #: default is the published 1, which is below BM25F on CISI and each of its altered
+    #: copies; CISI's cross-validation chooses 0.075 and 0.15 (benchmarks/README.md), a
+    #: value fitted to one collection, not a default.
     lgd_c: float = LGD_C
     #: Weight of the term-proximity bonus (BM25TP, :mod:`search.proximity`; 0: off).
     proximity: float = 0.0

@@ -172,7 +172,7 @@ def test_ranking_options_give_the_model_and_the_fusion() -> None:
     assert (params.model, params.fuse) == ("dph", "bm25")
     params = ranking_params(parser.parse_args(["--model", "lgd", "--lgd-c", "0.5"]))
     assert (params.model, params.lgd_c) == ("lgd", 0.5)
-    assert ranking_params(parser.parse_args([])).lgd_c == 0.1
+    assert ranking_params(parser.parse_args([])).lgd_c == 1.0
     with pytest.raises(CLIError):
         ranking_params(parser.parse_args(["--lgd-c", "0"]))
     assert ranking_params(parser.parse_args(["--expansion", "bo1"])).expansion == "bo1"

@@ -79,7 +79,7 @@ def add_ranking_options(p: argparse.ArgumentParser, *, language: bool = True) ->
         default=DEFAULT.lgd_c,
         metavar="C",
         help="LGD's c, of its length normalisation tf · log2(1 + c · avglen / len) "
-        f"(default: {DEFAULT.lgd_c}; the published 1)",
+        f"(default: {DEFAULT.lgd_c:g}, the published value)",
     )
     p.add_argument(
         "--fuse",
