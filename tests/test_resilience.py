@@ -128,6 +128,40 @@ def test_killed_crawl_resumes_and_index_agrees(site: Site, tmp_path: Path) -> No
     assert [h["url"] for h in json.loads(found.stdout)["hits"]] == [f"{site.url}p17.html"]
 
 
+#: The settings of :func:`_crawled_then_killed`'s crawls, and of the tests' next ones.
+_KILLED_SETTINGS = {"LOG_LEVEL": "INFO", "CONCURRENT_REQUESTS": 1}
+
+
+def _crawled_then_killed(site: Site, data: Path, db_url: str, recrawl: tuple[str, ...]) -> int:
+    """A site of 12 pages with ETags crawled into *data* from its first, then a re-crawl
+    with the arguments *recrawl* killed at its third download: the killed crawl's row,
+    left unfinished."""
+    for i in range(12):
+        children = [f"/p{c}.html" for c in (2 * i + 1, 2 * i + 2) if c < 12]
+        site.page(f"/p{i}.html", f"Page {i}", f"page {i}", children, headers={"ETag": f'"{i}"'})
+    first = run_crawl(
+        data,
+        "-a",
+        f"seeds={site.url}p0.html",
+        settings=_KILLED_SETTINGS,
+        database_url=db_url,
+        timeout=180,
+    )
+    assert first.returncode == 0, first.stderr[-2000:]
+    killed = start_crawl(
+        data,
+        *recrawl,
+        settings=_KILLED_SETTINGS,
+        database_url=db_url,
+        env={"SPIDERSITE_KILL_AT": "download:3"},
+    )
+    _, err = killed.communicate(timeout=180)
+    assert killed.returncode == -signal.SIGKILL, err[-2000:]
+    killed_id = first.scalar("SELECT max(id) FROM crawls")
+    assert first.scalar("SELECT finished_at FROM crawls WHERE id = :i", i=killed_id) is None
+    return int(killed_id)
+
+
 def test_a_killed_recrawl_is_closed_by_the_next_crawl(
     site: Site, db_url: str, tmp_path: Path
 ) -> None:
@@ -138,27 +172,11 @@ def test_a_killed_recrawl_is_closed_by_the_next_crawl(
     from search.web.jobs import crawl_state
     from search.web.runners import FINISHED
 
-    for i in range(12):
-        children = [f"/p{c}.html" for c in (2 * i + 1, 2 * i + 2) if c < 12]
-        site.page(f"/p{i}.html", f"Page {i}", f"page {i}", children, headers={"ETag": f'"{i}"'})
     data = tmp_path / "data"
     args = ("-a", f"seeds={site.url}p0.html")
-    settings = {"LOG_LEVEL": "INFO", "CONCURRENT_REQUESTS": 1}
-    first = run_crawl(data, *args, settings=settings, database_url=db_url, timeout=180)
-    assert first.returncode == 0, first.stderr[-2000:]
-
     recrawl = (*args, "-a", "recrawl=all")
-    killed = start_crawl(
-        data,
-        *recrawl,
-        settings=settings,
-        database_url=db_url,
-        env={"SPIDERSITE_KILL_AT": "download:3"},
-    )
-    _, err = killed.communicate(timeout=180)
-    assert killed.returncode == -signal.SIGKILL, err[-2000:]
-    killed_id = first.scalar("SELECT max(id) FROM crawls")
-    assert first.scalar("SELECT finished_at FROM crawls WHERE id = :i", i=killed_id) is None
+    killed_id = _crawled_then_killed(site, data, db_url, recrawl)
+    settings = _KILLED_SETTINGS
 
     again = run_crawl(data, *recrawl, settings=settings, database_url=db_url, timeout=180)
     assert again.returncode == 0, again.stderr[-2000:]
@@ -189,26 +207,10 @@ def test_a_killed_reanalyze_runs_again_over_every_page(
     """A killed ``recrawl=reanalyze`` is not resumed, as no re-crawl is: the same command
     starts again, and re-visits (whole) and analyzes again every stored page, those the
     killed one had reached and those it had not; the killed crawl's row is closed."""
-    for i in range(12):
-        children = [f"/p{c}.html" for c in (2 * i + 1, 2 * i + 2) if c < 12]
-        site.page(f"/p{i}.html", f"Page {i}", f"page {i}", children, headers={"ETag": f'"{i}"'})
     data = tmp_path / "data"
-    settings = {"LOG_LEVEL": "INFO", "CONCURRENT_REQUESTS": 1}
-    first = run_crawl(
-        data, "-a", f"seeds={site.url}p0.html", settings=settings, database_url=db_url
-    )
-    assert first.returncode == 0, first.stderr[-2000:]
     reanalyze = ("-a", "recrawl=reanalyze")
-    killed = start_crawl(
-        data,
-        *reanalyze,
-        settings=settings,
-        database_url=db_url,
-        env={"SPIDERSITE_KILL_AT": "download:3"},
-    )
-    _, err = killed.communicate(timeout=180)
-    assert killed.returncode == -signal.SIGKILL, err[-2000:]
-    killed_id = first.scalar("SELECT max(id) FROM crawls")
+    killed_id = _crawled_then_killed(site, data, db_url, reanalyze)
+    settings = _KILLED_SETTINGS
     site.hits.clear()
     again = run_crawl(data, *reanalyze, settings=settings, database_url=db_url, timeout=180)
     assert again.returncode == 0, again.stderr[-2000:]

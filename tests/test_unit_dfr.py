@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -84,12 +85,22 @@ def _session(ix: Index, params: ranking.Params) -> SearchSession:
     return SearchSession(ix.open().searcher(weighting=BM25(params.b, params.k1)), params)
 
 
-def _pure_dph(text: str) -> dict[int, float]:
-    """DPH of every page for *text*, from the analyzed pages' weighted counts."""
+def _analyzed(text: str) -> tuple[dict[int, Any], dict[int, float], float, dict[str, float]]:
+    """The pages analyzed, their weighted lengths and its mean, and *text*'s query weights."""
     pages = {d: analyze_document({"title": t, "body": b}) for d, (t, b) in PAGES.items()}
     lengths = {d: sum(r.weight for r in recs.values()) for d, recs in pages.items()}
     avg = sum(lengths.values()) / len(lengths)
-    weights = ranking.query_weights(parse_query(text).all_stems, ranking.DEFAULT.decay)
+    return (
+        pages,
+        lengths,
+        avg,
+        ranking.query_weights(parse_query(text).all_stems, ranking.DEFAULT.decay),
+    )
+
+
+def _pure_dph(text: str) -> dict[int, float]:
+    """DPH of every page for *text*, from the analyzed pages' weighted counts."""
+    pages, lengths, avg, weights = _analyzed(text)
     scores: dict[int, float] = {}
     for stem, qw in weights.items():
         cf = sum(recs[stem].weight for recs in pages.values() if stem in recs)
@@ -104,10 +115,7 @@ def _pure_dph(text: str) -> dict[int, float]:
 def _pure_lgd(text: str, c: float) -> dict[int, float]:
     """LGD of every page for *text*, from the analyzed pages' weighted counts: the
     formula of search.dfr, one posting at a time in plain floats."""
-    pages = {d: analyze_document({"title": t, "body": b}) for d, (t, b) in PAGES.items()}
-    lengths = {d: sum(r.weight for r in recs.values()) for d, recs in pages.items()}
-    avg = sum(lengths.values()) / len(lengths)
-    weights = ranking.query_weights(parse_query(text).all_stems, ranking.DEFAULT.decay)
+    pages, lengths, avg, weights = _analyzed(text)
     scores: dict[int, float] = {}
     for stem, qw in weights.items():
         share = sum(1 for recs in pages.values() if stem in recs) / len(PAGES)

@@ -977,14 +977,10 @@ def test_seed_form_refuses_non_network_urls(admin: tuple[Any, str], app: Any, se
         assert s.scalars(select(Seed)).all() == []
 
 
-def test_the_crawl_form_offers_every_recrawl_mode(admin: tuple[Any, str], app: Any) -> None:
-    """Every re-crawl mode the spider takes (``recrawl=reanalyze`` too) is a choice of the
-    admin's crawl form, and starts the spider with it; a mode it does not take is refused."""
-    from search.crawlargs import RECRAWL_MODES
-
-    client, csrf = admin
+def _record_crawls_started(app: Any) -> list[dict[str, str]]:
+    """Give *app* a runner that starts no crawl and records each one's spider arguments
+    (in the list returned), its jobs running."""
     data_dir = app.config["SPIDERSITE"].data_dir
-    client.post("/admin/servers/new", data={**server_form(), "csrf_token": csrf})
     started: list[dict[str, str]] = []
 
     class Recorder:
@@ -998,6 +994,17 @@ def test_the_crawl_form_offers_every_recrawl_mode(admin: tuple[Any, str], app: A
             return runners.RUNNING
 
     app.extensions["spidersite.runner"] = Recorder()
+    return started
+
+
+def test_the_crawl_form_offers_every_recrawl_mode(admin: tuple[Any, str], app: Any) -> None:
+    """Every re-crawl mode the spider takes (``recrawl=reanalyze`` too) is a choice of the
+    admin's crawl form, and starts the spider with it; a mode it does not take is refused."""
+    from search.crawlargs import RECRAWL_MODES
+
+    client, csrf = admin
+    client.post("/admin/servers/new", data={**server_form(), "csrf_token": csrf})
+    started = _record_crawls_started(app)
     page = client.get("/admin/crawls").get_data(as_text=True)
     assert "re-analyze all pages" in page
     for mode in RECRAWL_MODES:
@@ -1022,19 +1029,7 @@ def test_admin_writes_only_inside_the_data_folder(admin: tuple[Any, str], app: A
     data_dir = app.config["SPIDERSITE"].data_dir
     client.post("/admin/servers/new", data={**server_form(), "csrf_token": csrf})
 
-    started: list[dict[str, str]] = []
-
-    class Recorder:
-        name = "local"
-
-        def start(self, job_id: str, spider_args: Any) -> runners.Started:
-            started.append(dict(spider_args))
-            return runners.Started(job_id, str(data_dir / "logs" / f"crawl-{job_id}.log"), "x", 0)
-
-        def state(self, crawl: Crawl) -> str:
-            return runners.RUNNING
-
-    app.extensions["spidersite.runner"] = Recorder()
+    started = _record_crawls_started(app)
     for topic in ("../../../../tmp/evil", "/etc/cron.d/x", "a\x00b"):
         resp = client.post(
             "/admin/crawls/start",
