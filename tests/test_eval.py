@@ -12,7 +12,14 @@ import pytest
 from search.cli import main
 from search.commands._common import EXIT_USAGE, CLIError
 from search.commands.eval import parse_sweep
-from search.evaluation import Evaluation, cross_validate, doc_name, evaluate, ranked
+from search.evaluation import (
+    Evaluation,
+    cross_validate,
+    doc_name,
+    evaluate,
+    ranked,
+    repeat_cross_validation,
+)
 from search.ranking import DEFAULT
 
 # q1: /d1 and /d3 relevant; q2: /d2 relevant; q3: /d5 relevant but nothing retrieved;
@@ -229,6 +236,33 @@ def test_cross_validation_by_hand() -> None:
     assert held_out["MAP"] == pytest.approx(0.3)
 
 
+def test_repeated_cross_validation_by_hand() -> None:
+    """Each random deal of the queries is a cross-validation of its own: its held-out
+    figure is :func:`cross_validate`'s over that order; the deals are the seed's (the same
+    each time), and the mean and percentiles are of their held-out figures."""
+    grid = [DEFAULT.with_values(k1=k) for k in (1, 2)]
+    evaluations = [
+        _evaluation({"1": 0.9, "2": 0.1, "3": 0.9, "4": 0.1}),
+        _evaluation({"1": 0.5, "2": 0.5, "3": 0.5, "4": 0.5}),
+    ]
+    repeated = repeat_cross_validation(grid, evaluations, 2, 200, seed=7)
+    assert repeated.repeats == len(repeated.held_out) == 200
+    # The deal in query order ({1, 3}, {2, 4}) holds out 0.3; dealt {1, 2}, {3, 4}, each
+    # fold chooses k1=1 (0.5 on the other against 0.5: the first among equals) and holds
+    # out 0.5; every deal gives one of the two.
+    values = sorted({round(h["MAP"], 6) for h in repeated.held_out})
+    assert values == [0.3, 0.5]
+    for h in repeated.held_out:
+        assert h["nDCG@10"] == pytest.approx(h["MAP"])
+    mean = sum(h["MAP"] for h in repeated.held_out) / 200
+    assert repeated.mean["MAP"] == pytest.approx(mean) and 0.3 < mean < 0.5
+    assert repeated.low["MAP"] == pytest.approx(0.3) and repeated.high["MAP"] == pytest.approx(0.5)
+    again = repeat_cross_validation(grid, evaluations, 2, 200, seed=7)
+    assert again.held_out == repeated.held_out
+    order = ["2", "1", "4", "3"]  # {2, 4} and {1, 3}: the deal in query order, swapped
+    assert cross_validate(grid, evaluations, 2, order)[1]["MAP"] == pytest.approx(0.3)
+
+
 def _tiny_data_dir(data: Path, texts: list[str]) -> None:
     """A data folder whose index holds *texts* as the bodies of http://h/d1, /d2 …"""
     from search import db
@@ -270,6 +304,18 @@ def test_cli_sweep_and_folds(tmp_path: Path) -> None:
     data = json.loads(out.getvalue())
     assert len(data["grid"]) == 6 and data["grid"][0]["params"] == {"k1": 0.5, "b": 0.0}
     assert len(data["folds"]) == 3 and set(data["held_out"]) == {"MAP", "nDCG@10", "P@10"}
+    assert "repeated" not in data
+    out = io.StringIO()
+    assert main([*args, "--folds", "2", "--repeats", "50"], out) == 0
+    line = next(x for x in out.getvalue().splitlines() if x.startswith("held out over"))
+    assert line.startswith("held out over 50 random deals into 2 folds, mean")
+    out = io.StringIO()
+    assert main([*args, "--folds", "2", "--repeats", "50", "--json"], out) == 0
+    repeated = json.loads(out.getvalue())["repeated"]
+    assert repeated["repeats"] == 50
+    for measure in ("MAP", "nDCG@10", "P@10"):
+        low, mean, high = (repeated[k][measure] for k in ("p05", "mean", "p95"))
+        assert low - 1e-9 <= mean <= high + 1e-9  # (a mean of equal figures: rounding)
 
 
 def test_cli_folds_need_a_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -277,6 +323,10 @@ def test_cli_folds_need_a_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[st
     args = ["eval", "--qrels", str(tmp_path / "qrels.txt"), "--queries", "q.tsv"]
     assert main([*args, "--folds", "2"]) == 2
     assert "--folds needs --sweep" in capsys.readouterr().err
+    assert main([*args, "--sweep", "k1=1/2", "--repeats", "10"]) == 2
+    assert "--repeats needs --folds" in capsys.readouterr().err
+    assert main([*args, "--sweep", "k1=1/2", "--folds", "2", "--repeats", "-1"]) == 2
+    assert "--repeats must be between 0 and 10000" in capsys.readouterr().err
     assert main([*args, "--b", "3"]) == 2
     assert "b must be between 0 and 1" in capsys.readouterr().err
 

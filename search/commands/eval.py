@@ -14,7 +14,10 @@ files and the measures are :mod:`search.evaluation`'s.
 (:class:`search.ranking.Params`) and prints each combination's figures; ``--folds N`` then
 cross-validates: the queries are dealt into N folds, and each fold is scored with the
 combination of best MAP on the other folds (fitted), so that the held-out figure is one
-no query chose its own parameters for.
+no query chose its own parameters for.  One deal's figure depends on which queries fell
+together; ``--repeats R`` cross-validates again over R random deals of the queries
+(seeded: the same figures every time; from the figures already ranked) and prints the
+held-out figures' mean and 5th–95th percentiles.
 """
 
 from __future__ import annotations
@@ -40,10 +43,14 @@ from search.evaluation import (
     read_qrels,
     read_queries,
     read_run,
+    repeat_cross_validation,
     write_run,
 )
 
 NAME = "eval"
+#: The most random deals ``--repeats`` makes (each is a cross-validation of figures already
+#: ranked: 10,000 take seconds).
+MAX_REPEATS = 10_000
 
 
 def add_parser(sub: Any, common: Any) -> None:
@@ -92,6 +99,15 @@ def add_parser(sub: Any, common: Any) -> None:
         metavar="N",
         help="with --sweep: cross-validate over N folds of the queries (choose on N-1, "
         "report on the one left out) and print fitted against held-out figures",
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=0,
+        metavar="R",
+        help="with --folds: cross-validate again over R random deals of the queries into "
+        "the folds and print the held-out figures' mean and 5th-95th percentiles "
+        "(default: 0, the one deal in query order only)",
     )
     p.add_argument("--json", action="store_true", help="print JSON for machines")
     add_ranking_options(p)
@@ -189,6 +205,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         raise CLIError("give --queries FILE (to search) or --run FILE (to score)", EXIT_USAGE)
     if args.folds and not args.sweep:
         raise CLIError("--folds needs --sweep (the parameters to choose from)", EXIT_USAGE)
+    if args.repeats and not args.folds:
+        raise CLIError("--repeats needs --folds (the cross-validation to repeat)", EXIT_USAGE)
+    if not 0 <= args.repeats <= MAX_REPEATS:
+        raise CLIError(f"--repeats must be between 0 and {MAX_REPEATS}", EXIT_USAGE)
     if args.sweep and (args.run or args.save_run):
         raise CLIError("--sweep ranks the queries itself: no --run or --save-run", EXIT_USAGE)
     params = ranking_params(args)
@@ -258,6 +278,11 @@ def _print_sweep(
 ) -> None:
     best = max(range(len(grid)), key=lambda i: (evaluations[i].mean["MAP"], -i))
     folds, held_out = cross_validate(grid, evaluations, args.folds) if args.folds else ([], {})
+    repeated = (
+        repeat_cross_validation(grid, evaluations, args.folds, args.repeats)
+        if args.repeats
+        else None
+    )
     if args.json:
         data: dict[str, Any] = {
             "queries": evaluations[0].queries,
@@ -279,6 +304,13 @@ def _print_sweep(
                 for f in folds
             ]
             data["held_out"] = held_out
+        if repeated is not None:
+            data["repeated"] = {
+                "repeats": repeated.repeats,
+                "mean": repeated.mean,
+                "p05": repeated.low,
+                "p95": repeated.high,
+            }
         json.dump(data, out, indent=2)
         out.write("\n")
         return
@@ -316,3 +348,13 @@ def _print_sweep(
         + ", ".join(f"{m} {held_out[m]:.4f}" for m in MEASURE_NAMES)
         + "\n"
     )
+    if repeated is not None:
+        out.write(
+            f"held out over {repeated.repeats} random deals into {args.folds} folds, mean "
+            "(5th-95th percentile): "
+            + ", ".join(
+                f"{m} {repeated.mean[m]:.4f} ({repeated.low[m]:.4f}-{repeated.high[m]:.4f})"
+                for m in MEASURE_NAMES
+            )
+            + "\n"
+        )
