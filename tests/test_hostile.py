@@ -254,23 +254,29 @@ def test_a_crawl_listens_on_no_port(site: Site, tmp_path: Path) -> None:
         text=True,
     )
     listening: set[int] = set()
-    checks = 0
+    checks, started, watched = 0, time.monotonic(), 0.0
     try:
         while proc.poll() is None:
             try:
                 procs = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(True)]
-                for p in procs:
+            except psutil.NoSuchProcess:  # the crawl has ended
+                break
+            for p in procs:
+                try:
                     for conn in p.net_connections(kind="inet"):
                         if conn.status == psutil.CONN_LISTEN:
                             listening.add(conn.laddr.port)
-                checks += 1
-            except psutil.NoSuchProcess:
-                break
+                except psutil.NoSuchProcess:  # a child that ended meanwhile: the others still
+                    continue
+            checks += 1
+            watched = time.monotonic() - started
             time.sleep(0.2)
     finally:
         _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr[-3000:]
-    assert checks >= 5  # the crawl ran long enough to be watched
+    # The crawl ran long enough to be watched (its slow page takes 3 s), however long each
+    # look took on a loaded machine.
+    assert checks >= 3 and watched >= 2.0, (checks, watched)
     assert listening == set()
     assert "Remote control HTTP server listening" not in stderr
 

@@ -903,9 +903,8 @@ def test_serve_caps_its_stem_cache_before_it_warms_up(
 ) -> None:
     """``serve`` gives the analyzers the size of SPIDERSITE_STEM_CACHE_MB before it builds
     the application (stopped there)."""
-    import argparse
-
     from search import analysis
+    from search.cli import build_parser
     from search.commands import serve
 
     class Stop(Exception):
@@ -917,13 +916,8 @@ def test_serve_caps_its_stem_cache_before_it_warms_up(
     monkeypatch.setattr(analysis, "STEM_CACHE_BYTES", analysis.STEM_CACHE_BYTES)  # restored
     monkeypatch.setattr("search.web.create_app", stop)
     monkeypatch.setenv("SPIDERSITE_STEM_CACHE_MB", "48")
-    args = argparse.Namespace(
-        hash_password=False,
-        port=8000,
-        threads=2,
-        data_dir=str(tmp_path / "data"),
-        database_url=None,
-        index_dir=None,
+    args = build_parser().parse_args(
+        ["serve", "--threads", "2", "--data-dir", str(tmp_path / "data")]
     )
     with pytest.raises(Stop) as stopped:
         serve.run(args, io.StringIO())
