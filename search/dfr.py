@@ -120,6 +120,23 @@ def page_lengths(arrays: Any) -> tuple[list[np.ndarray], float]:
     return result
 
 
+def term_stats(arrays: Any, model: str, gids: np.ndarray) -> np.ndarray:
+    """What *model* reads of each of terms *gids* besides its postings: its count summed
+    over the pages, ``F_t`` (DPH: :func:`collection_freq`), or the number of pages that
+    hold it, ``n_t`` (LGD)."""
+    return arrays.df[gids] if model == "lgd" else collection_freq(arrays, gids)
+
+
+def weight(
+    model: str, tf: Any, length: Any, avg_length: float, doc_count: int, stat: Any, c: float
+) -> Any:
+    """The score of postings under *model* (:func:`dph`, or :func:`lgd` of parameter *c*),
+    *stat* their terms' :func:`term_stats`."""
+    if model == "lgd":
+        return lgd(tf, length, avg_length, doc_count, stat, c)
+    return dph(tf, length, avg_length, doc_count, stat)
+
+
 def accumulate(
     arrays: Any,
     weights: dict[str, float],
@@ -135,8 +152,7 @@ def accumulate(
     known = [(g, qw) for s, qw in weights.items() if (g := arrays.terms.get(s)) is not None]
     gids = np.array([g for g, _ in known], dtype=np.int64)
     qws = np.array([qw for _, qw in known], dtype=np.float64)
-    # Each term's statistic: F_t (DPH) or n_t (LGD).
-    stat = arrays.df[gids] if model == "lgd" else collection_freq(arrays, gids)
+    stat = term_stats(arrays, model, gids)
     lengths, avg = page_lengths(arrays)
     all_docs, all_parts = [], []
     for i, leaf, present, los, his in leaf_postings(arrays, gids):
@@ -145,11 +161,8 @@ def accumulate(
         tf = np.concatenate([a.tfs[lo:hi] for lo, hi in zip(los, his, strict=True)])
         sizes = np.subtract(his, los)
         stats = np.repeat(stat[present], sizes)
-        if model == "lgd":
-            weight = lgd(tf, lengths[i][docs], avg, arrays.n, stats, c)
-        else:
-            weight = dph(tf, lengths[i][docs], avg, arrays.n, stats)
-        part = np.repeat(qws[present], sizes) * weight
+        scored = weight(model, tf, lengths[i][docs], avg, arrays.n, stats, c)
+        part = np.repeat(qws[present], sizes) * scored
         all_docs.append(docs + leaf.base if leaf.base else docs)
         all_parts.append(part)
     return sum_parts(arrays, all_docs, all_parts, start, require_all)

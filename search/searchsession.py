@@ -463,16 +463,11 @@ class SearchSession:
             if not tf or gid is None:
                 continue
             idf_value = self.idf(stem)
-            if p.model == "dph":
-                cf = dfr.collection_freq(self.arrays, np.array([gid], dtype=np.int64))[0]
+            if p.model in ("dph", "lgd"):
+                stat = dfr.term_stats(self.arrays, p.model, np.array([gid], dtype=np.int64))[0]
                 _, avg = dfr.page_lengths(self.arrays)
                 page = dfr.page_length(self.arrays, docnum)
-                part = qw * float(dfr.dph(tf, page, avg, self.n, cf))
-            elif p.model == "lgd":
-                _, avg = dfr.page_lengths(self.arrays)
-                page = dfr.page_length(self.arrays, docnum)
-                df = int(self.arrays.df[gid])
-                part = qw * float(dfr.lgd(tf, page, avg, self.n, df, p.lgd_c))
+                part = qw * float(dfr.weight(p.model, tf, page, avg, self.n, stat, p.lgd_c))
             elif self.arrays.section_b is not None:
                 tf = self.arrays.field_tf(docnum, gid)[0] if gid is not None else 0.0
                 part = qw * ranking.bm25(idf_value, tf, 1.0, 1.0, 0.0, p.k1)
