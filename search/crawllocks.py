@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, or_, select, text, update
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql.elements import ColumnElement
 
 from search import db
@@ -272,12 +272,22 @@ def close_dead_crawls(
     a scaled-out crawl) is left alone, and so is the admin's placeholder of a crawl
     starting (:mod:`search.web.jobs`).  A dead crawl's own end, should it be recorded
     after all, replaces this (:func:`search.store.finish_crawl`).  Returns the ids of the
-    rows closed as abandoned; a database failure is logged in one line, and closes none."""
+    rows closed as abandoned; a failure (the database's, or the pool's: no connection
+    free in time) is logged in one line, and closes none."""
     try:
         return _close_dead_crawls(locks, found_at, found_by, among, resumes)
-    except DBAPIError as exc:  # the next one to look closes them
+    except SQLAlchemyError as exc:  # the next one to look closes them
         logger.warning("The rows of dead crawls could not be closed: %s", one_line(exc))
         return []
+
+
+def closed_message(ids: list[int]) -> str:
+    """The line that says which dead crawls' rows :func:`close_dead_crawls` closed, as a
+    crawl starting and the admin log it."""
+    return (
+        f"Closed the rows of {len(ids)} dead crawls (killed before they recorded their end; "
+        f"finish reason {ABANDONED}): {', '.join(f'#{n}' for n in ids)}"
+    )
 
 
 def _close_dead_crawls(

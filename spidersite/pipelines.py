@@ -22,6 +22,7 @@ from scrapy.exceptions import CloseSpider, NotConfigured
 
 from search import db
 from search.crawldb import STORE_FAILED
+from search.crawllocks import closed_message
 from search.process import freeze_startup
 from search.rows import DocumentRow, ErrorRow, GoneRow, RevisitRow
 from search.servers import DEFAULTS
@@ -184,12 +185,7 @@ class StorePipeline:
             self.stats.set_value("resume/crawl", resumes)
         if abandoned:
             self.stats.set_value("store/abandoned_crawls", len(abandoned))
-            logger.info(
-                "Closed the rows of %d dead crawls (killed before they recorded their end; "
-                "finish reason abandoned): %s",
-                len(abandoned),
-                ", ".join(f"#{n}" for n in abandoned),
-            )
+            logger.info("%s", closed_message(abandoned))
         # Start-up is over (the spider, the servers, every component): what it made is
         # kept for the crawl; the garbage collector's full collections skip it from now on.
         freeze_startup()

@@ -321,6 +321,34 @@ def test_a_dead_crawl_whose_row_could_not_be_closed_is_not_left_locked(
         engine.dispose()
 
 
+def test_no_connection_free_in_time_closes_no_row_and_is_said_in_one_line(
+    engine: Any, db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failure that is not the database's but SQLAlchemy's own (here the pool's: no
+    connection free within its timeout, as when the admin's requests hold them all) is
+    logged in one line and closes nothing, as a database failure is; it does not escape to
+    the crawl starting or the admin's page."""
+    from sqlalchemy.orm import Session
+
+    from search.crawllocks import CrawlLocks, close_dead_crawls
+    from search.models import Crawl
+
+    with Session(engine) as s, s.begin():  # a crawl killed before it recorded its end
+        s.add(Crawl(spider="site", args={}, started_at=NOW, stats={}))
+    (dead,) = crawl_rows(engine)
+    small = db.create(db_url, pool_size=1, max_overflow=0, pool_timeout=0.2)
+    try:
+        with small.connect():  # the pool's one connection, taken
+            closed = close_dead_crawls(CrawlLocks.of(small), NOW, "admin", Crawl.id == dead)
+        assert closed == []
+        (line,) = [r for r in caplog.records if "could not be closed" in r.getMessage()]
+        assert "QueuePool limit" in line.getMessage() and "\n" not in line.getMessage()
+        assert crawl_rows(engine)[dead][:2] == (None, None)
+        assert close_dead_crawls(CrawlLocks.of(small), NOW, "admin", Crawl.id == dead) == [dead]
+    finally:
+        small.dispose()
+
+
 def test_an_admin_crawl_is_resumed_by_the_arguments_that_identify_it(
     engine: Any, store: DocumentStore
 ) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from search.crawllocks import CrawlLocks, close_dead_crawls
+from search.crawllocks import CrawlLocks, close_dead_crawls, closed_message
 from search.models import Crawl, Seed, Server
 from search.servers import FIELD_NAMES
 from search.sitesfile import ServerRegistry
@@ -222,12 +222,7 @@ def close_dead_cli_crawls(engine: Engine, found_at: datetime) -> list[int]:
         CrawlLocks.of(engine), found_at, FOUND_BY_ADMIN, Crawl.job_id.is_(None)
     )
     if closed:
-        logger.info(
-            "Closed the rows of %d dead crawls run outside the admin (killed before they "
-            "recorded their end; finish reason abandoned): %s",
-            len(closed),
-            ", ".join(f"#{n}" for n in closed),
-        )
+        logger.info("%s, run outside the admin", closed_message(closed))
     return closed
 
 
