@@ -38,6 +38,13 @@ first ranking as relevant and adds ``fb_terms`` of their stems to the query:
   query over whole documents, weighted and interpolated as Anserini does (:func:`rm3_terms`);
 - ``bo1``: Amati's Bo1, the divergence-from-randomness (Bose-Einstein) weight of each stem
   of the feedback documents against its frequency in the collection (:func:`bo1_terms`);
+- ``rm3+bo1``: both, from the same feedback documents, each expanded query ranked, and
+  the two rankings fused by CombSUM (Fox & Shaw, TREC-2, 1994), each ranking's scores
+  divided by its best score first (the maximum normalisation of Lee, SIGIR 1997), then
+  scaled back by the mean of the two best scores (so that the link-graph prior weighs as
+  much against it as against either): :func:`fusion_factors`.  A score is linear in the
+  query weights, so the fused scores are those of one query, the two expansions' weights
+  so scaled and summed (what an explanation shows);
 - ``rocchio``: the mean BM25 weight of each stem over the feedback documents
   (:func:`feedback_terms`), the product's earlier method;
 - ``none``: no expansion.
@@ -93,7 +100,7 @@ from search.feedback import rm3_terms as rm3_terms
 POSITION_CAP = 4
 
 #: Expansion methods (:attr:`Params.expansion`).
-EXPANSIONS = ("rm3", "bo1", "rocchio", "none")
+EXPANSIONS = ("rm3", "bo1", "rm3+bo1", "rocchio", "none")
 #: Weighting models (:attr:`Params.model`): BM25F, Amati's DPH or Clinchant and Gaussier's
 #: LGD (:mod:`search.dfr`).
 MODELS = ("bm25", "dph", "lgd")
@@ -414,6 +421,37 @@ def query_weights(
     if decay_words and len(positions) > decay_words:
         decay = 0.0
     return {s: n * position_weight(positions[s], decay) for s, n in weights.items()}
+
+
+def expansion_methods(expansion: str) -> tuple[str, ...]:
+    """The expansion methods *expansion* (:data:`EXPANSIONS`) runs: one, or the two that
+    ``rm3+bo1`` fuses."""
+    return tuple(expansion.split("+"))
+
+
+def fusion_factors(best: Sequence[float]) -> list[float]:
+    """What each of several rankings' scores is multiplied by before they are summed, for
+    the CombSUM of ``rm3+bo1`` (:attr:`Params.expansion`), given each ranking's *best*
+    score: ``mean(best) / best_i``, each ranking scaled to the same best score, the mean of
+    theirs.  A ranking without a hit (best 0) adds nothing and leaves the mean."""
+    positive = [b for b in best if b > 0]
+    if not positive:
+        return [0.0] * len(best)
+    mean = sum(positive) / len(positive)
+    return [mean / b if b > 0 else 0.0 for b in best]
+
+
+def fused_weights(
+    expansions: Sequence[dict[str, float]], factors: Sequence[float]
+) -> dict[str, float]:
+    """The one query whose scores are those of the CombSUM of *expansions* (each query's
+    weights) with *factors* (:func:`fusion_factors`): ``Σ factor_i · weight_i`` of each stem
+    (a score is linear in the query weights)."""
+    out: dict[str, float] = {}
+    for weights, factor in zip(expansions, factors, strict=True):
+        for stem, w in weights.items():
+            out[stem] = out.get(stem, 0.0) + factor * w
+    return out
 
 
 def rrf(rankings: Sequence[Sequence[int]], doc_count: int, k: int = RRF_K) -> np.ndarray:

@@ -102,24 +102,46 @@ class ReferenceSession:
         fb_docs = self.params.fb_docs
         hits = self.top(weights, limit if not expand else max(limit, fb_docs), wquery)
         if expand and hits:
-            expanded = self.expand(weights, hits[:fb_docs])
+            expanded = self.expand(weights, hits[:fb_docs], wquery)
             if expanded != weights:
                 hits = self.top(expanded, limit, wquery)
         return hits[:limit]
 
-    def expand(self, weights: dict[str, float], feedback: list[Ranked]) -> dict[str, float]:
+    def expand(
+        self,
+        weights: dict[str, float],
+        feedback: list[Ranked],
+        wquery: WhooshQuery | None = None,
+    ) -> dict[str, float]:
         """The expansion of the session's parameters over the feedback documents, in pure
         Python; their stems found in more than the method's share of the documents left
-        out (but for the query's own)."""
+        out (but for the query's own).  Under ``rm3+bo1``, the query of both expansions'
+        weights, each scaled by its :func:`search.ranking.fusion_factors` (each expanded
+        query's best score found by a Whoosh search, with *wquery*'s filter and mask)."""
         p = self.params
         texts = self._forward.texts
         if feedback:
             best = self._forward.vector(feedback[0].docnum)[0]
             if ranking.answered(weights, {texts[gid] for gid in best.tolist()}, p):
                 return dict(weights)
-        rm3 = p.expansion in ("rm3", "bo1")
+        expansions = [
+            self._expand_by(method, weights, feedback)
+            for method in ranking.expansion_methods(p.expansion)
+        ]
+        if len(expansions) == 1:
+            return expansions[0]
+        tops = [self.top(w, 1, wquery) for w in expansions]
+        best_scores = [top[0].score if top else 0.0 for top in tops]
+        return ranking.fused_weights(expansions, ranking.fusion_factors(best_scores))
+
+    def _expand_by(
+        self, method: str, weights: dict[str, float], feedback: list[Ranked]
+    ) -> dict[str, float]:
+        p = self.params
+        texts = self._forward.texts
+        rm3 = method in ("rm3", "bo1")
         share = {"rm3": ranking.RM3_MAX_DF_SHARE, "bo1": ranking.BO1_MAX_DF_SHARE}.get(
-            p.expansion, ranking.ROCCHIO_MAX_DF_SHARE
+            method, ranking.ROCCHIO_MAX_DF_SHARE
         )
         frequent = share * self.n
         vectors, totals = [], []
@@ -136,7 +158,7 @@ class ReferenceSession:
                     tf if rm3 else ranking.bm25(self.idf(stem), tf, length, self.avglen, p.b, p.k1)
                 )
             vectors.append(vector)
-        if p.expansion == "bo1":
+        if method == "bo1":
             stems = {s for v in vectors for s in v}
             cf = {s: float(self.s.frequency(WORDS_FIELD, s)) for s in stems}
             return ranking.bo1_terms(vectors, cf, self.n, weights, p.fb_terms)
@@ -145,17 +167,21 @@ class ReferenceSession:
             return ranking.rm3_terms(vectors, scores, weights, p.fb_terms, p.fb_weight, totals)
         return ranking.feedback_terms(vectors, weights, p.fb_terms)
 
-    def top(self, weights: dict[str, float], limit: int, wquery: WhooshQuery) -> list[Ranked]:
-        """The best *limit* documents for a weighted OR query, in one Whoosh search."""
+    def top(
+        self, weights: dict[str, float], limit: int, wquery: WhooshQuery | None
+    ) -> list[Ranked]:
+        """The best *limit* documents for a weighted OR query, in one Whoosh search (with
+        *wquery*'s filter and mask, if given)."""
         present = {s: w for s, w in weights.items() if self.df(s)}
         if not present:
             return []
         return self._search(weighted_query(present), limit, wquery)
 
-    def _search(self, query: Any, limit: int, wquery: WhooshQuery) -> list[Ranked]:
-        if wquery.filter is not None and next(iter(wquery.filter.docs(self.s)), None) is None:
+    def _search(self, query: Any, limit: int, wquery: WhooshQuery | None) -> list[Ranked]:
+        filter_, mask = (None, None) if wquery is None else (wquery.filter, wquery.mask)
+        if filter_ is not None and next(iter(filter_.docs(self.s)), None) is None:
             return []  # Whoosh takes a filter that matches nothing for no filter at all
-        results = self.s.search(query, filter=wquery.filter, mask=wquery.mask, limit=limit)
+        results = self.s.search(query, filter=filter_, mask=mask, limit=limit)
         return [Ranked(float(score), *stored(self.s, d), d) for score, d in results.top_n]
 
     def count(self, q: ParsedQuery, wquery: WhooshQuery, expand: bool = True) -> tuple[int, bool]:
@@ -167,7 +193,7 @@ class ReferenceSession:
         weights = wquery.weights
         if expand and not q.require_all and self.expands(weights):
             hits = self.top(weights, self.params.fb_docs, wquery)
-            expanded = self.expand(weights, hits) if hits else weights
+            expanded = self.expand(weights, hits, wquery) if hits else weights
             present = {s: w for s, w in expanded.items() if self.df(s)}
             if expanded != weights and present:
                 query = weighted_query(present)

@@ -185,17 +185,39 @@ class SearchSession:
         if expand:
             feedback = self._feedback(scores, wquery)
             if feedback:
-                expanded = self._expand(weights, feedback)
-                # A score is linear in the query weights: the expanded query's scores are
-                # the first ones plus those of the weights the expansion added.
-                added = {
-                    s: w - weights.get(s, 0.0)
-                    for s, w in expanded.items()
-                    if w != weights.get(s, 0.0)
-                }
-                if added:
-                    scores = self._scores(added, wquery, start=scores, model=model, memo=memo)
+                scores = self._expanded_scores(weights, feedback, scores, wquery, model, memo)
         return self._without_phrases(scores, wquery, check)
+
+    def _expanded_scores(
+        self,
+        weights: dict[str, float],
+        feedback: list[tuple[float, int]],
+        first: np.ndarray,
+        wquery: WhooshQuery,
+        model: str,
+        memo: Memo | None,
+    ) -> np.ndarray:
+        """Every document's score under *model* for the query *weights* expanded from the
+        *feedback* documents of its *first* scores; under ``rm3+bo1`` the CombSUM of both
+        expanded rankings (:func:`search.ranking.fusion_factors`)."""
+        rankings = []
+        for expanded in self._expansions(weights, feedback):
+            # A score is linear in the query weights: the expanded query's scores are the
+            # first ones plus those of the weights the expansion added.
+            added = {
+                s: w - weights.get(s, 0.0) for s, w in expanded.items() if w != weights.get(s, 0.0)
+            }
+            if added:
+                rankings.append(self._scores(added, wquery, start=first, model=model, memo=memo))
+            else:
+                rankings.append(first)
+        if len(rankings) == 1:
+            return rankings[0]
+        factors = ranking.fusion_factors([float(x.max()) for x in rankings])
+        fused = rankings[0] * factors[0]  # a new array: *first* is kept as it is
+        for scores, factor in zip(rankings[1:], factors[1:], strict=True):
+            fused += factor * scores
+        return fused
 
     def _feedback(self, scores: np.ndarray, wquery: WhooshQuery) -> list[tuple[float, int]]:
         """The feedback documents of a first ranking *scores*: its best, among those that
@@ -277,39 +299,71 @@ class SearchSession:
         return float(ranking.link_prior(self.linkranks[docnum], self.params.linkrank))
 
     def expanded_weights(self, q: ParsedQuery) -> dict[str, float]:
-        """The query weights after expansion (for explanations)."""
+        """The query weights after expansion (for explanations; under ``rm3+bo1`` the one
+        query whose scores are the fused ones)."""
         wquery = self.query(q)
         if q.require_all or not self.expands(wquery.weights):
             return wquery.weights
         feedback = self._feedback(self._scores(wquery.weights, wquery), wquery)
-        return self._expand(wquery.weights, feedback) if feedback else wquery.weights
+        return self._expand(wquery.weights, feedback, wquery) if feedback else wquery.weights
 
     def expands(self, weights: dict[str, float]) -> bool:
         """Whether a query is expanded (see :mod:`search.ranking`)."""
         return ranking.expands(len(weights), self.n, self.params)
 
-    def expand(self, weights: dict[str, float], feedback: list[Ranked]) -> dict[str, float]:
+    def expand(
+        self,
+        weights: dict[str, float],
+        feedback: list[Ranked],
+        wquery: WhooshQuery | None = None,
+    ) -> dict[str, float]:
         """Pseudo-relevance feedback from the documents *feedback* (the best of the first
-        ranking): the method of the session's parameters (:mod:`search.ranking`)."""
-        return self._expand(weights, [(h.score, h.docnum) for h in feedback])
+        ranking): the method of the session's parameters (:mod:`search.ranking`).  Under
+        ``rm3+bo1``, the one query whose scores are the two expanded rankings' CombSUM,
+        each ranking's best score among the pages *wquery*'s filter and exclusions leave
+        (every page without it)."""
+        return self._expand(weights, [(h.score, h.docnum) for h in feedback], wquery)
 
     def _expand(
+        self,
+        weights: dict[str, float],
+        feedback: list[tuple[float, int]],
+        wquery: WhooshQuery | None = None,
+    ) -> dict[str, float]:
+        expansions = self._expansions(weights, feedback)
+        if len(expansions) == 1:
+            return expansions[0]
+        best = [float(self._scores(w, wquery).max()) for w in expansions]
+        return ranking.fused_weights(expansions, ranking.fusion_factors(best))
+
+    def _expansions(
         self, weights: dict[str, float], feedback: list[tuple[float, int]]
+    ) -> list[dict[str, float]]:
+        """The query *weights* expanded from *feedback* by each method of the session's
+        expansion (:func:`search.ranking.expansion_methods`): one query, or two to be
+        fused; the query as it is when its best page holds every word
+        (:func:`search.ranking.answered`)."""
+        docnums = [d for _, d in feedback]
+        if docnums and ranking.answered(weights, self.arrays.page_stems(docnums[0]), self.params):
+            return [dict(weights)]
+        methods = ranking.expansion_methods(self.params.expansion)
+        return [self._expand_by(method, weights, feedback) for method in methods]
+
+    def _expand_by(
+        self, method: str, weights: dict[str, float], feedback: list[tuple[float, int]]
     ) -> dict[str, float]:
         p = self.params
         docnums = [d for _, d in feedback]
-        if docnums and ranking.answered(weights, self.arrays.page_stems(docnums[0]), p):
-            return dict(weights)
-        if p.expansion == "rm3":
+        if method == "rm3":
             frequent = ranking.RM3_MAX_DF_SHARE * self.n
             scores = [score for score, _ in feedback]
             return expansion.rm3(
                 self.arrays, docnums, scores, weights, frequent, p.fb_terms, p.fb_weight
             )
-        if p.expansion == "bo1":
+        if method == "bo1":
             frequent = ranking.BO1_MAX_DF_SHARE * self.n
             return expansion.bo1(self.arrays, docnums, weights, frequent, p.fb_terms)
-        if p.expansion == "rocchio":
+        if method == "rocchio":
             frequent = ranking.ROCCHIO_MAX_DF_SHARE * self.n
             return expansion.rocchio(self.arrays, docnums, weights, frequent, p.fb_terms)
         return dict(weights)
@@ -335,14 +389,15 @@ class SearchSession:
     def _scores(
         self,
         weights: dict[str, float],
-        wquery: WhooshQuery,
+        wquery: WhooshQuery | None,
         require_all: bool = False,
         start: np.ndarray | None = None,
         model: str | None = None,
         memo: Memo | None = None,
     ) -> np.ndarray:
         """Every document's score under weighting *model* (the session's by default; 0:
-        not a hit), added to *start* if given, filter and mask applied.  The scores of the
+        not a hit), added to *start* if given, the filter and mask of *wquery* applied
+        (none without it).  The scores of the
         query as typed are kept for :meth:`count`; *memo* keeps the scored postings between
         a query's passes (:meth:`ArrayIndex.accumulate`)."""
         model = model or self.params.model
@@ -363,14 +418,14 @@ class SearchSession:
                 scores[:] = 0.0
             else:
                 scores[matched < present] = 0.0
-        allowed, masked, _ = self._filter_docs(wquery)
+        allowed, masked, _ = (None, None, None) if wquery is None else self._filter_docs(wquery)
         if allowed is not None:
             keep = np.zeros(len(scores), dtype=bool)
             keep[allowed] = True
             scores[~keep] = 0.0
         if masked is not None:
             scores[masked] = 0.0
-        if weights is wquery.weights and start is None:
+        if wquery is not None and weights is wquery.weights and start is None:
             self._first = (wquery, key, scores)
         return scores
 

@@ -83,6 +83,8 @@ PARAMS = [
     ranking.Params(expansion="rocchio", fb_terms=20),
     ranking.Params(expansion="bo1"),
     ranking.Params(expansion="bo1", fb_docs=5, fb_terms=20, decay=0.0),
+    ranking.Params(expansion="rm3+bo1"),
+    ranking.Params(expansion="rm3+bo1", fb_docs=5, fb_terms=20, fb_weight=0.3),
     ranking.Params(
         k1=2.0, b=0.75, decay=0.25, expansion="rm3", fb_docs=5, fb_terms=15, fb_weight=0.3
     ),
@@ -169,12 +171,34 @@ def test_expansion_equals_the_pure_python_feedback(index: Index, params: ranking
     for text in _queries(20, seed=4):
         wquery = build_query(parse_query(text), params.decay)
         feedback = slow.top(wquery.weights, params.fb_docs, wquery)
-        expanded = fast.expand(wquery.weights, feedback)
-        assert expanded == pytest.approx(slow.expand(wquery.weights, feedback)), text
+        expanded = fast.expand(wquery.weights, feedback, wquery)
+        assert expanded == pytest.approx(slow.expand(wquery.weights, feedback, wquery)), text
         added += len(expanded) - len(wquery.weights)
     # The comparison above is not vacuous: the expansion added terms to some queries
     # (Rocchio keeps only stems found in two feedback pages, so it adds fewer than RM3).
     assert added >= 10
+
+
+def test_rm3_and_bo1_fused_are_the_combsum_of_their_rankings(index: Index) -> None:
+    """``--expansion rm3+bo1``: each page's score is its RM3-expanded score plus its
+    Bo1-expanded score, each ranking first scaled so that its best score is the mean of
+    the two best (CombSUM of rankings normalised by their maximum); the fused top ten is
+    neither method's alone on some queries."""
+    params = ranking.Params(expansion="rm3+bo1", fb_min_words=1, fb_skip_held=0)
+    fused, _ = _sessions(index, params)
+    alone = {m: _sessions(index, params.with_values(expansion=m))[0] for m in ("rm3", "bo1")}
+    unlike = {"rm3": 0, "bo1": 0}
+    for text in _queries(30, seed=6):
+        q = parse_query(text)
+        scores = fused._ranking_scores(q, build_query(q), True, 0)
+        each = {m: s._ranking_scores(q, build_query(q), True, 0) for m, s in alone.items()}
+        mean = (each["rm3"].max() + each["bo1"].max()) / 2
+        expected = sum(x * (mean / x.max()) for x in each.values())
+        assert np.allclose(scores, expected, rtol=1e-9, atol=1e-12), text
+        top = [h.docid for h in fused.rank(q, 10)]
+        for m, s in alone.items():
+            unlike[m] += top != [h.docid for h in s.rank(q, 10)]
+    assert unlike["rm3"] >= 3 and unlike["bo1"] >= 3, unlike
 
 
 @pytest.mark.parametrize("n", [1, 3, 10, 1000])
@@ -371,7 +395,7 @@ def test_expansion_gates_on_query_words_and_index_size(index: Index) -> None:
     assert small.rank(q, 10) == small.rank(q, 10, expand=False)
 
 
-@pytest.mark.parametrize("expansion", ["bo1", "rm3", "rocchio"])
+@pytest.mark.parametrize("expansion", ["bo1", "rm3", "rm3+bo1", "rocchio"])
 def test_a_query_its_best_page_holds_is_not_expanded(index: Index, expansion: str) -> None:
     # README "Ranking": a query whose first ranking's best page holds every one of its
     # words is ranked as typed (fb_skip_held), by the array postings and the reference
@@ -643,6 +667,20 @@ def test_explanation_adds_up_to_the_hit_score(index: Index) -> None:
         weights = build_query(q).weights
         for hit in fast.rank(q, 3, expand=False):
             assert fast.explain(hit.docnum, weights).score == pytest.approx(hit.score), text
+
+
+def test_the_explanation_of_fused_expansions_adds_up_to_the_hit_score(index: Index) -> None:
+    """Under ``rm3+bo1`` the fused scores are those of one query (a score is linear in
+    the query weights): its weights explain each hit's score term by term."""
+    params = ranking.Params(expansion="rm3+bo1", fb_min_words=1, fb_skip_held=0)
+    fast, _ = _sessions(index, params)
+    for text in _queries(20, seed=6):
+        q = parse_query(text)
+        weights = fast.expanded_weights(q)
+        assert len(weights) > len(build_query(q).weights), text
+        for hit in fast.rank(q, 3):
+            explained = fast.explain(hit.docnum, weights, expanded=True).score
+            assert explained == pytest.approx(hit.score, rel=1e-9), text
 
 
 def test_long_phrases_and_exclusions_evaluate_flat(

@@ -62,6 +62,18 @@ def test_lgd_by_hand() -> None:
     )
 
 
+def test_fusion_factors_by_hand() -> None:
+    """rm3+bo1's CombSUM: each ranking scaled to the mean of the best scores; a ranking
+    without a hit adds nothing and leaves the mean."""
+    assert ranking.fusion_factors([2.0, 6.0]) == pytest.approx([2.0, 2 / 3])
+    assert ranking.fusion_factors([4.0, 0.0]) == [1.0, 0.0]
+    assert ranking.fusion_factors([0.0, 0.0]) == [0.0, 0.0]
+    fused = ranking.fused_weights([{"a": 1.0, "b": 0.5}, {"a": 0.5, "c": 2.0}], [2.0, 0.5])
+    assert fused == pytest.approx({"a": 2.25, "b": 1.0, "c": 1.0})
+    assert ranking.expansion_methods("rm3+bo1") == ("rm3", "bo1")
+    assert ranking.expansion_methods("bo1") == ("bo1",)
+
+
 def test_rrf_by_hand() -> None:
     scores = ranking.rrf([[3, 1, 2], [1, 4]], 5, k=60)
     assert scores.tolist() == pytest.approx([0.0, 1 / 62 + 1 / 61, 1 / 63, 1 / 61, 1 / 62])
