@@ -9,8 +9,12 @@ database made by an earlier version is upgraded by the Alembic migrations it lac
 
 from __future__ import annotations
 
+import configparser
+import functools
 import logging
 import os
+import shutil
+import subprocess
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -143,24 +147,123 @@ PG_CONNECT_DEFAULTS: dict[str, int] = {
 }
 
 #: The environment variables of libpq that give one of :data:`PG_CONNECT_DEFAULTS`
-#: (libpq's own defaults: they are used instead of ours).
+#: (libpq's own defaults: they are used instead of ours).  libpq has none for the
+#: keepalives or ``tcp_user_timeout`` (its list: ``psycopg.pq.Conninfo.get_defaults()``,
+#: each parameter's ``envvar``; tests/test_unit_pgconnect.py checks this against it).
 _PG_ENVIRONMENT = {"connect_timeout": "PGCONNECT_TIMEOUT"}
 
 
 def pg_connect_args(url: URL, **defaults: Any) -> dict[str, Any]:
     """The connection arguments that give a connection to the PostgreSQL database at
     *url* the parameters of :data:`PG_CONNECT_DEFAULTS` (*defaults* replacing some of
-    them) that neither its URL's query nor libpq's environment gives: SQLAlchemy passes
-    the URL's query to the driver too, and a connection argument would override it.
-    Nothing for a driver that is not libpq's (psycopg's)."""
+    them) that neither its URL's query, nor libpq's environment, nor the connection
+    service it names (:func:`pg_service_keys`) gives: SQLAlchemy passes the URL's query
+    to the driver too, and a connection argument would override it, and the service's
+    values as well.  Nothing for a driver that is not libpq's (psycopg's)."""
     if url.get_backend_name() != "postgresql" or not url.get_driver_name().startswith("psycopg"):
         return {}
     args = {**PG_CONNECT_DEFAULTS, **defaults}
+    service = pg_service_keys(url)
     for key in list(args):
         variable = _PG_ENVIRONMENT.get(key)
-        if key in url.query or (variable is not None and os.environ.get(variable)):
+        if (
+            key in url.query
+            or (variable is not None and os.environ.get(variable))
+            or key in service
+        ):
             del args[key]
     return args
+
+
+def pg_service_keys(url: URL) -> frozenset[str]:
+    """The parameters that the connection service named for *url* gives (its query's
+    ``service``, else the environment's ``PGSERVICE``; none named: nothing), read from the
+    first of :func:`_pg_service_files` whose sections include it, as libpq reads them.  A
+    file that exists and cannot be read or parsed gives nothing, and no later file is
+    read: libpq says what is wrong with it when it connects."""
+    given = url.query.get("service")
+    if isinstance(given, tuple):  # given twice: libpq takes the last
+        given = given[-1] if given else None
+    name = given if given is not None else os.environ.get("PGSERVICE")
+    if not name:
+        return frozenset()
+    for path in _pg_service_files():
+        try:
+            path.stat()
+        except OSError:
+            continue  # libpq skips a file it cannot stat (not there)
+        try:
+            content = path.read_bytes()
+        except OSError as exc:
+            logger.debug("the connection service file %s cannot be read: %s", path, exc)
+            return frozenset()
+        # libpq's syntax: [service] sections of key=value lines, # comments.  No section
+        # is everyone's ([DEFAULT] is a service like any other), and a value is taken as
+        # it is (no interpolation).  configparser lowercases the keys, where libpq
+        # compares them as written: libpq's parameter names are all lowercase, and one
+        # that is not is an error of the file, which libpq reports when it connects.
+        # The two differ on unusual files only: libpq refuses spaces around "=" and a
+        # line without "=" in the service, and reads the first of a service's sections
+        # where configparser merges them; configparser continues a value with an
+        # indented line, and refuses a line before the first section (every default is
+        # kept then), which libpq ignores.
+        parser = configparser.ConfigParser(
+            interpolation=None,
+            strict=False,
+            allow_no_value=True,
+            delimiters=("=",),
+            comment_prefixes=("#",),
+            default_section="\0",
+        )
+        try:
+            parser.read_string(content.decode("utf-8", "replace"), str(path))
+        except Exception as exc:  # configparser.Error, and others on some garbled text
+            message = " ".join(str(exc).split())
+            logger.debug("the connection service file %s cannot be parsed: %s", path, message)
+            return frozenset()
+        if parser.has_section(name):
+            return frozenset(parser.options(name))
+    return frozenset()
+
+
+def _pg_service_files() -> Iterator[Path]:
+    """libpq's connection service files, in the order it looks a service up in them: the
+    user's (``PGSERVICEFILE``, else ``~/.pg_service.conf``), then the system's
+    ``pg_service.conf`` in ``PGSYSCONFDIR``, else in the folder ``pg_config --sysconfdir``
+    names (:func:`_pg_sysconfdir`; none without ``pg_config``)."""
+    user = os.environ.get("PGSERVICEFILE")
+    if user is None:
+        try:
+            user = str(Path.home() / ".pg_service.conf")
+        except RuntimeError:  # no home folder: libpq skips the file too
+            user = ""
+    if user:
+        yield Path(user)
+    folder = os.environ.get("PGSYSCONFDIR")
+    if folder is None:
+        folder = _pg_sysconfdir()
+    if folder is not None:
+        yield Path(f"{folder}/pg_service.conf")  # as libpq joins them
+
+
+@functools.cache
+def _pg_sysconfdir() -> str | None:
+    """The folder of libpq's system-wide files when ``PGSYSCONFDIR`` is not set, which
+    libpq has built in: the one ``pg_config --sysconfdir`` names (asked once), or None
+    when there is no ``pg_config`` or it fails.  That is the system's libpq's; psycopg's
+    binary package brings its own libpq, built for ``/etc/postgresql-common`` (as
+    Debian's and Ubuntu's are), whatever ``pg_config`` says."""
+    program = shutil.which("pg_config")
+    if program is None:
+        return None
+    try:
+        done = subprocess.run(
+            [program, "--sysconfdir"], capture_output=True, text=True, timeout=10, check=True
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        logger.debug("pg_config --sysconfdir failed: %s", exc)
+        return None
+    return done.stdout.strip() or None
 
 
 def check_url(url: str) -> URL:
@@ -204,7 +307,8 @@ def probe(url: str, timeout: int | None = None) -> None:
     """Check, writing nothing, that the database at *url* can be opened: a SQLite file's
     folder can be created (or the file written), a PostgreSQL server answers and has the
     database (within *timeout* seconds, default :data:`PG_CONNECT_DEFAULTS`'s, unless the
-    URL gives ``connect_timeout``).  Raises :class:`DatabaseError`, one line naming the
+    URL, ``PGCONNECT_TIMEOUT`` or the connection service gives ``connect_timeout``:
+    :func:`pg_connect_args`).  Raises :class:`DatabaseError`, one line naming the
     URL (password hidden)."""
     parsed = check_url(url)
     path = sqlite_path(url)
@@ -296,7 +400,8 @@ def create(url: str | None = None, **kwargs: Any) -> Engine:
     """An engine for *url* (default: :func:`search.config.database_url`).
 
     The SQLite file's folder is created if needed; a PostgreSQL connection gets the
-    timeouts and TCP keepalives of :data:`PG_CONNECT_DEFAULTS` that its URL does not give.
+    timeouts and TCP keepalives of :data:`PG_CONNECT_DEFAULTS` that neither its URL, nor
+    libpq's environment, nor its connection service gives (:func:`pg_connect_args`).
     Raises :class:`DatabaseError` with a one-line message for malformed URLs and unknown
     drivers.
     """

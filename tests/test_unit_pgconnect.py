@@ -4,17 +4,23 @@ that gets no answer fails in seconds, and every connection carries TCP keepalive
 
 A server host that vanishes while a connection waits for an answer (no reset, its
 packets dropped) cannot be made here without filtering the loopback's packets, which
-would disturb every other test: that the parameters reach libpq is checked instead."""
+would disturb every other test: that the parameters reach libpq is checked instead.
+
+A connection service (``pg_service.conf``) named by the URL or ``PGSERVICE`` gives its
+own values too, which the defaults leave alone."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from psycopg import pq
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
@@ -155,3 +161,179 @@ def test_no_libpq_parameters_for_sqlite_or_another_driver() -> None:
     assert db.pg_connect_args(make_url("sqlite:///x.db")) == {}
     assert db.pg_connect_args(make_url("postgresql+pg8000://h/db")) == {}
     assert set(db.pg_connect_args(make_url("postgresql://h/db"))) == set(db.PG_CONNECT_DEFAULTS)
+
+
+def test_the_environment_variables_are_libpqs() -> None:
+    """``_PG_ENVIRONMENT`` names, for each default, the variable libpq itself reads."""
+    envvars = {
+        option.keyword.decode(): option.envvar.decode() if option.envvar else None
+        for option in pq.Conninfo.get_defaults()
+    }
+    assert {key: envvars[key] for key in db.PG_CONNECT_DEFAULTS if envvars[key]} == (
+        db._PG_ENVIRONMENT
+    )
+
+
+# -- connection services (pg_service.conf) ----------------------------------------------
+
+#: A service file: the service ``crawl`` gives two of the defaults, another service gives
+#: one more (which ``crawl`` must not take).
+SERVICES = """\
+# the project's databases
+[other]
+connect_timeout=99
+tcp_user_timeout=5000
+
+[crawl]
+host=dbhost
+connect_timeout=30
+keepalives_idle=120
+"""
+
+#: The defaults the service ``crawl`` of :data:`SERVICES` leaves.
+NOT_IN_CRAWL = set(db.PG_CONNECT_DEFAULTS) - {"connect_timeout", "keepalives_idle"}
+
+
+@pytest.fixture
+def services(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The per-user service file's path (not written yet; PGSERVICEFILE names it), with no
+    service named, no system-wide file (PGSYSCONFDIR: an empty folder) and no
+    PGCONNECT_TIMEOUT: the machine's own files and environment play no part."""
+    for variable in ("PGSERVICE", "PGCONNECT_TIMEOUT"):
+        monkeypatch.delenv(variable, raising=False)
+    (tmp_path / "etc").mkdir()
+    monkeypatch.setenv("PGSYSCONFDIR", str(tmp_path / "etc"))
+    path = tmp_path / "pg_service.conf"
+    monkeypatch.setenv("PGSERVICEFILE", str(path))
+    return path
+
+
+def args_for(url: str) -> set[str]:
+    return set(db.pg_connect_args(make_url(url)))
+
+
+def test_the_services_parameters_win_over_the_defaults(services: Path) -> None:
+    services.write_text(SERVICES)
+    assert args_for("postgresql+psycopg:///?service=crawl") == NOT_IN_CRAWL
+    assert args_for("postgresql+psycopg://u@h/db?service=crawl&tcp_user_timeout=1") == (
+        NOT_IN_CRAWL - {"tcp_user_timeout"}
+    )
+    # No service named: every default.
+    assert args_for("postgresql+psycopg://u@h/db") == set(db.PG_CONNECT_DEFAULTS)
+
+
+def test_the_service_of_pgservice_too(services: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    services.write_text(SERVICES)
+    monkeypatch.setenv("PGSERVICE", "crawl")
+    assert args_for("postgresql+psycopg://u@h/db") == NOT_IN_CRAWL
+    # The URL's service wins over PGSERVICE, as in libpq.
+    assert args_for("postgresql+psycopg://u@h/db?service=other") == (
+        set(db.PG_CONNECT_DEFAULTS) - {"connect_timeout", "tcp_user_timeout"}
+    )
+
+
+def test_a_service_not_in_the_files_leaves_every_default(services: Path) -> None:
+    services.write_text(SERVICES)
+    assert args_for("postgresql+psycopg:///?service=elsewhere") == set(db.PG_CONNECT_DEFAULTS)
+    # [DEFAULT] is a service like any other (configparser's would be every section's).
+    services.write_text("[DEFAULT]\nconnect_timeout=30\n[crawl]\nhost=dbhost\n")
+    assert args_for("postgresql+psycopg:///?service=crawl") == set(db.PG_CONNECT_DEFAULTS)
+    assert args_for("postgresql+psycopg:///?service=DEFAULT") == (
+        set(db.PG_CONNECT_DEFAULTS) - {"connect_timeout"}
+    )
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "connect_timeout=30\n[crawl]\nkeepalives_idle=120\n",  # a line before any section
+        "[crawl]\nconnect_timeout=30\n[crawl\n  = 5\n",
+        "\x00\xff\xfe garbage\n",
+        None,  # a folder where the file should be
+    ],
+)
+def test_a_service_file_that_cannot_be_read_leaves_every_default(
+    services: Path, content: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    if content is None:
+        services.mkdir()
+    else:
+        services.write_bytes(content.encode("latin-1"))
+    # Nor is the system-wide file read, which would have the service.
+    (services.parent / "etc" / "pg_service.conf").write_text(SERVICES)
+    with caplog.at_level(logging.DEBUG, logger="search.db"):
+        assert args_for("postgresql+psycopg:///?service=crawl") == set(db.PG_CONNECT_DEFAULTS)
+    assert f"the connection service file {services} cannot be" in caplog.text
+
+
+def test_the_users_service_file_wins_over_the_systems(services: Path, tmp_path: Path) -> None:
+    system = tmp_path / "etc" / "pg_service.conf"
+    system.write_text("[crawl]\nkeepalives_idle=120\n[batch]\ntcp_user_timeout=5000\n")
+    # The service in the user's file only: the system's file is not read.
+    services.write_text("[crawl]\nconnect_timeout=30\n")
+    assert args_for("postgresql+psycopg:///?service=crawl") == (
+        set(db.PG_CONNECT_DEFAULTS) - {"connect_timeout"}
+    )
+    # A service the user's file lacks is looked up in the system's.
+    assert args_for("postgresql+psycopg:///?service=batch") == (
+        set(db.PG_CONNECT_DEFAULTS) - {"tcp_user_timeout"}
+    )
+    # And so is every service when the user's file is not there.
+    services.unlink()
+    assert args_for("postgresql+psycopg:///?service=crawl") == (
+        set(db.PG_CONNECT_DEFAULTS) - {"keepalives_idle"}
+    )
+
+
+@pytest.fixture
+def sysconfdir_asked() -> Iterator[None]:
+    """``pg_config --sysconfdir`` asked anew in the test (its answer is kept)."""
+    db._pg_sysconfdir.cache_clear()
+    try:
+        yield
+    finally:
+        db._pg_sysconfdir.cache_clear()
+
+
+def test_without_pgsysconfdir_the_system_file_is_in_pg_configs_folder(
+    services: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sysconfdir_asked: None
+) -> None:
+    folder = tmp_path / "sysconf"
+    folder.mkdir()
+    (folder / "pg_service.conf").write_text(SERVICES)
+    bin_folder = tmp_path / "bin"
+    bin_folder.mkdir()
+    monkeypatch.delenv("PGSYSCONFDIR")
+    monkeypatch.setenv("PATH", str(bin_folder))
+    # No pg_config: no system-wide file.
+    assert args_for("postgresql+psycopg:///?service=crawl") == set(db.PG_CONNECT_DEFAULTS)
+    db._pg_sysconfdir.cache_clear()
+    pg_config = bin_folder / "pg_config"
+    pg_config.write_text(f'#!/bin/sh\n[ "$1" = --sysconfdir ] && echo "{folder}"\n')
+    pg_config.chmod(0o755)
+    assert args_for("postgresql+psycopg:///?service=crawl") == NOT_IN_CRAWL
+
+
+def test_a_connection_through_a_service_gets_its_parameters(
+    pg_url: str, services: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    database = make_url(pg_url)
+    lines = [
+        "[crawl]",
+        f"host={database.host}",
+        f"port={database.port or 5432}",
+        f"dbname={database.database}",
+        f"user={database.username}",
+        *([f"password={database.password}"] if database.password else []),
+        "connect_timeout=7",
+    ]
+    services.write_text("\n".join(lines) + "\n")
+    params = parameters("postgresql+psycopg:///?service=crawl")
+    assert params["tcp"] is not None
+    assert params["dbname"] == database.database
+    assert params["connect_timeout"] == "7"
+    assert params["keepalives_idle"] == "30"  # a default the service does not give
+    # Named by PGSERVICE, and checked first as a crawl or a command does.
+    monkeypatch.setenv("PGSERVICE", "crawl")
+    db.probe("postgresql+psycopg://")
+    assert parameters("postgresql+psycopg://")["connect_timeout"] == "7"
