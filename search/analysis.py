@@ -115,6 +115,7 @@ _CJK_FOLDED_RE = re.compile("[\u3099-\u309c\u309f\u30ff\uf900-\ufaff]")
 # The same runs as _TOKEN_RE in a text without CJK characters (a third faster).
 _WORD_RE = re.compile(rf"\w+(?:{_MARKS_AFTER}\w*)*")
 _WORD_CHAR_RE = re.compile(rf"[\w{_IN_WORD}]")
+_W_RE = re.compile(r"\w")
 # Where a URL's words split: what cannot stand in a word, and underscores.
 _URL_SEPARATORS = re.compile(rf"(?:[^\w{_IN_WORD}]|_)+")
 # The ignorable characters a word may hold, which fold() removes.
@@ -319,6 +320,92 @@ def _word_offsets(text: str, start: int, stop: int | None) -> list[tuple[int, in
                 return spans[:-1]
             end *= 2
     return read(text, start, stop)
+
+
+def offsets_around(
+    text: str, words: Sequence[str], lo: int, hi: int, anchor: int
+) -> list[tuple[int, int]] | None:
+    """``(start, end)`` of the words at positions *lo* … *hi* − 1 of *text* (a text
+    without CJK characters whose :meth:`Analyzer.words` are *words*), found from the word
+    at position *anchor* (``lo <= anchor < hi``) instead of reading the text from its
+    start: that word's occurrences are looked for in the text as a string, and the words
+    around the one of the same rank are read (twice as far as ~16 characters a word,
+    until they hold the words wanted).  A window deep in a long text costs what one near
+    its start does, where :func:`_word_offsets` reads every word before it.
+
+    None where this cannot be sure of the same offsets as :func:`_word_offsets` (then it
+    is to be read so): the anchor's word is not ASCII, the text's lowering changes its
+    length, an occurrence of it follows a mark or joiner (:func:`_is_token`), the
+    occurrences that are words are not as many as the anchor's word in *words*, or the
+    words read around it are not *words*' own."""
+    hi = min(hi, len(words))
+    if not lo <= anchor < hi:
+        return None
+    word = words[anchor]
+    lowered = text.lower()
+    if not word.isascii() or len(lowered) != len(text):
+        return None
+    found = []
+    at = lowered.find(word)
+    size = len(word)
+    while at >= 0:
+        whole = _is_token(lowered, at, at + size)
+        if whole is None:
+            return None
+        if whole:
+            found.append(at)
+        at = lowered.find(word, at + 1)
+    # Each token of the word's spelling is found; one the text spells otherwise (folded
+    # to it: "ﬁle") would make the counts differ.
+    if len(found) != words.count(word):
+        return None
+    at = found[words[:anchor].count(word)]
+    before = anchor - lo
+    spans: list[tuple[int, int]] = []
+    if before:
+        reach = 16 * (before + 1)
+        while True:
+            start = max(0, at - reach)
+            piece = _word_offsets(text[start:at], 0, None)
+            if start == 0 or len(piece) > before:  # the first may be a cut word
+                break
+            reach *= 2
+        if len(piece) < before:
+            return None
+        spans = [(s + start, e + start) for s, e in piece[len(piece) - before :]]
+    after = hi - anchor
+    reach = 16 * (after + 1)
+    while True:
+        end = min(len(text), at + reach)
+        piece = _word_offsets(text[at:end], 0, after + 1)
+        if end == len(text) or len(piece) > after:  # the last may be a cut word
+            break
+        reach *= 2
+    if len(piece) < after:
+        return None
+    spans += [(s + at, e + at) for s, e in piece[:after]]
+    for (s, e), expected in zip(spans, words[lo:hi], strict=True):
+        got = lowered[s:e]
+        if (got if got.isascii() else fold(got)) != expected:
+            return None
+    return spans
+
+
+def _is_token(text: str, start: int, end: int) -> bool | None:
+    r"""Whether the word characters ``text[start:end]`` are one of the tokenizer's words
+    (``_WORD_RE.finditer(text)``), from the characters on either side: a word is a run
+    of word characters (\w) that takes the marks and joiners after it, so a neighbour
+    that is no word character bounds it, one that is a word character (or a mark after
+    it) continues it.  None when that cannot be told from them: a mark or joiner before
+    it is part of the word before only if a word character stands before the mark."""
+    if end < len(text) and is_word_char(text[end]):
+        return False
+    if start == 0:
+        return True
+    before = text[start - 1]
+    if not is_word_char(before):
+        return True
+    return False if _W_RE.match(before) else None
 
 
 def _ascii_offsets(text: str, start: int, stop: int | None) -> list[tuple[int, int]]:

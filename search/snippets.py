@@ -22,6 +22,7 @@ from search.analysis import (
     get_analyzer,
     has_cjk,
     is_word_char,
+    offsets_around,
 )
 from search.results import Segment
 
@@ -122,7 +123,7 @@ class TextWords:
     without a tuple and a stem lookup for every word of the page.
     """
 
-    __slots__ = ("_cjk", "_language", "_spans", "_text", "cut", "matches", "n")
+    __slots__ = ("_cjk", "_language", "_spans", "_text", "_words", "cut", "matches", "n")
 
     def __init__(
         self, text: str, stems: set[str], language: str | None, limit: int = SCAN_LIMIT
@@ -138,6 +139,8 @@ class TextWords:
         found = _query_words(analyzer, distinct, stems)
         self._text, self._language = text, language
         self._spans: list[tuple[int, int]] | None = None
+        # The words as read, to find a window's offsets from one of its query words.
+        self._words: list[str] | None = lowered
         self.n = len(lowered)
         #: ``(position, stem)`` of every word whose stem is a query stem, in text order
         #: (the positions picked at C speed: most words are no query word).
@@ -152,6 +155,7 @@ class TextWords:
         """The same, from a text's :func:`word_stems` already read."""
         self = cls.__new__(cls)
         self._text, self._language, self.cut, self._cjk = "", None, False, False
+        self._words = None
         self._spans = [(s, e) for s, e, _ in words]
         self.n = len(words)
         parts = _compound_parts({w[2] for w in words}.difference(stems), stems)
@@ -168,6 +172,13 @@ class TextWords:
         expression, without a tuple each."""
         if self._spans is not None:  # read with the words (of_stems)
             return self._spans[lo:hi]
+        if lo and not self._cjk and self._words is not None:
+            # A window past the text's start: from its first query word, when that is sure.
+            anchor = next((i for i, _ in self.matches if lo <= i < hi), None)
+            if anchor is not None:
+                spans = offsets_around(self._text, self._words, lo, hi, anchor)
+                if spans is not None:
+                    return spans
         return get_analyzer(self._language).offsets(self._text, hi, lo, self._cjk)
 
 

@@ -520,3 +520,82 @@ def test_snippet_marks_the_part_of_a_chinese_compound_a_query_asked_for() -> Non
     assert analysis.cjk_subwords("数据库管理系统")
     assert "库管" not in analysis.cjk_subwords("数据库管理系统")
     assert marked(make_snippet("数据库管理系统", {"库管"})) == []
+
+
+#: Pieces of the texts the window offsets are checked on: words that hold one another,
+#: separators ASCII and not, a combining mark (before a word: no word's; after one: part
+#: of it), the soft hyphen (inside a word, folded away), a ligature (folded to "fi"),
+#: a letter that is a word character but not ASCII.
+_OFFSET_PIECES = [
+    "loop",
+    "loops",
+    "eventloop",
+    "loop",
+    "event",
+    "fil",
+    "\ufb01l",
+    "caf\u00e9",
+    " ",
+    " ",
+    " ",
+    ", ",
+    ". ",
+    "\u00b6 ",
+    " \u2014 ",
+    "\u2019",
+    "_",
+    "\u0301",
+    "lo\u00adop",
+    "\u00a0",
+    "(",
+    ")",
+    "9",
+]
+
+
+def test_a_windows_offsets_found_from_its_query_word_are_those_read_from_the_start() -> None:
+    """A snippet's window past the text's start has its words' offsets found from one of
+    its query words' occurrences (analysis.offsets_around), not by reading every word
+    before it: on random texts of words that hold one another, marks, joiners, folded
+    ligatures and separators of every kind, what it returns is always what reading from
+    the start gives (analysis._word_offsets), and it declines only where it cannot be
+    sure."""
+    rng = random.Random(3)
+    answered = declined = 0
+    for _ in range(3000):
+        text = "".join(rng.choice(_OFFSET_PIECES) for _ in range(rng.randint(5, 80)))
+        words = get_analyzer("english").words(text, cjk=False)
+        if not words:
+            continue
+        lo = rng.randrange(len(words))
+        hi = lo + rng.randint(1, 12)
+        anchor = rng.randrange(lo, min(hi, len(words)))
+        got = analysis.offsets_around(text, words, lo, hi, anchor)
+        if got is None:
+            declined += 1
+            continue
+        answered += 1
+        assert got == analysis._word_offsets(text, lo, min(hi, len(words))), (text, lo, hi)
+    # Both outcomes occur: the test is not vacuous either way.
+    assert answered > 1000 and declined > 100, (answered, declined)
+
+
+def test_a_snippet_deep_in_a_long_page_is_the_one_read_from_the_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """make_snippet with the offsets found around the window's query word, against the
+    same with every offset read from the text's start."""
+    rng = random.Random(5)
+    filler = ["alpha", "beta", "gamma", "delta\u00b6", "epsilon,", "zeta \u2014", "eta."]
+    for trial in range(40):
+        words = [rng.choice(filler) for _ in range(3000)]
+        for _ in range(rng.randint(1, 4)):
+            words.insert(rng.randrange(len(words)), rng.choice(["loops", "loop", "Loop\u00b6"]))
+        text = " ".join(words)
+        stems = {"loop", "zeta"} if trial % 2 else {"loop"}
+        fast = make_snippet(text, stems, "english")
+        monkeypatch.setattr(analysis, "offsets_around", lambda *a: None)
+        monkeypatch.setattr("search.snippets.offsets_around", lambda *a: None)
+        slow = make_snippet(text, stems, "english")
+        monkeypatch.undo()
+        assert fast == slow
