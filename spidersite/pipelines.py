@@ -18,6 +18,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals
 from scrapy.exceptions import CloseSpider, NotConfigured
 
 from search import db
@@ -143,11 +144,25 @@ class StorePipeline:
         #: When the first row of the batch being gathered was added (time.monotonic).
         self.batch_started = 0.0
         self.ticker: asyncio.Task[None] | None = None
+        #: The worker's stop, begun when the spider closed (engine_stopped awaits it).
+        self.stopping: asyncio.Future[None] | None = None
         crawler.signals.connect(self.server_disabled, signal=our_signals.server_disabled)
+        crawler.signals.connect(self.engine_stopped, signal=signals.engine_stopped)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StorePipeline:
         return cls(crawler)
+
+    async def engine_stopped(self) -> None:
+        """Wait for the worker's processes, told to stop when the spider closed, to have
+        ended, and their executors' threads with them, before the interpreter exits.
+        Python 3.11's exit handler of :mod:`concurrent.futures` writes to each running
+        executor's wake-up pipe while that executor's own thread may be closing it: an
+        executor left to stop by itself (``shutdown(wait=False)``) made a crawl end, now
+        and then, with an ``OSError: [Errno 9] Bad file descriptor`` traceback."""
+        stopping, self.stopping = self.stopping, None
+        if stopping is not None:
+            await stopping
 
     async def open_spider(self) -> None:
         spider = self.crawler.spider
@@ -496,7 +511,8 @@ class StorePipeline:
         except Exception as exc:
             self._say_unrecorded(exc)
         finally:
-            # Without waiting for the process to exit: the crawl is recorded as finished,
-            # and Scrapy's last log lines follow at once.
-            self.worker.shutdown(wait=False)
+            # Without waiting for the process to exit here: the crawl is recorded as
+            # finished, and Scrapy's last log lines follow at once.  It is waited for on a
+            # thread, and that before the engine's stop ends (engine_stopped).
+            self.stopping = asyncio.ensure_future(asyncio.to_thread(self.worker.shutdown))
             self.worker = None

@@ -117,6 +117,37 @@ def test_batches_are_analyzed_stored_and_counted(tmp_path: Path) -> None:
     assert "\thttp\thttp://example.org/bad\tHTTP 500\n" in log
 
 
+def test_the_workers_processes_have_ended_when_the_engine_has_stopped(tmp_path: Path) -> None:
+    """The worker's processes are told to stop as the crawl's end is recorded, without
+    waiting for them there, and waited for when the engine has stopped: no executor's
+    thread is left running when the interpreter exits, where Python 3.11's exit handler
+    could race with it over its wake-up pipe (a "Bad file descriptor" traceback)."""
+    crawler = _crawler(tmp_path, STORE_BATCH_SIZE=2)
+    pipeline = StorePipeline.from_crawler(crawler)
+
+    async def run() -> None:
+        await pipeline.open_spider()
+        for item in [_page(1), _page(2), _page(3)]:
+            await pipeline.process_item(item)
+        await pipeline.close_spider()
+        worker = pipeline.worker
+        assert worker is not None and worker.analysis is not None
+        executors = [worker.executor, worker.analysis.executor]
+        # ProcessPoolExecutor's own thread and processes (private: nothing public tells
+        # whether they have ended).
+        threads = [e._executor_manager_thread for e in executors]  # type: ignore[attr-defined]
+        processes = [p for e in executors for p in e._processes.values()]  # type: ignore[attr-defined]
+        assert threads and all(t is not None for t in threads) and processes
+        await pipeline.finish("finished")
+        assert pipeline.worker is None and pipeline.stopping is not None
+        await pipeline.engine_stopped()
+        assert not [t for t in threads if t.is_alive()]
+        assert not [p for p in processes if p.is_alive()]
+
+    asyncio.run(run())
+    assert crawler.stats.get_value("store/documents") == 3
+
+
 def test_an_analysis_shipped_with_the_item_is_stored_as_it_is(tmp_path: Path) -> None:
     # A topic crawl analyzes on the reactor (the gate needs it): the worker does not again.
     crawler = _crawler(tmp_path)
