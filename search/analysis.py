@@ -329,8 +329,9 @@ def offsets_around(
     without CJK characters whose :meth:`Analyzer.words` are *words*), found from the word
     at position *anchor* (``lo <= anchor < hi``) instead of reading the text from its
     start: that word's occurrences are looked for in the text as a string, and the words
-    around the one of the same rank are read (twice as far as ~16 characters a word,
-    until they hold the words wanted).  A window deep in a long text costs what one near
+    around the one of the same rank are read (those before it twice as far back as ~16
+    characters a word until they hold the words wanted; those from it on as
+    :func:`_word_offsets` reads a prefix).  A window deep in a long text costs what one near
     its start does, where :func:`_word_offsets` reads every word before it.
 
     None where this cannot be sure of the same offsets as :func:`_word_offsets` (then it
@@ -374,13 +375,7 @@ def offsets_around(
             return None
         spans = [(s + start, e + start) for s, e in piece[len(piece) - before :]]
     after = hi - anchor
-    reach = 16 * (after + 1)
-    while True:
-        end = min(len(text), at + reach)
-        piece = _word_offsets(text[at:end], 0, after + 1)
-        if end == len(text) or len(piece) > after:  # the last may be a cut word
-            break
-        reach *= 2
+    piece = _word_offsets(text[at:], 0, after)  # (itself reads only as far as it needs)
     if len(piece) < after:
         return None
     spans += [(s + at, e + at) for s, e in piece[:after]]
